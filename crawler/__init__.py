@@ -1,0 +1,1 @@
+"""The Scrapy project run on slave nodes (``scrapy crawl <spider_type>``)."""

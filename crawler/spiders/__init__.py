@@ -1,0 +1,1 @@
+"""Rule-driven spiders (``precise``, ``universal``)."""

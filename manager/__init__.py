@@ -1,0 +1,1 @@
+"""Per-node management: the crawlcluster CLI and the local servers harness."""

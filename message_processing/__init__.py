@@ -1,0 +1,1 @@
+"""The Kafka-facing side: request intake (preprocess) and the Redis monitor."""

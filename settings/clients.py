@@ -1,0 +1,294 @@
+"""The one factory for every server client: Redis, Kafka, ZooKeeper, MongoDB.
+
+Each ``*_client`` function builds a client from settings with connect and
+socket timeouts, checks the server answers, and on failure raises
+``ServerUnreachable`` naming the role, the address and what to check.
+Components receive these clients; they never build their own.
+"""
+
+import logging
+import socket
+import time
+from urllib.parse import urlsplit, urlunsplit
+
+from settings.errors import ServerUnreachable
+
+logger = logging.getLogger(__name__)
+
+SERVER_KINDS = ("redis", "kafka", "zookeeper", "mongodb")
+ADDRESS_SETTING = {
+    "redis": "CRAWLCLUSTER_REDIS_URL",
+    "kafka": "CRAWLCLUSTER_KAFKA_BOOTSTRAP",
+    "zookeeper": "CRAWLCLUSTER_ZOOKEEPER_HOSTS",
+    "mongodb": "CRAWLCLUSTER_MONGODB_URL",
+}
+
+
+def redact(url):
+    """Return a URL with any password replaced by ``***`` (for logs)."""
+    parts = urlsplit(url)
+    if parts.password is None:
+        return url
+    netloc = parts.netloc.rsplit("@", 1)[1]
+    user = parts.username or ""
+    return urlunsplit(parts._replace(netloc=f"{user}:***@{netloc}"))
+
+
+def server_address(settings, kind):
+    """The configured address of a server kind, safe to print."""
+    return redact(settings[ADDRESS_SETTING[kind]])
+
+
+def _unreachable(role, settings, kind, exc):
+    setting = ADDRESS_SETTING[kind]
+    hint = f"is the server running? check {setting}, or run `crawlcluster services up`"
+    reason = str(exc).strip() or type(exc).__name__
+    return ServerUnreachable(role, kind, server_address(settings, kind), reason, hint)
+
+
+def _timeouts(settings):
+    return settings.getfloat("CRAWLCLUSTER_CONNECT_TIMEOUT"), settings.getfloat(
+        "CRAWLCLUSTER_SOCKET_TIMEOUT"
+    )
+
+
+# --- Redis -------------------------------------------------------------------
+
+def redis_client(settings, role, check=True):
+    """A redis-py client with timeouts and retries on connection errors."""
+    import redis
+    from redis.backoff import ExponentialBackoff
+    from redis.retry import Retry
+
+    connect_timeout, socket_timeout = _timeouts(settings)
+    client = redis.Redis.from_url(
+        settings["CRAWLCLUSTER_REDIS_URL"],
+        socket_connect_timeout=connect_timeout,
+        socket_timeout=socket_timeout,
+        health_check_interval=30,
+        retry=Retry(ExponentialBackoff(cap=1.0, base=0.05), 3),
+        retry_on_error=[redis.ConnectionError, redis.TimeoutError],
+        decode_responses=True,
+    )
+    if check:
+        try:
+            client.ping()
+        except redis.RedisError as exc:
+            client.close()
+            raise _unreachable(role, settings, "redis", exc) from None
+    return client
+
+
+def _redis_version(settings):
+    client = redis_client(settings, "ping")
+    try:
+        return "redis " + client.info("server")["redis_version"]
+    finally:
+        client.close()
+
+
+# --- Kafka -------------------------------------------------------------------
+
+def _kafka_common(settings, role):
+    connect_timeout, socket_timeout = _timeouts(settings)
+    return {
+        "bootstrap_servers": settings.getlist("CRAWLCLUSTER_KAFKA_BOOTSTRAP"),
+        "client_id": f"crawlcluster-{role}",
+        "request_timeout_ms": int(socket_timeout * 1000) + 1000,
+        "bootstrap_timeout_ms": int(connect_timeout * 1000),
+        "reconnect_backoff_max_ms": 2000,
+    }
+
+
+def _build_kafka(settings, role, make):
+    from kafka.errors import KafkaConfigurationError, KafkaError
+
+    refused = _tcp_refusal(settings.getlist("CRAWLCLUSTER_KAFKA_BOOTSTRAP"), settings)
+    if refused:
+        raise _unreachable(role, settings, "kafka", refused)
+    try:
+        return make()
+    except KafkaConfigurationError:
+        raise
+    except (KafkaError, OSError) as exc:
+        raise _unreachable(role, settings, "kafka", exc) from None
+
+
+def kafka_producer(settings, role, **overrides):
+    """A KafkaProducer that waits for every broker ack (no silent loss)."""
+    from kafka import KafkaProducer
+
+    config = _kafka_common(settings, role)
+    config.update(acks="all", retries=5, linger_ms=5, max_block_ms=int(
+        settings.getfloat("CRAWLCLUSTER_SOCKET_TIMEOUT") * 1000))
+    config.update(overrides)
+    return _build_kafka(settings, role, lambda: KafkaProducer(**config))
+
+
+def kafka_consumer(settings, role, *topics, **overrides):
+    """A KafkaConsumer in the role's group, committing offsets by hand."""
+    from kafka import KafkaConsumer
+
+    session_ms = settings.getint("CRAWLCLUSTER_KAFKA_SESSION_TIMEOUT_MS")
+    config = _kafka_common(settings, role)
+    config.update(
+        group_id=settings["CRAWLCLUSTER_KAFKA_GROUP_ID"],
+        enable_auto_commit=False,
+        auto_offset_reset="earliest",
+        session_timeout_ms=session_ms,
+        heartbeat_interval_ms=max(session_ms // 6, 100),
+    )
+    config.update(overrides)
+    return _build_kafka(settings, role, lambda: KafkaConsumer(*topics, **config))
+
+
+def kafka_admin(settings, role):
+    """A KafkaAdminClient (create/delete topics, list groups)."""
+    from kafka.admin import KafkaAdminClient
+
+    config = _kafka_common(settings, role)
+    return _build_kafka(settings, role, lambda: KafkaAdminClient(**config))
+
+
+def _kafka_version(settings):
+    admin = kafka_admin(settings, "ping")
+    try:
+        admin.list_topics()
+        return "broker answers"
+    finally:
+        admin.close()
+
+
+# --- ZooKeeper -----------------------------------------------------------------
+
+def zookeeper_client(settings, role):
+    """A started KazooClient; on failure it is stopped before raising."""
+    from kazoo.client import KazooClient
+    from kazoo.handlers.threading import KazooTimeoutError
+
+    refused = _tcp_refusal(settings.getlist("CRAWLCLUSTER_ZOOKEEPER_HOSTS"), settings)
+    if refused:
+        raise _unreachable(role, settings, "zookeeper", refused)
+    connect_timeout, socket_timeout = _timeouts(settings)
+    client = KazooClient(
+        hosts=settings["CRAWLCLUSTER_ZOOKEEPER_HOSTS"],
+        timeout=max(socket_timeout, 4.0),
+        connection_retry={"max_tries": -1, "delay": 0.2, "max_delay": 2.0},
+    )
+    try:
+        client.start(timeout=connect_timeout)
+    except (KazooTimeoutError, OSError) as exc:
+        client.stop()
+        client.close()
+        reason = str(exc) or "no answer within the connect timeout"
+        raise _unreachable(role, settings, "zookeeper", reason) from None
+    return client
+
+
+def _zookeeper_version(settings):
+    client = zookeeper_client(settings, "ping")
+    try:
+        client.get("/")
+        return "session established"
+    finally:
+        client.stop()
+        client.close()
+
+
+# --- MongoDB -------------------------------------------------------------------
+
+def mongo_client(settings, role, check=True):
+    """A pymongo MongoClient with timeouts, checked with a ``ping``."""
+    from pymongo import MongoClient
+    from pymongo.errors import PyMongoError
+
+    connect_timeout, socket_timeout = _timeouts(settings)
+    client = MongoClient(
+        settings["CRAWLCLUSTER_MONGODB_URL"],
+        connectTimeoutMS=int(connect_timeout * 1000),
+        serverSelectionTimeoutMS=int(connect_timeout * 1000),
+        socketTimeoutMS=int(socket_timeout * 1000),
+        appname=f"crawlcluster-{role}",
+    )
+    if check:
+        try:
+            client.admin.command("ping")
+        except PyMongoError as exc:
+            client.close()
+            raise _unreachable(role, settings, "mongodb", _first_line(exc)) from None
+    return client
+
+
+def _mongo_version(settings):
+    client = mongo_client(settings, "ping")
+    try:
+        return "mongodb " + client.server_info().get("version", "?")
+    finally:
+        client.close()
+
+
+def _first_line(exc):
+    # pymongo's server-selection errors carry a long topology description.
+    return str(exc).split(" (configured timeouts", 1)[0].split("\n", 1)[0]
+
+
+def _tcp_refusal(hosts, settings):
+    """None if any ``host:port`` accepts a TCP connection, else why none did.
+
+    Kafka and ZooKeeper clients retry a dead address until their timeout and
+    then report only "timed out"; this names the real reason up front.
+    """
+    timeout = settings.getfloat("CRAWLCLUSTER_CONNECT_TIMEOUT")
+    reasons = []
+    for entry in hosts:
+        host, _, port = entry.split("/", 1)[0].rpartition(":")
+        try:
+            socket.create_connection((host, int(port)), timeout=timeout).close()
+            return None
+        except (OSError, ValueError) as exc:
+            reasons.append(f"{entry}: {getattr(exc, 'strerror', None) or exc}")
+    return "; ".join(reasons)
+
+
+# --- checks ----------------------------------------------------------------------
+
+_VERSION_PROBES = {
+    "redis": _redis_version,
+    "kafka": _kafka_version,
+    "zookeeper": _zookeeper_version,
+    "mongodb": _mongo_version,
+}
+
+
+def check_server(settings, kind):
+    """Return ``(ok, detail)`` for one server kind; never raises for a dead server."""
+    started = time.monotonic()
+    try:
+        version = _VERSION_PROBES[kind](settings)
+    except ServerUnreachable as exc:
+        return False, f"unreachable: {exc.reason} ({exc.hint})"
+    elapsed_ms = (time.monotonic() - started) * 1000
+    return True, f"reachable ({version}, {elapsed_ms:.0f} ms)"
+
+
+def check_role_servers(settings, role, kinds):
+    """Raise ``ServerUnreachable`` for the first of ``kinds`` that is down.
+
+    Every role calls this at start-up for the servers it needs, so a bad
+    address fails fast with one clear line.
+    """
+    for kind in kinds:
+        _BUILDERS[kind](settings, role)
+
+
+_BUILDERS = {
+    "redis": lambda s, role: redis_client(s, role).close(),
+    "kafka": lambda s, role: kafka_admin(s, role).close(),
+    "zookeeper": lambda s, role: _stop_kazoo(zookeeper_client(s, role)),
+    "mongodb": lambda s, role: mongo_client(s, role).close(),
+}
+
+
+def _stop_kazoo(client):
+    client.stop()
+    client.close()

@@ -1,0 +1,79 @@
+"""Every default of every crawlcluster role, once.
+
+Names carry the ``CRAWLCLUSTER_`` prefix. Each value's type is the type the
+loader parses an environment override into (bool, int, float, str, list or
+dict; lists and dicts are given as JSON in the environment).
+
+``SCRAPY`` holds the defaults for Scrapy's own (unprefixed) settings used by
+the crawler project; ``crawler/settings.py`` exposes them to Scrapy together
+with every ``CRAWLCLUSTER_`` setting.
+
+The README's settings table is generated from the comments here
+(``crawlcluster settings --markdown``); keep one comment line per setting.
+"""
+
+# --- servers ---------------------------------------------------------------
+# Redis URL (redis:// or rediss://; a password goes in the URL).
+CRAWLCLUSTER_REDIS_URL = "redis://127.0.0.1:6379/0"
+# Kafka bootstrap servers, comma separated host:port.
+CRAWLCLUSTER_KAFKA_BOOTSTRAP = "127.0.0.1:9092"
+# ZooKeeper hosts, comma separated host:port.
+CRAWLCLUSTER_ZOOKEEPER_HOSTS = "127.0.0.1:2181"
+# MongoDB URL (credentials go in the URL).
+CRAWLCLUSTER_MONGODB_URL = "mongodb://127.0.0.1:27017/?directConnection=true"
+
+# Seconds to wait for a TCP connection to any server.
+CRAWLCLUSTER_CONNECT_TIMEOUT = 3.0
+# Seconds to wait for any single server reply.
+CRAWLCLUSTER_SOCKET_TIMEOUT = 10.0
+
+# --- names inside the servers ----------------------------------------------
+# Prefix of every Redis key the cluster writes.
+CRAWLCLUSTER_KEY_PREFIX = "cc"
+# Kafka topic clients produce requests to.
+CRAWLCLUSTER_KAFKA_REQUESTS_TOPIC = "crawl.requests"
+# Kafka topic replies are produced to.
+CRAWLCLUSTER_KAFKA_REPLIES_TOPIC = "crawl.replies"
+# Kafka consumer group of the preprocess role.
+CRAWLCLUSTER_KAFKA_GROUP_ID = "crawlcluster-preprocess"
+# Kafka consumer session timeout (ms); heartbeats go out at a sixth of it.
+CRAWLCLUSTER_KAFKA_SESSION_TIMEOUT_MS = 6000
+# Root znode of the cluster's ZooKeeper tree.
+CRAWLCLUSTER_ZOOKEEPER_ROOT = "/crawlcluster"
+# MongoDB database for items and crawl records.
+CRAWLCLUSTER_MONGODB_DATABASE = "crawlcluster"
+
+# --- local servers (crawlcluster services up|status|down) -------------------
+# Directory for local servers' data, logs and PID files.
+CRAWLCLUSTER_STATE_DIR = "~/.crawlcluster"
+# Let `services up` install missing servers with apt-get and pip.
+CRAWLCLUSTER_SERVICES_INSTALL = True
+# Seconds `services up` waits for a started server to answer.
+CRAWLCLUSTER_SERVICES_START_TIMEOUT = 60.0
+
+# --- counters ----------------------------------------------------------------
+# Default window (s) of rolling counters (plugin counts, status codes).
+CRAWLCLUSTER_COUNTER_WINDOW = 60
+# Default step (s) of fixed-window counters.
+CRAWLCLUSTER_COUNTER_STEP = 3600
+# How many fixed windows a step counter keeps before Redis expires them.
+CRAWLCLUSTER_COUNTER_KEEP_STEPS = 24
+
+# --- logging -----------------------------------------------------------------
+# Log level of every role (DEBUG, INFO, WARNING, ERROR).
+CRAWLCLUSTER_LOG_LEVEL = "INFO"
+
+# --- Scrapy's own settings for the crawler project ---------------------------
+SCRAPY = {
+    "BOT_NAME": "crawlcluster",
+    "SPIDER_MODULES": ["crawler.spiders"],
+    "NEWSPIDER_MODULE": "crawler.spiders",
+    "ROBOTSTXT_OBEY": True,
+    # 100 (Scrapy's default) starts that many asyncio tasks per response;
+    # 4 was measured faster on link-heavy pages.
+    "CONCURRENT_ITEMS": 4,
+    "CONCURRENT_REQUESTS": 16,
+    "TWISTED_REACTOR": "twisted.internet.asyncioreactor.AsyncioSelectorReactor",
+    "FEED_EXPORT_ENCODING": "utf-8",
+    "TELNETCONSOLE_ENABLED": False,
+}

@@ -1,0 +1,170 @@
+"""The one settings loader: defaults < settings file < environment.
+
+A settings file is JSON (``*.json``) or a Python module (``*.py``, its
+upper-case names are read, like Scrapy's ``settings.py``). Its path comes
+from the ``settings_file`` argument or ``CRAWLCLUSTER_SETTINGS_FILE``.
+Environment variables named like a ``CRAWLCLUSTER_`` setting override it;
+values are parsed to the default's type.
+"""
+
+import difflib
+import json
+import os
+import runpy
+from pathlib import Path
+
+from settings import defaults
+from settings.errors import ConfigError
+
+PREFIX = "CRAWLCLUSTER_"
+SETTINGS_FILE_VAR = "CRAWLCLUSTER_SETTINGS_FILE"
+_TRUE = {"1", "true", "yes", "on"}
+_FALSE = {"0", "false", "no", "off", ""}
+
+
+def default_settings():
+    """Return a fresh dict of every prefixed default."""
+    return {
+        name: value
+        for name, value in vars(defaults).items()
+        if name.startswith(PREFIX)
+    }
+
+
+def default_scrapy_settings():
+    """Return a fresh dict of the crawler's defaults for Scrapy's own names."""
+    return dict(defaults.SCRAPY)
+
+
+class Settings(dict):
+    """Settings of one process: a dict with typed getters.
+
+    Holds every ``CRAWLCLUSTER_`` setting; ``scrapy`` holds Scrapy's own
+    names for the crawler project.
+    """
+
+    def __init__(self, values, scrapy=None):
+        super().__init__(values)
+        self.scrapy = dict(scrapy or {})
+
+    def getbool(self, name):
+        return parse_bool(name, self[name])
+
+    def getint(self, name):
+        return _convert(name, self[name], int)
+
+    def getfloat(self, name):
+        return _convert(name, self[name], float)
+
+    def getpath(self, name):
+        return Path(os.path.expanduser(str(self[name])))
+
+    def getlist(self, name):
+        value = self[name]
+        if isinstance(value, str):
+            return [part.strip() for part in value.split(",") if part.strip()]
+        return list(value)
+
+    def copy_with(self, **overrides):
+        """Return a copy with some settings replaced (names checked)."""
+        values = dict(self)
+        _apply(values, overrides, "copy_with()")
+        return Settings(values, self.scrapy)
+
+
+def load_settings(settings_file=None, environ=None):
+    """Build the settings: defaults, then the settings file, then the environment."""
+    environ = os.environ if environ is None else environ
+    values = default_settings()
+    scrapy = default_scrapy_settings()
+    settings_file = settings_file or environ.get(SETTINGS_FILE_VAR)
+    if settings_file:
+        _apply_file(values, scrapy, Path(settings_file))
+    _apply(values, _environment_overrides(environ, values), "the environment")
+    return Settings(values, scrapy)
+
+
+def _apply_file(values, scrapy, path):
+    source = f"settings file {path}"
+    overrides = read_settings_file(path)
+    prefixed = {k: v for k, v in overrides.items() if k.startswith(PREFIX)}
+    _apply(values, prefixed, source)
+    for name, value in overrides.items():
+        if name in prefixed:
+            continue
+        if name not in scrapy and not name.isupper():
+            raise ConfigError(f"{source}: {name!r} is not a setting name")
+        scrapy[name] = value
+
+
+def read_settings_file(path):
+    """Return the upper-case names a JSON or Python settings file defines."""
+    if not path.is_file():
+        raise ConfigError(f"settings file {path} does not exist")
+    if path.suffix == ".json":
+        try:
+            data = json.loads(path.read_text(encoding="utf-8"))
+        except (ValueError, UnicodeDecodeError) as exc:
+            raise ConfigError(f"settings file {path} is not valid JSON: {exc}") from exc
+        if not isinstance(data, dict):
+            raise ConfigError(f"settings file {path} must hold a JSON object")
+        return data
+    if path.suffix == ".py":
+        namespace = runpy.run_path(str(path))
+        return {k: v for k, v in namespace.items() if k.isupper()}
+    raise ConfigError(f"settings file {path}: use a .json or .py file")
+
+
+def _environment_overrides(environ, values):
+    return {
+        name: parse_value(name, text, values.get(name))
+        for name, text in environ.items()
+        if name.startswith(PREFIX) and name != SETTINGS_FILE_VAR
+    }
+
+
+def _apply(values, overrides, source):
+    for name, value in overrides.items():
+        if name not in values:
+            raise ConfigError(f"{source}: unknown setting {name}{_suggest(name, values)}")
+        values[name] = value
+
+
+def _suggest(name, known):
+    close = difflib.get_close_matches(name, known, n=1)
+    return f" (did you mean {close[0]}?)" if close else ""
+
+
+def parse_value(name, text, default):
+    """Parse an environment string to the type of the setting's default."""
+    if isinstance(default, bool):
+        return parse_bool(name, text)
+    if isinstance(default, (int, float)):
+        return _convert(name, text, type(default))
+    if isinstance(default, (list, dict)):
+        try:
+            value = json.loads(text)
+        except ValueError as exc:
+            raise ConfigError(f"{name}: expected JSON, got {text!r}") from exc
+        if not isinstance(value, type(default)):
+            raise ConfigError(f"{name}: expected a JSON {type(default).__name__}")
+        return value
+    return text
+
+
+def parse_bool(name, value):
+    if isinstance(value, bool):
+        return value
+    text = str(value).strip().lower()
+    if text in _TRUE:
+        return True
+    if text in _FALSE:
+        return False
+    raise ConfigError(f"{name}: expected a boolean (true/false), got {value!r}")
+
+
+def _convert(name, value, kind):
+    try:
+        return kind(value)
+    except (TypeError, ValueError) as exc:
+        raise ConfigError(f"{name}: expected {kind.__name__}, got {value!r}") from exc

