@@ -1,5 +1,7 @@
 """The one installable distribution of crawlcluster."""
 
+from pathlib import Path
+
 from setuptools import find_packages, setup
 
 ROLE_PACKAGES = ["crawler", "master", "message_processing", "manager", "settings"]
@@ -8,7 +10,7 @@ setup(
     name="crawlcluster",
     version="0.1.0",
     description="Distributed web crawling on Scrapy, Redis, Kafka, ZooKeeper and MongoDB",
-    long_description=open("README.md", encoding="utf-8").read(),
+    long_description=Path("README.md").read_text(encoding="utf-8"),
     long_description_content_type="text/markdown",
     license="BSD-3-Clause",
     python_requires=">=3.10",

