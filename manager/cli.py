@@ -39,7 +39,7 @@ def cmd_services(args, settings):
         return 0
     if args.action == "status":
         return 0 if servers.status(kinds) else EXIT_FAILED
-    servers.down()
+    servers.down(args.kinds or None)
     return 0
 
 

@@ -327,10 +327,10 @@ class LocalServers:
             all_up = all_up and ok
         return all_up
 
-    def down(self):
-        """Stop exactly the recorded servers; return the kinds stopped."""
+    def down(self, kinds=None):
+        """Stop exactly the recorded servers (of ``kinds``); return the kinds stopped."""
         stopped = []
-        for kind in self.state.recorded_kinds():
+        for kind in kinds or self.state.recorded_kinds():
             record = self.state.recorded(kind)
             if record:
                 stop_process(record["pid"])

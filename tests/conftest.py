@@ -1,0 +1,116 @@
+"""Shared fixtures: real servers from the harness, one namespace per test.
+
+The servers are the ones ``crawlcluster services up`` runs (started here if
+they are not answering). Outside CI a server that cannot be started skips
+the tests needing it; in CI (``CI=true``) it fails them.
+
+Every test that touches a server gets ``test_settings``: the loaded settings
+with its own Redis key prefix, Kafka topics and group id, ZooKeeper root and
+MongoDB database, all removed after the test.
+"""
+
+import os
+import uuid
+
+import pytest
+
+from master.keys import Keys
+from settings.clients import (
+    check_server,
+    kafka_admin,
+    mongo_client,
+    redis_client,
+    zookeeper_client,
+)
+from settings.errors import CrawlClusterError
+from settings.loader import load_settings, parse_bool
+
+IN_CI = parse_bool("CI", os.environ.get("CI", "false"))
+
+
+@pytest.fixture(scope="session")
+def base_settings():
+    return load_settings()
+
+
+@pytest.fixture(scope="session")
+def local_servers(base_settings):
+    """Make sure every server answers; stop at the end only what was started here."""
+    from manager.services import LocalServers
+
+    servers = LocalServers(base_settings, out=lambda line: None)
+    down = [kind for kind in ("redis", "kafka", "zookeeper", "mongodb")
+            if not check_server(base_settings, kind)[0]]
+    if down:
+        try:
+            servers.up(down)
+        except (CrawlClusterError, OSError) as exc:
+            message = f"servers {down} not answering and could not be started: {exc}"
+            if IN_CI:
+                pytest.fail(message)
+            pytest.skip(message)
+    yield base_settings
+    if down:
+        servers.down(down)
+
+
+@pytest.fixture
+def test_settings(local_servers):
+    """Settings with names no other test uses."""
+    token = uuid.uuid4().hex[:10]
+    return local_servers.copy_with(
+        CRAWLCLUSTER_KEY_PREFIX=f"test:{token}",
+        CRAWLCLUSTER_KAFKA_REQUESTS_TOPIC=f"test.{token}.requests",
+        CRAWLCLUSTER_KAFKA_REPLIES_TOPIC=f"test.{token}.replies",
+        CRAWLCLUSTER_KAFKA_GROUP_ID=f"test-{token}",
+        CRAWLCLUSTER_ZOOKEEPER_ROOT=f"/crawlcluster-test/{token}",
+        CRAWLCLUSTER_MONGODB_DATABASE=f"test_{token}",
+    )
+
+
+@pytest.fixture
+def redis(test_settings):
+    """A Redis client from the factory; the test's keys are deleted after it."""
+    client = redis_client(test_settings, "test")
+    yield client
+    keys = list(client.scan_iter(match=Keys.from_settings(test_settings).pattern(), count=1000))
+    if keys:
+        client.delete(*keys)
+    client.close()
+
+
+@pytest.fixture
+def kafka_topics(test_settings):
+    """The test's request and reply topics, created, deleted after the test."""
+    from kafka.admin import NewTopic
+
+    names = [test_settings["CRAWLCLUSTER_KAFKA_REQUESTS_TOPIC"],
+             test_settings["CRAWLCLUSTER_KAFKA_REPLIES_TOPIC"]]
+    admin = kafka_admin(test_settings, "test")
+    admin.create_topics([NewTopic(name, num_partitions=2, replication_factor=1)
+                         for name in names])
+    yield names
+    admin.delete_topics(names)
+    admin.close()
+
+
+@pytest.fixture
+def zookeeper(test_settings):
+    """A started KazooClient; the test's root znode is removed after it."""
+    client = zookeeper_client(test_settings, "test")
+    root = test_settings["CRAWLCLUSTER_ZOOKEEPER_ROOT"]
+    client.ensure_path(root)
+    yield client
+    client.delete(root, recursive=True)
+    client.stop()
+    client.close()
+
+
+@pytest.fixture
+def mongo_db(test_settings):
+    """The test's own MongoDB database, dropped after it."""
+    client = mongo_client(test_settings, "test")
+    name = test_settings["CRAWLCLUSTER_MONGODB_DATABASE"]
+    yield client[name]
+    client.drop_database(name)
+    client.close()

@@ -1,0 +1,115 @@
+"""The client factory against the real servers of the harness."""
+
+import threading
+import time
+
+import pytest
+
+from settings.clients import (
+    SERVER_KINDS,
+    check_role_servers,
+    check_server,
+    kafka_consumer,
+    kafka_producer,
+    mongo_client,
+    redact,
+    redis_client,
+    zookeeper_client,
+)
+from settings.errors import ServerUnreachable
+
+DEAD = {
+    "CRAWLCLUSTER_REDIS_URL": "redis://127.0.0.1:1/0",
+    "CRAWLCLUSTER_KAFKA_BOOTSTRAP": "127.0.0.1:1",
+    "CRAWLCLUSTER_ZOOKEEPER_HOSTS": "127.0.0.1:1",
+    "CRAWLCLUSTER_MONGODB_URL": "mongodb://127.0.0.1:1/?directConnection=true",
+}
+
+
+def test_redis_round_trip(redis, test_settings):
+    key = f"{test_settings['CRAWLCLUSTER_KEY_PREFIX']}:roundtrip"
+    redis.set(key, "héllo")
+    assert redis.get(key) == "héllo"
+
+
+def test_kafka_produce_and_consume_in_a_group_with_commit(test_settings, kafka_topics):
+    topic = kafka_topics[0]
+    producer = kafka_producer(test_settings, "test")
+    for n in range(5):
+        producer.send(topic, f'{{"n": {n}}}'.encode())
+    producer.flush()
+    producer.close()
+
+    consumer = kafka_consumer(test_settings, "test", topic)
+    seen = _poll_values(consumer, 5)
+    consumer.commit()
+    consumer.close()
+    assert sorted(seen) == [f'{{"n": {n}}}'.encode() for n in range(5)]
+
+    # The committed offsets hold: the group gets nothing again.
+    again = kafka_consumer(test_settings, "test", topic)
+    assert _poll_values(again, 1, timeout=8) == []
+    again.close()
+
+
+def _poll_values(consumer, want, timeout=30):
+    values = []
+    deadline = time.monotonic() + timeout
+    while len(values) < want and time.monotonic() < deadline:
+        for records in consumer.poll(timeout_ms=500).values():
+            values.extend(record.value for record in records)
+    return values
+
+
+def test_zookeeper_data_watch_fires_on_change(zookeeper, test_settings):
+    path = f"{test_settings['CRAWLCLUSTER_ZOOKEEPER_ROOT']}/limits"
+    zookeeper.create(path, b'{"hits": 10}')
+    seen = []
+    changed = threading.Event()
+
+    @zookeeper.DataWatch(path)
+    def on_change(data, stat):
+        seen.append(data)
+        if data == b'{"hits": 20}':
+            changed.set()
+
+    zookeeper.set(path, b'{"hits": 20}')
+    assert changed.wait(5)
+    assert seen[0] == b'{"hits": 10}'
+
+
+def test_mongo_unique_index_refuses_duplicates(mongo_db):
+    from pymongo.errors import DuplicateKeyError
+
+    items = mongo_db["items"]
+    items.create_index([("crawlid", 1), ("url", 1)], unique=True)
+    items.insert_one({"crawlid": "c1", "url": "http://a/1", "title": "一"})
+    with pytest.raises(DuplicateKeyError):
+        items.insert_one({"crawlid": "c1", "url": "http://a/1", "title": "二"})
+    assert items.find_one({"url": "http://a/1"})["title"] == "一"
+
+
+@pytest.mark.parametrize("kind", SERVER_KINDS)
+def test_unreachable_server_gives_one_clear_error(base_settings, kind):
+    settings = base_settings.copy_with(**DEAD, CRAWLCLUSTER_CONNECT_TIMEOUT=1.0)
+    started = time.monotonic()
+    with pytest.raises(ServerUnreachable) as caught:
+        check_role_servers(settings, "master", [kind])
+    message = str(caught.value)
+    assert message.startswith(f"master: cannot reach {kind} at ")
+    assert "127.0.0.1:1" in message
+    assert "\n" not in message
+    assert time.monotonic() - started < 10
+    assert check_server(settings, kind)[0] is False
+
+
+def test_factories_raise_server_unreachable(base_settings):
+    settings = base_settings.copy_with(**DEAD, CRAWLCLUSTER_CONNECT_TIMEOUT=1.0)
+    for build in (redis_client, mongo_client, zookeeper_client, kafka_producer):
+        with pytest.raises(ServerUnreachable, match=r"127\.0\.0\.1:1"):
+            build(settings, "test")
+
+
+def test_passwords_are_redacted():
+    assert redact("redis://user:secret@host:6379/0") == "redis://user:***@host:6379/0"
+    assert redact("mongodb://host:27017") == "mongodb://host:27017"
