@@ -287,10 +287,7 @@ class LocalServers:
                     f"{kind} is not installed and CRAWLCLUSTER_SERVICES_INSTALL is off")
             spec.install()
         command = spec.command(host, port, self.state.data_dir(kind))
-        with open(self.state.log_path(kind), "ab") as log:
-            process = subprocess.Popen(
-                command, stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
-                cwd=self.state.data_dir(kind), start_new_session=True)
+        process = spawn(command, self.state.log_path(kind), cwd=self.state.data_dir(kind))
         self.state.record(kind, process.pid, command)
         return process
 
@@ -342,6 +339,17 @@ class LocalServers:
         return stopped
 
 
+def spawn(command, log_path, cwd=None):
+    """Start a background process in its own session, output to ``log_path``.
+
+    stdin is /dev/null and stdout a file of its own, so a piped CI step never
+    waits on a server's inherited output.
+    """
+    with open(log_path, "ab") as log:
+        return subprocess.Popen(command, stdin=subprocess.DEVNULL, stdout=log,
+                                stderr=subprocess.STDOUT, cwd=cwd, start_new_session=True)
+
+
 def stop_process(pid, timeout=10.0):
     """SIGTERM a process (its session), wait, then SIGKILL if it lingers."""
     for sig, wait in ((signal.SIGTERM, timeout), (signal.SIGKILL, 5.0)):
@@ -369,3 +377,112 @@ def _wait_gone(pid, timeout):
             return True
         time.sleep(0.05)
     return False
+
+
+# --- a static site served by nginx (tests, benchmarks, demo) -------------------------------
+
+def free_port(hosts=("127.0.0.1",)):
+    """A TCP port free on every one of ``hosts`` right now."""
+    for _ in range(50):
+        with socket.socket() as probe:
+            probe.bind((hosts[0], 0))
+            port = probe.getsockname()[1]
+        if all(_can_bind(host, port) for host in hosts[1:]):
+            return port
+    raise ServiceError(f"no port free on all of {hosts}")
+
+
+def _can_bind(host, port):
+    with socket.socket() as probe:
+        try:
+            probe.bind((host, port))
+            return True
+        except OSError:
+            return False
+
+
+_NGINX_CONF = """\
+worker_processes 1;
+daemon off;
+{user}
+pid {run}/nginx.pid;
+error_log {run}/error.log warn;
+events {{ worker_connections 1024; }}
+http {{
+    types {{ text/html html; text/plain txt; application/json json; }}
+    default_type application/octet-stream;
+    log_format timed '$msec $server_addr $request_method $request_uri $status "$http_user_agent"';
+    access_log {run}/access.log timed;
+    client_body_temp_path {run}/tmp/body;
+    proxy_temp_path {run}/tmp/proxy;
+    fastcgi_temp_path {run}/tmp/fastcgi;
+    uwsgi_temp_path {run}/tmp/uwsgi;
+    scgi_temp_path {run}/tmp/scgi;
+    keepalive_requests 100000;
+{servers}
+}}
+"""
+
+
+class StaticSite:
+    """nginx serving ``www/<host>/`` on ``host:port`` for each host, from ``run_dir``.
+
+    Python's http.server manages ~3k requests/s here and would be the
+    bottleneck of any crawl; nginx-light serves tens of thousands.
+    """
+
+    def __init__(self, www, hosts, port, run_dir):
+        self.www = Path(www)
+        self.hosts = list(hosts)
+        self.port = port
+        self.run_dir = Path(run_dir)
+        self.process = None
+
+    def start(self, timeout=10.0):
+        if shutil.which("nginx") is None:
+            _apt_install("nginx-light")
+        (self.run_dir / "tmp").mkdir(parents=True, exist_ok=True)
+        conf = self.run_dir / "nginx.conf"
+        conf.write_text(self._config())
+        error_log = self.run_dir / "error.log"
+        self.process = spawn(["nginx", "-c", str(conf), "-p", str(self.run_dir),
+                              "-e", str(error_log)], self.run_dir / "nginx.out")
+        deadline = time.monotonic() + timeout
+        while not all(port_open(host, self.port) for host in self.hosts):
+            if self.process.poll() is not None or time.monotonic() > deadline:
+                error = error_log.read_text(errors="replace")[-500:]
+                self.stop()
+                raise ServiceError(f"nginx did not start on port {self.port}: {error}")
+            time.sleep(0.05)
+        return self
+
+    def _config(self):
+        servers = "\n".join(
+            f"    server {{ listen {host}:{self.port}; root {self.www / host}; }}"
+            for host in self.hosts)
+        user = "user root;" if os.geteuid() == 0 else ""
+        return _NGINX_CONF.format(user=user, run=self.run_dir, servers=servers)
+
+    def stop(self):
+        if self.process and self.process.poll() is None:
+            stop_process(self.process.pid)
+        self.process = None
+
+    def access_log(self):
+        """Requests served so far: dicts with time, host, method, path, status, agent."""
+        path = self.run_dir / "access.log"
+        if not path.exists():
+            return []
+        entries = []
+        for line in path.read_text(errors="replace").splitlines():
+            head, _, agent = line.partition(' "')
+            when, host, method, uri, status = head.split(" ", 4)
+            entries.append({"time": float(when), "host": host, "method": method,
+                            "path": uri, "status": int(status), "agent": agent.rstrip('"')})
+        return entries
+
+    def __enter__(self):
+        return self.start()
+
+    def __exit__(self, *exc):
+        self.stop()

@@ -114,3 +114,25 @@ def mongo_db(test_settings):
     yield client[name]
     client.drop_database(name)
     client.close()
+
+
+@pytest.fixture(scope="session")
+def static_site(tmp_path_factory):
+    """A generated 4-host site (list/detail pages, a GBK page, robots.txt) on nginx.
+
+    Yields ``(manifest, site)``; ``site.access_log()`` lists every request served.
+    """
+    from crawler.sitegen import DEFAULT_HOSTS, SiteSpec, generate_site
+    from manager.services import StaticSite, free_port
+
+    root = tmp_path_factory.mktemp("site")
+    spec = SiteSpec(port=free_port(DEFAULT_HOSTS), details_per_host=30)
+    manifest = generate_site(root, spec)
+    try:
+        site = StaticSite(root / "www", spec.hosts, spec.port, root / "run").start()
+    except CrawlClusterError as exc:
+        if IN_CI:
+            pytest.fail(f"nginx could not serve the test site: {exc}")
+        pytest.skip(f"nginx could not serve the test site: {exc}")
+    yield manifest, site
+    site.stop()

@@ -1,0 +1,189 @@
+"""A generated news-like site over several hosts, with its ground truth.
+
+Used by the tests, the benchmarks and the demo; served by nginx
+(``manager.services.StaticSite``). Each host has an index, paginated list
+pages, detail pages (title, date, author, body between navigation, ads and
+comments, related links to details on every host), a ``robots.txt`` that
+disallows ``/private/`` and a private page linked from the index. The first
+host's first detail page is GBK-encoded and says so only in ``<meta>``.
+
+``generate_site`` writes ``www/<host>/...`` under a folder and returns the
+manifest (also written as ``site.json``): every page with its kind, host,
+encoding, depth from the start URL and, for details, the expected fields.
+"""
+
+import json
+import math
+import random
+from collections import deque
+from dataclasses import asdict, dataclass, field
+from html import escape
+from pathlib import Path
+
+DEFAULT_HOSTS = ("127.0.0.1", "127.0.0.2", "127.0.0.3", "127.0.0.4")
+
+_TOPICS = ("城市交通", "教育改革", "科技创新", "医疗保障", "文化遗产", "生态环境",
+           "乡村振兴", "体育赛事", "金融市场", "住房政策", "航天工程", "数字经济")
+_EVENTS = ("新规今日起实施", "取得阶段性进展", "发布年度报告", "举行专题会议",
+           "迎来重要突破", "公布最新数据", "启动试点工作", "召开新闻发布会")
+_WORDS = ("记者", "今天", "表示", "相关部门", "进一步", "推进", "工作", "发展", "加强",
+          "市民", "服务", "建设", "项目", "数据", "显示", "同比", "增长", "方面", "措施",
+          "目前", "已经", "完成", "计划", "预计", "年底", "全面", "落实", "提升", "质量")
+_AUTHORS = ("张伟", "王芳", "李娜", "刘洋", "陈静", "杨帆", "赵磊", "黄敏")
+
+
+@dataclass
+class SiteSpec:
+    """What to generate. ``port`` is the one port every host serves on."""
+
+    port: int
+    hosts: tuple = DEFAULT_HOSTS
+    details_per_host: int = 50
+    list_page_size: int = 10
+    related_links: int = 5
+    seed: int = 1
+    gbk_page: bool = True
+
+    def base(self, host):
+        return f"http://{host}:{self.port}"
+
+    def list_pages(self):
+        return max(1, math.ceil(self.details_per_host / self.list_page_size))
+
+
+@dataclass
+class Page:
+    url: str
+    kind: str
+    host: str
+    path: str
+    encoding: str = "utf-8"
+    links: list = field(default_factory=list)
+    fields: dict = field(default_factory=dict)
+
+
+def generate_site(root, spec):
+    """Write the site under ``root``; return (and write) its manifest."""
+    root = Path(root)
+    rng = random.Random(spec.seed)
+    pages = []
+    for host in spec.hosts:
+        pages.extend(_host_pages(spec, host, rng))
+    for page in pages:
+        _write_page(root / "www" / page.host, page, spec)
+    for host in spec.hosts:
+        _write(root / "www" / host / "robots.txt",
+               b"User-agent: *\nDisallow: /private/\n")
+    manifest = _manifest(spec, pages)
+    _write(root / "site.json", json.dumps(manifest, ensure_ascii=False, indent=1).encode())
+    return manifest
+
+
+def _host_pages(spec, host, rng):
+    base = spec.base(host)
+    details = [_detail(spec, host, number, rng) for number in range(1, spec.details_per_host + 1)]
+    lists = []
+    for number in range(1, spec.list_pages() + 1):
+        chunk = details[(number - 1) * spec.list_page_size:number * spec.list_page_size]
+        links = [d.url for d in chunk]
+        if number < spec.list_pages():
+            links.append(f"{base}/list/{number + 1}.html")
+        lists.append(Page(f"{base}/list/{number}.html", "list", host, f"list/{number}.html",
+                          links=links, fields={"items": [d.fields["title"] for d in chunk]}))
+    index = Page(f"{base}/", "index", host, "index.html",
+                 links=[lists[0].url, f"{base}/private/1.html"])
+    private = Page(f"{base}/private/1.html", "private", host, "private/1.html")
+    return [index, *lists, *details, private]
+
+
+def _detail(spec, host, number, rng):
+    base = spec.base(host)
+    title = f"{rng.choice(_TOPICS)}{rng.choice(_EVENTS)}（{host.rsplit('.', 1)[-1]}-{number}号）"
+    paragraphs = ["".join(rng.choice(_WORDS) for _ in range(rng.randint(25, 45))) + "。"
+                  for _ in range(rng.randint(3, 6))]
+    fields = {"title": title, "date": f"2026-{rng.randint(1, 12):02d}-{rng.randint(1, 28):02d}",
+              "author": rng.choice(_AUTHORS), "content": paragraphs}
+    related = [f"{spec.base(rng.choice(spec.hosts))}/news/"
+               f"{rng.randint(1, spec.details_per_host)}.html"
+               for _ in range(spec.related_links)]
+    gbk = spec.gbk_page and host == spec.hosts[0] and number == 1
+    return Page(f"{base}/news/{number}.html", "detail", host, f"news/{number}.html",
+                encoding="gbk" if gbk else "utf-8", links=related, fields=fields)
+
+
+def _write_page(www, page, spec):
+    html = _render(page, spec)
+    _write(www / page.path, html.encode(page.encoding))
+
+
+def _render(page, spec):
+    title = page.fields.get("title") or f"{page.kind} {page.path}"
+    body = {"index": _index_body, "list": _list_body, "detail": _detail_body,
+            "private": lambda p: "<p>不应被抓取的页面</p>"}[page.kind](page)
+    sites = " ".join(f'<a href="{spec.base(h)}/">站点 {h}</a>' for h in spec.hosts)
+    return (f'<!DOCTYPE html>\n<html><head><meta charset="{page.encoding}">'
+            f"<title>{escape(title)}</title></head><body>\n"
+            f'<div class="nav"><a href="/">首页</a> <a href="/list/1.html">新闻列表</a> '
+            f'<a href="javascript:void(0)">收藏</a> <a href="mailto:news@example.com">投稿</a>'
+            f"</div>\n{body}\n"
+            f'<div class="footer">{sites}</div>\n</body></html>\n')
+
+
+def _index_body(page):
+    return (f'<h1>新闻网</h1><a class="more" href="{page.links[0]}">全部新闻</a>'
+            f'<a class="internal" href="{page.links[1]}">内部资料</a>')
+
+
+def _list_body(page):
+    items = "".join(f'<li><a class="title" href="{url}">{escape(title)}</a></li>'
+                    for url, title in zip(page.links, page.fields["items"], strict=False))
+    nxt = page.links[len(page.fields["items"]):]
+    pager = f'<a class="next" href="{nxt[0]}">下一页</a>' if nxt else ""
+    return f'<ul class="news-list">{items}</ul><div class="pager">{pager}</div>'
+
+
+def _detail_body(page):
+    f = page.fields
+    paragraphs = "".join(f"<p>{escape(p)}</p>" for p in f["content"])
+    related = "".join(f'<li><a href="{url}">相关新闻</a></li>' for url in page.links)
+    return (f'<div class="ad">广告：限时优惠，点击领取</div>'
+            f'<div class="article"><h1 class="title">{escape(f["title"])}</h1>'
+            f'<div class="meta"><span class="date">{f["date"]}</span> '
+            f'<span class="author">{f["author"]}</span></div>'
+            f'<div class="content">{paragraphs}</div></div>'
+            f'<ul class="related">{related}</ul>'
+            f'<div class="comments"><p>网友评论：写得很好！</p><p>网友评论：支持。</p></div>')
+
+
+def _write(path, data):
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_bytes(data)
+
+
+def _manifest(spec, pages):
+    start = f"{spec.base(spec.hosts[0])}/"
+    crawlable = [p for p in pages if p.kind != "private"]
+    depths = _depths(start, crawlable, spec)
+    return {
+        "spec": asdict(spec),
+        "start_url": start,
+        "pages": [{"url": p.url, "kind": p.kind, "host": p.host, "encoding": p.encoding,
+                   "depth": depths.get(p.url), **p.fields} for p in crawlable],
+        "disallowed": [p.url for p in pages if p.kind == "private"],
+    }
+
+
+def _depths(start, pages, spec):
+    """Breadth-first depth of every page from the start URL (nav links included)."""
+    by_url = {p.url: p for p in pages}
+    nav = {p.host: [f"{spec.base(p.host)}/", f"{spec.base(p.host)}/list/1.html",
+                    *(f"{spec.base(h)}/" for h in spec.hosts)] for p in pages}
+    depths = {start: 0}
+    queue = deque([start])
+    while queue:
+        page = by_url[queue.popleft()]
+        for url in [*page.links, *nav[page.host]]:
+            if url in by_url and url not in depths:
+                depths[url] = depths[page.url] + 1
+                queue.append(url)
+    return depths

@@ -1,0 +1,55 @@
+"""The crawlcluster command as users run it."""
+
+import os
+import subprocess
+import sys
+
+
+def run(*args, **env):
+    full_env = {k: v for k, v in os.environ.items() if not k.startswith("CRAWLCLUSTER_")}
+    full_env.update(env)
+    return subprocess.run([sys.executable, "-m", "manager.cli", *args], env=full_env,
+                          capture_output=True, text=True, timeout=120, check=False)
+
+
+def test_help_lists_the_commands():
+    result = run("--help")
+    assert result.returncode == 0
+    for command in ("ping", "services", "settings"):
+        assert command in result.stdout
+
+
+def test_ping_names_the_dead_redis_in_one_line(local_servers):
+    result = run("ping", CRAWLCLUSTER_REDIS_URL="redis://127.0.0.1:1")
+    assert result.returncode != 0
+    lines = [line for line in result.stdout.splitlines() if "127.0.0.1:1" in line]
+    assert len(lines) == 1
+    assert lines[0].startswith("redis") and "unreachable" in lines[0]
+    assert "Traceback" not in result.stdout + result.stderr
+    others = [line for line in result.stdout.splitlines() if line not in lines]
+    assert len(others) == 3 and all("reachable (" in line for line in others)
+
+
+def test_ping_all_up_exits_zero(local_servers):
+    result = run("ping")
+    assert result.returncode == 0, result.stdout
+    assert len(result.stdout.splitlines()) == 4
+
+
+def test_bad_setting_is_one_clear_error():
+    result = run("ping", CRAWLCLUSTER_CONNECT_TIMEOUT="soon")
+    assert result.returncode == 2
+    assert result.stderr.strip() == (
+        "crawlcluster ping: CRAWLCLUSTER_CONNECT_TIMEOUT: expected float, got 'soon'")
+
+
+def test_unknown_server_kind_is_refused():
+    result = run("ping", "postgres")
+    assert result.returncode == 2
+    assert "unknown server kind 'postgres'" in result.stderr
+
+
+def test_settings_markdown_lists_every_setting():
+    result = run("settings", "--markdown")
+    assert result.returncode == 0
+    assert "`CRAWLCLUSTER_REDIS_URL`" in result.stdout
