@@ -35,6 +35,15 @@ class Keys:
         """zset of event times in the fixed window starting at ``window_start``."""
         return f"{self.prefix}:counter:step:{name}:{int(window_start)}"
 
+    # --- Bloom filter (master/bloom.py) ---------------------------------------------
+    def bloom_block(self, name, block):
+        """string (bitmap, or 4-bit counters in counting mode): one block of a filter."""
+        return f"{self.prefix}:bloom:{name}:{block}"
+
+    def bloom_meta(self, name):
+        """string (JSON): the filter's parameters, so every process uses the same."""
+        return f"{self.prefix}:bloom:{name}:meta"
+
     # --- liveness --------------------------------------------------------------------
     def heartbeat(self, role, host):
         """string with a TTL: the role on that host is alive while it exists."""

@@ -59,6 +59,18 @@ CRAWLCLUSTER_COUNTER_STEP = 3600
 # How many fixed windows a step counter keeps before Redis expires them.
 CRAWLCLUSTER_COUNTER_KEEP_STEPS = 24
 
+# --- Bloom filter (master/bloom.py) -------------------------------------------
+# URLs the seen-URL filter is sized for.
+CRAWLCLUSTER_BLOOM_CAPACITY = 10_000_000
+# False-positive rate the filter is sized for at capacity.
+CRAWLCLUSTER_BLOOM_ERROR_RATE = 0.001
+# Groups of hash functions (thesis 4.2.3.2); a URL is seen only if every group says so.
+CRAWLCLUSTER_BLOOM_GROUPS = 2
+# Counting mode: 4-bit counters instead of bits, so URLs can be removed (recrawl, expiry).
+CRAWLCLUSTER_BLOOM_COUNTING = False
+# Largest Redis string one block of the filter may use, in bits (Redis caps a string at 2^32).
+CRAWLCLUSTER_BLOOM_BLOCK_BITS = 1 << 30
+
 # --- logging -----------------------------------------------------------------
 # Log level of every role (DEBUG, INFO, WARNING, ERROR).
 CRAWLCLUSTER_LOG_LEVEL = "INFO"

@@ -1,0 +1,60 @@
+"""Shared pieces of the benchmarks: servers, a private key prefix, output.
+
+Each benchmark runs a peer and crawlcluster in the same run on the same
+machine, prints what it measured, and ends with one line: a JSON object.
+"""
+
+import json
+import platform
+import time
+import uuid
+from contextlib import contextmanager
+
+from manager.services import LocalServers
+from master.keys import Keys
+from settings.clients import redis_client
+from settings.loader import load_settings
+
+
+def bench_settings(kinds=("redis",)):
+    """Settings with a private key prefix; the servers of ``kinds`` started if needed."""
+    settings = load_settings()
+    LocalServers(settings, out=lambda line: None).up(kinds)
+    return settings.copy_with(CRAWLCLUSTER_KEY_PREFIX=f"bench:{uuid.uuid4().hex[:8]}")
+
+
+@contextmanager
+def bench_redis(settings):
+    """A Redis client from the factory; every key under the prefix deleted after."""
+    client = redis_client(settings, "bench")
+    try:
+        yield client
+    finally:
+        keys = list(client.scan_iter(match=Keys.from_settings(settings).pattern(), count=1000))
+        for start in range(0, len(keys), 1000):
+            client.delete(*keys[start:start + 1000])
+        client.close()
+
+
+def rate(count, seconds):
+    return count / seconds if seconds > 0 else float("inf")
+
+
+@contextmanager
+def timed(result, key):
+    """Store the seconds the block took in ``result[key]``."""
+    started = time.perf_counter()
+    yield
+    result[key] = time.perf_counter() - started
+
+
+def machine():
+    import os
+
+    return f"{platform.system()} {platform.machine()}, {os.cpu_count()} CPUs, Python {platform.python_version()}"
+
+
+def finish(summary):
+    """Print the closing JSON line (floats rounded)."""
+    rounded = {k: (round(v, 6) if isinstance(v, float) else v) for k, v in summary.items()}
+    print(json.dumps(rounded, sort_keys=True))

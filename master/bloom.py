@@ -1,0 +1,294 @@
+"""Multi-group Bloom filter on Redis bitmaps (thesis 4.2.3).
+
+A URL is canonicalized (as Scrapy fingerprints it) and hashed once with SHA-1.
+From that digest come ``h`` groups of ``k`` positions (double hashing); the URL
+is seen only if every position of every group is set. Plain mode keeps a bit
+per position; counting mode a 4-bit counter, so URLs can be removed again
+(recrawl, expiry), at four times the memory.
+
+The bits are split into blocks, each its own Redis string, so no string nears
+Redis's 512 MB limit and blocks spread over a Redis Cluster. All of a URL's
+positions live in one block (chosen from the digest), and one Lua call handles
+every URL of a batch that falls in a block, atomically: check-and-add never
+lets two processes both see a URL as new. A batch is one round trip: one call
+per block touched, pipelined. There are no false negatives: bits are only set
+(plain) and counters only decremented for URLs found present, never below the
+count of URLs still added, and never once saturated.
+"""
+
+import json
+import math
+from collections import deque
+from dataclasses import asdict, dataclass
+
+from master.keys import Keys
+from master.lua import LuaScripts
+from master.urls import url_digest
+from settings.errors import ConfigError
+
+MAX_HASHES = 64           # positions per URL stay exact in Lua's doubles below this
+
+
+
+@dataclass(frozen=True)
+class BloomParams:
+    """A filter's shape: ``groups`` x ``hashes`` positions per URL over ``cells`` cells."""
+
+    groups: int
+    hashes: int
+    group_cells: int          # cells per group per block
+    blocks: int
+    counting: bool = False
+
+    @classmethod
+    def for_capacity(cls, capacity, error_rate, groups=1, counting=False, block_bits=1 << 30,
+                     memory_slack=1.1):
+        """Size for ``capacity`` URLs at ``error_rate``.
+
+        Takes the fewest positions per URL whose memory stays within
+        ``memory_slack`` of the optimal filter's (-n ln p / ln² 2 bits): each
+        position costs a Redis operation, and at 0.1% six positions need only
+        10% more memory than the optimal ten. The positions are spread over
+        ``groups`` groups (h groups of k hashes over M/h cells give the same
+        rate as one filter of M cells and h*k hashes: (1 - e^(-khn/M))^(kh)).
+        """
+        if capacity <= 0 or not 0 < error_rate < 1 or groups <= 0:
+            raise ConfigError(f"bad Bloom sizing: capacity={capacity}, "
+                              f"error_rate={error_rate}, groups={groups}")
+        optimal = -math.log(error_rate) / math.log(2) ** 2          # cells per URL
+        for hashes in range(1, MAX_HASHES // groups + 1):
+            per_url = _cells_per_url(error_rate, groups * hashes)
+            if per_url <= optimal * memory_slack:
+                break
+        else:
+            raise ConfigError(f"no Bloom shape within {memory_slack}x of optimal memory")
+        total_cells = math.ceil(capacity * per_url)
+        blocks = max(1, math.ceil(total_cells * (4 if counting else 1) / block_bits))
+        group_cells = math.ceil(total_cells / groups / blocks)
+        return cls(groups, hashes, group_cells, blocks, counting)
+
+    @property
+    def positions_per_url(self):
+        return self.groups * self.hashes
+
+    @property
+    def cells(self):
+        return self.groups * self.group_cells * self.blocks
+
+    @property
+    def bytes(self):
+        return self.cells * (4 if self.counting else 1) / 8
+
+    def false_positive_rate(self, urls):
+        """Expected rate for ``urls`` stored: (1 - e^(-k n / g))^(k h)."""
+        per_group_cells = self.group_cells * self.blocks
+        per_group = (1 - math.exp(-self.hashes * urls / per_group_cells)) ** self.hashes
+        return per_group ** self.groups
+
+    def describe(self):
+        mode = "counting (4-bit counters)" if self.counting else "plain (bits)"
+        return (f"m={self.cells} cells ({self.bytes / 2**20:.1f} MiB), k={self.hashes} per group, "
+                f"h={self.groups} groups, {self.blocks} block(s), {mode}")
+
+
+def _cells_per_url(error_rate, positions):
+    """Cells per URL a filter with this many positions per URL needs for the rate."""
+    return -positions / math.log(1 - error_rate ** (1 / positions))
+
+
+def positions(digest, params):
+    """``(block, [cell positions])`` of a URL's SHA-1 digest (raw bytes).
+
+    bloom.lua derives the same from the hex digest: h1, h2 and the block come
+    from its first 10, next 10 and next 8 hex digits.
+    """
+    h1, h2 = int.from_bytes(digest[0:5], "big"), int.from_bytes(digest[5:10], "big")
+    block = int.from_bytes(digest[10:14], "big") % params.blocks
+    g, k = params.group_cells, params.hashes
+    return block, [(i // k) * g + (h1 + i * h2) % g for i in range(params.positions_per_url)]
+
+
+class BloomFilter:
+    """A named filter in Redis; ``add_many`` is the batched check-and-add.
+
+    ``hash_in="client"`` (default) computes the positions here and sends plain
+    BITFIELD commands; ``"lua"`` sends digests and lets bloom.lua derive them.
+    ``bench/bloom.py`` measures both: the client way is several times faster,
+    because Redis's Lua spends ~1 µs per position building command arguments.
+    """
+
+    def __init__(self, client, keys, name, params, scripts=None, hash_in="client",
+                 chunk=250):
+        if hash_in not in ("client", "lua"):
+            raise ConfigError(f"hash_in must be 'client' or 'lua', got {hash_in!r}")
+        self.client = client
+        self.keys = keys
+        self.name = name
+        self.params = params
+        self.scripts = scripts or LuaScripts(client)
+        self.hash_in = hash_in
+        self.chunk = chunk
+        self._check_params()
+
+    @classmethod
+    def from_settings(cls, client, settings, name="seen", **kwargs):
+        params = BloomParams.for_capacity(
+            settings.getint("CRAWLCLUSTER_BLOOM_CAPACITY"),
+            settings.getfloat("CRAWLCLUSTER_BLOOM_ERROR_RATE"),
+            groups=settings.getint("CRAWLCLUSTER_BLOOM_GROUPS"),
+            counting=settings.getbool("CRAWLCLUSTER_BLOOM_COUNTING"),
+            block_bits=settings.getint("CRAWLCLUSTER_BLOOM_BLOCK_BITS"))
+        return cls(client, Keys.from_settings(settings), name, params, **kwargs)
+
+    def _check_params(self):
+        """Record the shape in Redis; refuse to open a filter made with another shape."""
+        meta = json.dumps(asdict(self.params), sort_keys=True)
+        key = self.keys.bloom_meta(self.name)
+        if not self.client.set(key, meta, nx=True):
+            stored = self.client.get(key)
+            if stored != meta:
+                raise ConfigError(f"Bloom filter {self.name!r} exists with {stored}; "
+                                  f"these settings give {meta}. Clear it or match its settings.")
+
+    def add_many(self, urls):
+        """Check-and-add: for each URL, True if it was not in the filter (now it is)."""
+        if self.params.counting or self.hash_in == "lua":
+            return self._run_script("add", urls)
+        return self._run_bitfield(urls, write=True)
+
+    def contains_many(self, urls):
+        """For each URL, True if the filter holds it (or a false positive)."""
+        if self.hash_in == "lua":
+            return self._run_script("check", urls)
+        return self._run_bitfield(urls, write=False)
+
+    def remove_many(self, urls):
+        """Counting mode only: remove URLs that were added; True for each removed.
+
+        Remove only URLs you added: removing a false positive would take counts
+        from the URLs sharing its cells.
+        """
+        if not self.params.counting:
+            raise ConfigError(f"Bloom filter {self.name!r} is plain; removing needs counting mode")
+        return self._run_script("remove", urls)
+
+    def add(self, url):
+        return self.add_many([url])[0]
+
+    def contains(self, url):
+        return self.contains_many([url])[0]
+
+    def clear(self):
+        self.client.delete(self.keys.bloom_meta(self.name),
+                           *(self.keys.bloom_block(self.name, b) for b in range(self.params.blocks)))
+
+    # --- client hashing: one BITFIELD per block ------------------------------------
+
+    def _run_bitfield(self, urls, write):
+        """One BITFIELD per block and chunk, keeping one chunk in flight.
+
+        BITFIELD SET returns each bit's old value, so a single command is an
+        atomic check-and-add; a URL repeated in a command is new only the first
+        time. Commands are packed here (redis-py's generic packing costs more
+        than Redis spends running them), and the next chunk is hashed while
+        Redis runs the last one.
+        """
+        results = [None] * len(urls)
+        pool = self.client.connection_pool
+        conn = pool.get_connection()
+        try:
+            in_flight = deque()
+            for start in range(0, len(urls), self.chunk):
+                by_block = self._bitfield_commands(urls, start, start + self.chunk, write)
+                conn.send_packed_command([command for _, command in by_block.values()])
+                in_flight.append(by_block)
+                if len(in_flight) > 1:
+                    self._collect(conn, in_flight.popleft(), results, write)
+            while in_flight:
+                self._collect(conn, in_flight.popleft(), results, write)
+        except BaseException:
+            conn.disconnect()   # replies may be left unread on it
+            raise
+        finally:
+            pool.release(conn)
+        return results
+
+    def _bitfield_commands(self, urls, start, stop, write):
+        """``{block: ([url indexes], BITFIELD command in RESP)}`` for urls[start:stop]."""
+        if write:
+            op, args_per_op = _SET_U1, 4
+        else:
+            op, args_per_op = (_GET_U4, 3) if self.params.counting else (_GET_U1, 3)
+        template = op * self.params.positions_per_url
+        by_block = {}
+        for index in range(start, min(stop, len(urls))):
+            block, offsets = positions(url_digest(urls[index]), self.params)
+            fields = []
+            for offset in offsets:
+                text = b"%d" % offset
+                fields += (len(text) + op.offset_extra, text)
+            indexes, parts = by_block.setdefault(block, ([], []))
+            indexes.append(index)
+            parts.append(template % tuple(fields))
+        commands = {}
+        for block, (indexes, parts) in by_block.items():
+            key = self.keys.bloom_block(self.name, block).encode()
+            head = b"*%d\r\n$8\r\nBITFIELD\r\n$%d\r\n%b\r\n" % (
+                2 + args_per_op * self.params.positions_per_url * len(indexes), len(key), key)
+            commands[block] = (indexes, head + b"".join(parts))
+        return commands
+
+    def _collect(self, conn, by_block, results, write):
+        per_url = self.params.positions_per_url
+        for indexes, _ in by_block.values():
+            cells = conn.read_response()
+            for n, index in enumerate(indexes):
+                mine = cells[n * per_url:(n + 1) * per_url]
+                results[index] = (0 in mine) if write else (0 not in mine)
+
+    # --- Lua: counting mode, removal, hashing in Lua ---------------------------------
+
+    def _run_script(self, op, urls):
+        by_block = self._group_by_block(urls, 0, len(urls))
+        pipe = self.client.pipeline(transaction=False)
+        for block, (_, data) in by_block.items():
+            args = self._script_args(op, data)
+            self.scripts.run("bloom", [self.keys.bloom_block(self.name, block)], args, pipe=pipe)
+        results = [None] * len(urls)
+        for (indexes, _), flags in zip(by_block.values(), pipe.execute(), strict=True):
+            for index, flag in zip(indexes, flags, strict=True):
+                results[index] = bool(flag)
+        return results
+
+    def _script_args(self, op, data):
+        p = self.params
+        cell = "u4" if p.counting else "u1"
+        input_kind = "digests" if self.hash_in == "lua" else "offsets"
+        return [op, cell, p.positions_per_url, p.hashes, p.group_cells, input_kind, *data]
+
+    def _group_by_block(self, urls, start, stop):
+        """``{block: ([url indexes], [positions or digests])}``, URL order kept per block."""
+        by_block = {}
+        for index in range(start, min(stop, len(urls))):
+            digest = url_digest(urls[index])
+            if self.hash_in == "lua":
+                block = int.from_bytes(digest[10:14], "big") % self.params.blocks
+                data = [digest.hex()]
+            else:
+                block, data = positions(digest, self.params)
+            indexes, block_data = by_block.setdefault(block, ([], []))
+            indexes.append(index)
+            block_data.extend(data)
+        return by_block
+
+
+class _Op(bytes):
+    """One BITFIELD operation in RESP with a (length, offset) hole to fill."""
+
+    offset_extra = 0     # characters the offset field has besides its digits
+
+
+_SET_U1 = _Op(b"$3\r\nSET\r\n$2\r\nu1\r\n$%d\r\n%b\r\n$1\r\n1\r\n")
+_GET_U1 = _Op(b"$3\r\nGET\r\n$2\r\nu1\r\n$%d\r\n%b\r\n")
+_GET_U4 = _Op(b"$3\r\nGET\r\n$2\r\nu4\r\n$%d\r\n#%b\r\n")
+_GET_U4.offset_extra = 1
