@@ -51,7 +51,8 @@ def timed(result, key):
 def machine():
     import os
 
-    return f"{platform.system()} {platform.machine()}, {os.cpu_count()} CPUs, Python {platform.python_version()}"
+    return (f"{platform.system()} {platform.machine()}, {os.cpu_count()} CPUs, "
+            f"Python {platform.python_version()}")
 
 
 def finish(summary):

@@ -179,8 +179,8 @@ class BloomFilter:
         return self.contains_many([url])[0]
 
     def clear(self):
-        self.client.delete(self.keys.bloom_meta(self.name),
-                           *(self.keys.bloom_block(self.name, b) for b in range(self.params.blocks)))
+        blocks = (self.keys.bloom_block(self.name, b) for b in range(self.params.blocks))
+        self.client.delete(self.keys.bloom_meta(self.name), *blocks)
 
     # --- client hashing: one BITFIELD per block ------------------------------------
 

@@ -34,8 +34,8 @@ def test_positions_stay_inside_their_group_and_block():
             assert group * 1000 <= cell < (group + 1) * 1000
 
 
-@pytest.mark.parametrize("bad", [dict(capacity=0, error_rate=0.01),
-                                 dict(capacity=10, error_rate=1.5)])
+@pytest.mark.parametrize("bad", [{"capacity": 0, "error_rate": 0.01},
+                                 {"capacity": 10, "error_rate": 1.5}])
 def test_bad_sizing_is_refused(bad):
     with pytest.raises(ConfigError):
         BloomParams.for_capacity(**bad)
@@ -68,7 +68,7 @@ def test_counting_mode_removes(redis, keys):
     bloom = BloomFilter(redis, keys, "recrawl", params)
     urls = [f"http://a.com/{n}" for n in range(300)]
     bloom.add_many(urls)
-    assert bloom.remove_many(urls[:100] + ["http://never.added/"]) == [True] * 100 + [False]
+    assert bloom.remove_many([*urls[:100], "http://never.added/"]) == [True] * 100 + [False]
     assert not any(bloom.contains_many(urls[:100]))
     assert all(bloom.contains_many(urls[100:]))            # the others keep their counts
     assert bloom.add_many(urls[:100]) == [True] * 100      # and can be crawled again
