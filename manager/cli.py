@@ -43,6 +43,13 @@ def cmd_services(args, settings):
     return 0
 
 
+def cmd_master(args, settings):
+    """Run the dispatcher until SIGTERM/SIGINT."""
+    from master.dispatcher import main as run_dispatcher
+
+    return run_dispatcher(settings)
+
+
 def cmd_settings(args, settings):
     """Print the effective settings, or the README's settings table."""
     if args.markdown:
@@ -75,6 +82,10 @@ def build_parser():
     services.add_argument("kinds", nargs="*", metavar="KIND",
                           help=f"only these ({', '.join(SERVER_KINDS)}); down stops all")
     services.set_defaults(func=cmd_services, quiet_clients=True)
+
+    master = commands.add_parser(
+        "master", help="run the dispatcher: seeds to job queues by weighted round robin")
+    master.set_defaults(func=cmd_master)
 
     show = commands.add_parser("settings", help="print the effective settings")
     show.add_argument("--markdown", action="store_true",

@@ -26,6 +26,62 @@ class Keys:
         """SCAN pattern matching every key under this prefix (tests, cleanup)."""
         return f"{self.prefix}:*"
 
+    # --- the frontier: every key a frontier script touches shares one hash tag -----
+    # (the prefix in braces), so the atomic moves between seeds, job queues,
+    # throttle windows and leases run on Redis Cluster too; the Bloom filter and
+    # the counters, most of the memory and traffic, spread over the cluster.
+
+    @property
+    def tag(self):
+        return f"{self.prefix}:{{{self.prefix}}}"
+
+    def seeds(self):
+        """zset of task JSON, score -priority: tasks waiting for the dispatcher."""
+        return f"{self.tag}:seeds"
+
+    def queue(self, job, domain):
+        """zset of task JSON, score -priority: one job's tasks for one domain."""
+        return f"{self.tag}:queue:{job}:{domain}"
+
+    def queue_template(self):
+        """``queue(job, domain)`` as a Lua string.format template (job, domain)."""
+        return self.queue("%s", "%s")
+
+    def job_domains(self, job):
+        """set of the domains a job has (or had) a queue for."""
+        return f"{self.tag}:job:{job}:domains"
+
+    def job_domains_template(self):
+        return self.job_domains("%s")
+
+    def jobs(self):
+        """zset job id -> last heartbeat time: the job registry."""
+        return f"{self.tag}:jobs"
+
+    def job_info(self, job):
+        """string (JSON): a job's spider type, host, ip and node."""
+        return f"{self.tag}:job:{job}:info"
+
+    def throttle(self, kind, who, domain):
+        """zset of hit times: the sliding window of (spider type | ip, domain)."""
+        return f"{self.tag}:throttle:{kind}:{who}:{domain}"
+
+    def leases(self):
+        """zset of leased task JSON, score = lease expiry time."""
+        return f"{self.tag}:leases"
+
+    def dispatched(self, window_start):
+        """string counter: tasks dispatched in the window starting then."""
+        return f"{self.tag}:dispatched:{int(window_start)}"
+
+    def failed(self, crawlid):
+        """hash url -> JSON reason: URLs of a crawl that failed for good."""
+        return f"{self.tag}:crawl:{crawlid}:failed"
+
+    def hubs(self):
+        """zset of hub task JSON, score = when the hub is next due."""
+        return f"{self.tag}:hubs"
+
     # --- counters (master/counters.py) -------------------------------------------
     def rolling_counter(self, name):
         """zset of event times in a rolling window; member is a unique event id."""
@@ -43,6 +99,10 @@ class Keys:
     def bloom_meta(self, name):
         """string (JSON): the filter's parameters, so every process uses the same."""
         return f"{self.prefix}:bloom:{name}:meta"
+
+    def job_done(self, job):
+        """rolling counter name: tasks a job finished (the dispatcher's weights)."""
+        return f"job:{job}:done"
 
     # --- liveness --------------------------------------------------------------------
     def heartbeat(self, role, host):

@@ -71,6 +71,30 @@ CRAWLCLUSTER_BLOOM_COUNTING = False
 # Largest Redis string one block of the filter may use, in bits (Redis caps a string at 2^32).
 CRAWLCLUSTER_BLOOM_BLOCK_BITS = 1 << 30
 
+# --- frontier: throttles, leases, dispatcher (master/) ------------------------
+# Requests per domain per window for a domain with no limit in ZooKeeper.
+CRAWLCLUSTER_THROTTLE_HITS = 10
+# Window (s) of that default limit.
+CRAWLCLUSTER_THROTTLE_WINDOW = 10.0
+# Seconds a job holds a task before it is re-issued to another (pending timeout).
+CRAWLCLUSTER_LEASE_SECONDS = 300.0
+# Times a failing URL is retried before it is recorded as failed for good.
+CRAWLCLUSTER_MAX_RETRIES = 3
+# Seconds without a heartbeat after which a job is dead and its queues go back to seeds.
+CRAWLCLUSTER_JOB_HEARTBEAT_TTL = 30.0
+# Minutes of finished tasks a job's dispatch weight is measured over (thesis k).
+CRAWLCLUSTER_WEIGHT_MINUTES = 10
+# Length (s) of a dispatch window; the tasks dispatched in one are capped.
+CRAWLCLUSTER_DISPATCH_WINDOW = 600.0
+# The cap: this many times what the live jobs finish in a window.
+CRAWLCLUSTER_DISPATCH_HEADROOM = 1.25
+# Tasks per minute assumed for a job when no job has finished anything yet.
+CRAWLCLUSTER_DISPATCH_DEFAULT_WEIGHT = 600
+# Tasks moved from seeds per dispatcher call.
+CRAWLCLUSTER_DISPATCH_BATCH = 500
+# Seconds the dispatcher sleeps when there is nothing to move.
+CRAWLCLUSTER_DISPATCH_IDLE_SLEEP = 0.5
+
 # --- logging -----------------------------------------------------------------
 # Log level of every role (DEBUG, INFO, WARNING, ERROR).
 CRAWLCLUSTER_LOG_LEVEL = "INFO"

@@ -1,0 +1,100 @@
+"""URL states (seed 000's URL pool) over the master's Redis data model.
+
+A task waits in ``seeds``, is moved to a job's domain queue by the
+dispatcher, taken under the throttles with a lease (master/throttle.py), and
+finished by the job: done; retried (up to ``CRAWLCLUSTER_MAX_RETRIES``, then
+failed for good); or failed for good at once (404, 410). A lease that expires
+unacknowledged is re-issued (the pending timeout). Hub pages are re-issued
+every refresh span. Each step is one Lua script.
+"""
+
+import time
+
+from master.keys import Keys
+from master.lua import LuaScripts
+from master.tasks import decode_task, encode_task, seed_score
+
+PERMANENT_STATUSES = {404, 410}
+
+
+class Frontier:
+    """Seeds, leases, failures and hubs of one cluster."""
+
+    def __init__(self, client, keys, lease_seconds=300.0, max_retries=3,
+                 clock=time.time, scripts=None):
+        self.client = client
+        self.keys = keys
+        self.lease_seconds = lease_seconds
+        self.max_retries = max_retries
+        self.clock = clock
+        self.scripts = scripts or LuaScripts(client)
+
+    @classmethod
+    def from_settings(cls, client, settings, **kwargs):
+        return cls(client, Keys.from_settings(settings),
+                   lease_seconds=settings.getfloat("CRAWLCLUSTER_LEASE_SECONDS"),
+                   max_retries=settings.getint("CRAWLCLUSTER_MAX_RETRIES"), **kwargs)
+
+    # --- seeds ---------------------------------------------------------------------
+
+    def push_seeds(self, tasks, pipe=None):
+        """Queue tasks for dispatch (highest priority first)."""
+        if not tasks:
+            return pipe
+        target = pipe if pipe is not None else self.client
+        return target.zadd(self.keys.seeds(),
+                           {encode_task(task): seed_score(task) for task in tasks})
+
+    def seeds_count(self):
+        return self.client.zcard(self.keys.seeds())
+
+    # --- finishing a leased task ------------------------------------------------------
+
+    def finish(self, member, outcome, reason="", pipe=None):
+        """Report a taken task (its JSON exactly as taken) as done, retry or failed.
+
+        Returns 0 if the lease was no longer held, 1 done, 2 queued again,
+        3 failed for good (or the pipeline, with ``pipe``).
+        """
+        if outcome not in ("done", "retry", "failed"):
+            raise ValueError(f"outcome must be done, retry or failed, not {outcome!r}")
+        crawlid = decode_task(member)["crawlid"]
+        keys = [self.keys.leases(), self.keys.seeds(), self.keys.failed(crawlid)]
+        args = [member, outcome, reason, self.max_retries + 1]
+        return self.scripts.run("lease_finish", keys, args, pipe=pipe)
+
+    def finish_response(self, member, status, pipe=None):
+        """Finish by HTTP status: 2xx/3xx done, 404/410 failed, others retried."""
+        if status in PERMANENT_STATUSES:
+            return self.finish(member, "failed", f"HTTP {status}", pipe)
+        if status >= 400:
+            return self.finish(member, "retry", f"HTTP {status}", pipe)
+        return self.finish(member, "done", pipe=pipe)
+
+    def reap_leases(self, limit=1000):
+        """Re-issue expired leases; return (re-issued, failed for good)."""
+        keys = [self.keys.leases(), self.keys.seeds()]
+        args = [repr(self.clock()), limit, self.max_retries + 1, self.keys.failed("%s")]
+        requeued, failed = self.scripts.run("lease_reap", keys, args)
+        return requeued, failed
+
+    def leased_count(self):
+        return self.client.zcard(self.keys.leases())
+
+    def failed(self, crawlid):
+        """``{url: {"reason", "attempts"}}`` of a crawl's URLs that failed for good."""
+        import json
+
+        raw = self.client.hgetall(self.keys.failed(crawlid))
+        return {url: json.loads(reason) for url, reason in raw.items()}
+
+    # --- hubs ---------------------------------------------------------------------------
+
+    def add_hub(self, task, span):
+        """Re-issue this task every ``span`` seconds, bypassing the filter."""
+        hub = dict(task, hub_span=float(span))
+        self.client.zadd(self.keys.hubs(), {encode_task(hub): self.clock() + span})
+
+    def issue_due_hubs(self, limit=1000):
+        keys = [self.keys.hubs(), self.keys.seeds()]
+        return self.scripts.run("hubs_due", keys, [repr(self.clock()), limit])

@@ -1,0 +1,96 @@
+"""The job registry: which spider jobs are alive, and what happens when one dies.
+
+A job (one spider process) registers with its spider type, host and ip, and
+beats a heartbeat; the registry is a sorted set of job -> last beat. A job
+silent for longer than the TTL is dead: one Lua call moves every task queued
+for it back to ``seeds`` and removes it (thesis 4.2.1.3). Its leased tasks
+come back when their leases expire.
+"""
+
+import json
+import time
+
+from master.counters import RollingTimeCounter
+from master.keys import Keys
+from master.lua import LuaScripts
+from master.tasks import check_name
+
+
+class JobRegistry:
+    def __init__(self, client, keys, ttl=30.0, weight_minutes=10, clock=time.time,
+                 scripts=None):
+        self.client = client
+        self.keys = keys
+        self.ttl = ttl
+        self.weight_minutes = weight_minutes
+        self.clock = clock
+        self.scripts = scripts or LuaScripts(client)
+
+    @classmethod
+    def from_settings(cls, client, settings, **kwargs):
+        return cls(client, Keys.from_settings(settings),
+                   ttl=settings.getfloat("CRAWLCLUSTER_JOB_HEARTBEAT_TTL"),
+                   weight_minutes=settings.getint("CRAWLCLUSTER_WEIGHT_MINUTES"), **kwargs)
+
+    def register(self, job, spider_type, host, ip, **info):
+        check_name("job id", job)
+        record = dict(info, job=job, spider_type=spider_type, host=host, ip=ip,
+                      registered=self.clock())
+        pipe = self.client.pipeline()
+        pipe.set(self.keys.job_info(job), json.dumps(record))
+        pipe.zadd(self.keys.jobs(), {job: self.clock()})
+        pipe.execute()
+
+    def heartbeat(self, job):
+        """Keep a job alive; False if it was already declared dead (register again)."""
+        pipe = self.client.pipeline()
+        pipe.zadd(self.keys.jobs(), {job: self.clock()}, xx=True)
+        pipe.zscore(self.keys.jobs(), job)
+        return pipe.execute()[1] is not None
+
+    def deregister(self, job):
+        """A job ending cleanly: its queued tasks go back to seeds now."""
+        return self.requeue(job, cutoff=float("inf"))
+
+    def info(self, job):
+        raw = self.client.get(self.keys.job_info(job))
+        return json.loads(raw) if raw else None
+
+    def live_jobs(self):
+        """``{job: info}`` of jobs that beat within the TTL."""
+        cutoff = self.clock() - self.ttl
+        jobs = self.client.zrangebyscore(self.keys.jobs(), f"({cutoff!r}", "+inf")
+        if not jobs:
+            return {}
+        infos = self.client.mget([self.keys.job_info(job) for job in jobs])
+        return {job: json.loads(raw) for job, raw in zip(jobs, infos, strict=True) if raw}
+
+    def expire_dead(self):
+        """Requeue every job silent past the TTL; return ``{job: tasks moved}``."""
+        cutoff = self.clock() - self.ttl
+        dead = self.client.zrangebyscore(self.keys.jobs(), "-inf", repr(cutoff))
+        moved = {job: self.requeue(job, cutoff) for job in dead}
+        return {job: count for job, count in moved.items() if count >= 0}
+
+    def requeue(self, job, cutoff):
+        keys = [self.keys.seeds(), self.keys.job_domains(job), self.keys.jobs(),
+                self.keys.job_info(job)]
+        args = [self.keys.queue_template(), job, repr(cutoff)]
+        return self.scripts.run("requeue_job", keys, args)
+
+    # --- finished tasks: the dispatcher's feedback ---------------------------------
+
+    def done_counter(self, job):
+        return RollingTimeCounter(self.client, self.keys.rolling_counter(self.keys.job_done(job)),
+                                  self.weight_minutes * 60, clock=self.clock,
+                                  scripts=self.scripts)
+
+    def count_done(self, job, count=1, pipe=None):
+        return self.done_counter(job).increment(count, pipe=pipe)
+
+    def done_counts(self, jobs):
+        """Tasks each job finished within the last ``weight_minutes``."""
+        pipe = self.client.pipeline(transaction=False)
+        for job in jobs:
+            self.done_counter(job).increment(0, pipe=pipe)
+        return dict(zip(jobs, pipe.execute(), strict=True))

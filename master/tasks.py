@@ -1,0 +1,51 @@
+"""A crawl task: one URL to fetch for one crawl, as the JSON stored in Redis.
+
+Tasks are small; the crawl's rule and config are stored once per crawl.
+Encoding is canonical (sorted keys, compact), so the same task is the same
+member of a sorted set.
+"""
+
+import json
+import re
+import uuid
+
+from master.siteconfig import domain_of
+
+_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,127}")
+
+
+def check_name(kind, value):
+    """A job id, spider type or crawl id: letters, digits, ``_.-``; else ValueError."""
+    if not isinstance(value, str) or not _NAME.fullmatch(value):
+        raise ValueError(f"bad {kind} {value!r}: use 1-128 letters, digits, '_', '.', '-'")
+    return value
+
+
+def make_task(url, crawlid, spider_type, priority=0, depth=0, userid=None, **extra):
+    """A new task dict (with a fresh id and the domain it is throttled under)."""
+    task = {
+        "id": uuid.uuid4().hex,
+        "url": url,
+        "crawlid": check_name("crawl id", crawlid),
+        "spider_type": check_name("spider type", spider_type),
+        "domain": domain_of(url),
+        "priority": priority,
+        "depth": depth,
+    }
+    if userid is not None:
+        task["userid"] = userid
+    task.update(extra)
+    return task
+
+
+def encode_task(task):
+    return json.dumps(task, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+
+
+def decode_task(member):
+    return json.loads(member)
+
+
+def seed_score(task):
+    """Sorted-set score: the highest priority pops first."""
+    return -float(task.get("priority") or 0)

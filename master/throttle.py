@@ -1,0 +1,98 @@
+"""Throttled domain queues (thesis 4.2.2): one take, both windows, atomically.
+
+Each job has a priority queue per domain. A job takes a task from a domain
+only while two sliding windows allow it: (spider type, domain), shared by
+every host running that type, and (host ip, domain), shared by every spider
+on one host. The limits come from the live site config (ZooKeeper);
+blacklisted domains are never handed out. ``take`` tries all of a job's
+domains in one round trip and leases what it gets.
+"""
+
+import time
+import uuid
+from dataclasses import dataclass, field
+
+from master.keys import Keys
+from master.lua import LuaScripts
+
+
+@dataclass
+class TakeResult:
+    """What one ``take`` got: ``[(domain, task JSON)]`` and when to try again."""
+
+    tasks: list = field(default_factory=list)
+    wait: float | None = None          # seconds until a full window frees up
+    blacklisted: list = field(default_factory=list)
+
+
+class ThrottledQueues:
+    """The take side of the job queues."""
+
+    def __init__(self, client, keys, site_config, lease_seconds=300.0, clock=time.time,
+                 scripts=None):
+        self.client = client
+        self.keys = keys
+        self.site_config = site_config
+        self.lease_seconds = lease_seconds
+        self.clock = clock
+        self.scripts = scripts or LuaScripts(client)
+
+    @classmethod
+    def from_settings(cls, client, settings, site_config, **kwargs):
+        return cls(client, Keys.from_settings(settings), site_config,
+                   lease_seconds=settings.getfloat("CRAWLCLUSTER_LEASE_SECONDS"), **kwargs)
+
+    def job_domains(self, job):
+        return sorted(self.client.smembers(self.keys.job_domains(job)))
+
+    def take(self, job, spider_type, ip, domains=None, min_interval=None):
+        """Try each domain of the job once; lease every task the windows allow.
+
+        ``min_interval`` maps a domain to seconds between requests it asks for
+        (robots.txt Crawl-delay); it can only tighten the configured limit.
+        """
+        domains = self.job_domains(job) if domains is None else domains
+        result = TakeResult()
+        open_domains = []
+        for domain in domains:
+            (result.blacklisted if self.site_config.is_blacklisted(domain)
+             else open_domains).append(domain)
+        if not open_domains:
+            return result
+        pipe = self.client.pipeline(transaction=False)
+        now = self.clock()
+        for domain in open_domains:
+            hits, window = self._limit(domain, (min_interval or {}).get(domain))
+            keys = [self.keys.queue(job, domain), self.keys.throttle("type", spider_type, domain),
+                    self.keys.throttle("ip", ip, domain), self.keys.leases()]
+            args = [repr(now), repr(now - window), hits, hits, int(window * 1000),
+                    repr(now + self.lease_seconds), uuid.uuid4().hex]
+            self.scripts.run("throttle_take", keys, args, pipe=pipe)
+        for domain, reply in zip(open_domains, pipe.execute(), strict=True):
+            if reply is None:
+                continue
+            if reply.startswith("wait:"):
+                wait = float(reply[5:])
+                result.wait = wait if result.wait is None else min(result.wait, wait)
+            else:
+                result.tasks.append((domain, reply))
+        return result
+
+    def _limit(self, domain, min_interval):
+        hits, window = self.site_config.limit(domain)
+        if min_interval and hits and window / hits < min_interval:
+            # Crawl-delay asks for more room between requests: fewer hits per
+            # window, or one hit per Crawl-delay when that is longer than the window.
+            hits = int(window / min_interval)
+            if hits < 1:
+                hits, window = 1, float(min_interval)
+        return hits, window
+
+    def drop_blacklisted(self, job, domains):
+        """Remove a job's queues for blacklisted domains; return tasks dropped."""
+        pipe = self.client.pipeline()
+        for domain in domains:
+            pipe.zcard(self.keys.queue(job, domain))
+            pipe.delete(self.keys.queue(job, domain))
+        counts = pipe.execute()[::2]
+        return sum(counts)

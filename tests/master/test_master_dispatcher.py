@@ -1,0 +1,207 @@
+"""Dispatcher, job registry and URL states against a real Redis, in simulated time."""
+
+import os
+import random
+import signal
+import subprocess
+import sys
+import threading
+import time
+
+import pytest
+
+from master.dispatcher import Dispatcher
+from master.frontier import Frontier
+from master.keys import Keys
+from master.registry import JobRegistry
+from master.siteconfig import SiteConfig
+from master.tasks import decode_task, make_task
+from master.throttle import ThrottledQueues
+
+
+class Clock:
+    def __init__(self):
+        self.now = 1_800_000_000.0
+
+    def __call__(self):
+        return self.now
+
+
+@pytest.fixture
+def parts(redis, test_settings):
+    clock = Clock()
+    keys = Keys.from_settings(test_settings)
+    registry = JobRegistry(redis, keys, ttl=30, weight_minutes=10, clock=clock)
+    frontier = Frontier(redis, keys, lease_seconds=60, max_retries=3, clock=clock)
+    dispatcher = Dispatcher(redis, keys, registry, frontier, window=60, headroom=10,
+                            default_weight=6000, clock=clock)
+    queues = ThrottledQueues(redis, keys, SiteConfig(1000, 1.0), lease_seconds=60, clock=clock)
+    return clock, keys, registry, frontier, dispatcher, queues
+
+
+def tasks(count, crawlid="c1"):
+    return [make_task(f"http://site{n % 4}.com/{n}", crawlid, "universal") for n in range(count)]
+
+
+def queued(redis, keys, job):
+    return sum(redis.zcard(keys.queue(job, d)) for d in redis.smembers(keys.job_domains(job)))
+
+
+def test_dispatch_follows_measured_speeds(redis, parts):
+    clock, keys, registry, frontier, dispatcher, _ = parts
+    for job in ("a", "b"):
+        registry.register(job, "universal", job, "10.0.0.1")
+    clock.now += 120
+    for job in ("a", "b"):
+        registry.heartbeat(job)
+    registry.count_done("a", 300)          # 150 / min over its 2 minutes
+    registry.count_done("b", 100)          # 50 / min
+    registry.register("c", "universal", "c", "10.0.0.2")   # new: gets the mean
+    assert dispatcher.weights(registry.live_jobs()) == {"a": 150, "b": 50, "c": 100}
+    frontier.push_seeds(tasks(3000))
+    moved = dispatcher.tick()
+    assert moved > 0
+    counts = {job: queued(redis, keys, job) for job in "abc"}
+    assert sum(counts.values()) == moved
+    assert counts["a"] == pytest.approx(moved * 0.5, abs=2)
+    assert counts["b"] == pytest.approx(moved / 6, abs=2)
+
+
+def test_expired_job_returns_its_tasks_to_seeds(redis, parts):
+    clock, keys, registry, frontier, dispatcher, _ = parts
+    registry.register("alive", "universal", "n1", "10.0.0.1")
+    registry.register("dying", "universal", "n2", "10.0.0.2")
+    frontier.push_seeds(tasks(100))
+    dispatcher.tick()
+    assert queued(redis, keys, "dying") == 50
+    clock.now += 20
+    registry.heartbeat("alive")
+    clock.now += 15                         # "dying" silent for 35 s > 30 s TTL
+    dispatcher.tick()                       # expires it; its 50 go back and out again
+    assert "dying" not in registry.live_jobs()
+    assert queued(redis, keys, "dying") == 0
+    assert queued(redis, keys, "alive") == 100
+    assert not registry.heartbeat("dying")  # told to register again
+
+
+def test_expired_lease_is_reissued(redis, parts):
+    clock, keys, registry, frontier, dispatcher, queues = parts
+    registry.register("j", "universal", "n", "10.0.0.1")
+    frontier.push_seeds(tasks(1))
+    dispatcher.tick()
+    [(_, member)] = queues.take("j", "universal", "10.0.0.1").tasks
+    assert frontier.leased_count() == 1
+    clock.now += 61
+    assert frontier.reap_leases() == (1, 0)
+    [again] = redis.zrange(keys.seeds(), 0, -1)
+    assert decode_task(again)["attempts"] == 1
+    assert decode_task(again)["url"] == decode_task(member)["url"]
+    assert frontier.finish(member, "done") == 0       # the old lease is gone
+
+
+def test_a_url_failing_four_times_fails_for_good(redis, parts):
+    clock, keys, registry, frontier, dispatcher, queues = parts
+    registry.register("j", "universal", "n", "10.0.0.1")
+    frontier.push_seeds(tasks(1))
+    outcomes = []
+    for _ in range(4):
+        dispatcher.tick()
+        [(_, member)] = queues.take("j", "universal", "10.0.0.1").tasks
+        outcomes.append(frontier.finish_response(member, 503))
+        clock.now += 2
+    assert outcomes == [2, 2, 2, 3]
+    assert frontier.seeds_count() == 0
+    failed = frontier.failed("c1")
+    assert list(failed.values()) == [{"reason": "HTTP 503", "attempts": 4}]
+
+
+def test_not_found_fails_at_once_and_done_is_done(redis, parts):
+    clock, keys, registry, frontier, dispatcher, queues = parts
+    registry.register("j", "universal", "n", "10.0.0.1")
+    frontier.push_seeds(tasks(2))
+    dispatcher.tick()
+    taken = [member for _, member in queues.take("j", "universal", "10.0.0.1").tasks]
+    assert len(taken) == 2                  # two domains, one task each
+    assert frontier.finish_response(taken[0], 404) == 3
+    assert frontier.finish_response(taken[1], 200) == 1
+    assert frontier.leased_count() == 0 and frontier.seeds_count() == 0
+    assert list(frontier.failed("c1").values())[0]["reason"] == "HTTP 404"
+
+
+def test_hubs_are_reissued_every_span(redis, parts):
+    clock, keys, registry, frontier, dispatcher, queues = parts
+    [hub] = tasks(1)
+    frontier.add_hub(hub, span=60)
+    assert frontier.issue_due_hubs() == 0
+    clock.now += 61
+    assert frontier.issue_due_hubs() == 1
+    assert frontier.seeds_count() == 1
+    redis.delete(keys.seeds())
+    clock.now += 30
+    assert frontier.issue_due_hubs() == 0
+    clock.now += 31
+    assert frontier.issue_due_hubs() == 1
+
+
+def dispatcher_env(test_settings):
+    env = {k: v for k, v in os.environ.items() if not k.startswith("CRAWLCLUSTER_")}
+    env.update(CRAWLCLUSTER_KEY_PREFIX=test_settings["CRAWLCLUSTER_KEY_PREFIX"],
+               CRAWLCLUSTER_REDIS_URL=test_settings["CRAWLCLUSTER_REDIS_URL"],
+               CRAWLCLUSTER_DISPATCH_WINDOW="1", CRAWLCLUSTER_DISPATCH_HEADROOM="100",
+               CRAWLCLUSTER_DISPATCH_BATCH="200", CRAWLCLUSTER_DISPATCH_DEFAULT_WEIGHT="600000")
+    return env
+
+
+def start_dispatcher(env):
+    return subprocess.Popen([sys.executable, "-m", "manager.cli", "master"], env=env,
+                            stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+                            stderr=subprocess.PIPE, text=True)
+
+
+def test_killed_dispatcher_never_loses_or_duplicates(redis, test_settings):
+    keys = Keys.from_settings(test_settings)
+    registry = JobRegistry.from_settings(redis, test_settings)
+    frontier = Frontier.from_settings(redis, test_settings)
+    for job in ("j1", "j2", "j3"):
+        registry.register(job, "universal", job, "10.0.0.1")
+    beating = threading.Event()
+
+    def beat():
+        while not beating.wait(1):
+            for job in ("j1", "j2", "j3"):
+                registry.heartbeat(job)
+
+    threading.Thread(target=beat, daemon=True).start()
+    originals = tasks(20_000)
+    frontier.push_seeds(originals)
+    env = dispatcher_env(test_settings)
+    rng = random.Random(7)
+    try:
+        for _ in range(8):
+            process = start_dispatcher(env)
+            time.sleep(rng.uniform(0.3, 0.9))
+            process.send_signal(signal.SIGKILL)
+            process.wait()
+        process = start_dispatcher(env)
+        deadline = time.monotonic() + 60
+        while frontier.seeds_count() and time.monotonic() < deadline:
+            time.sleep(0.2)
+        process.terminate()
+        process.wait(10)
+    finally:
+        beating.set()
+    places = [keys.seeds()] + [keys.queue(job, domain) for job in ("j1", "j2", "j3")
+                               for domain in redis.smembers(keys.job_domains(job))]
+    members = [m for key in places for m in redis.zrange(key, 0, -1)]
+    assert len(members) == 20_000
+    assert {decode_task(m)["id"] for m in members} == {t["id"] for t in originals}
+    assert frontier.seeds_count() == 0
+
+
+def test_sigterm_stops_the_dispatcher_cleanly(test_settings, local_servers):
+    process = start_dispatcher(dispatcher_env(test_settings))
+    time.sleep(1.5)
+    process.send_signal(signal.SIGTERM)
+    _, stderr = process.communicate(timeout=10)
+    assert process.returncode == 0
+    assert "dispatcher stopped" in stderr

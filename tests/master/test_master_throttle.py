@@ -1,0 +1,132 @@
+"""Throttled takes against a real Redis and ZooKeeper."""
+
+import multiprocessing
+import time
+
+from master.keys import Keys
+from master.siteconfig import SiteConfig, domain_of
+from master.tasks import encode_task, make_task
+from master.throttle import ThrottledQueues
+
+
+def fill_queue(client, keys, job, domain, count, crawlid="c1"):
+    tasks = [make_task(f"http://www.{domain}/{n}", crawlid, "universal") for n in range(count)]
+    client.zadd(keys.queue(job, domain), {encode_task(t): 0 for t in tasks})
+    client.sadd(keys.job_domains(job), domain)
+    return tasks
+
+
+def hammer(settings, job, ip, seconds, start_at, out):
+    from settings.clients import redis_client
+
+    client = redis_client(settings, "test")
+    queues = ThrottledQueues(client, Keys.from_settings(settings), SiteConfig(10, 1.0))
+    while time.time() < start_at:
+        time.sleep(0.001)
+    taken = []
+    while time.time() < start_at + seconds:
+        result = queues.take(job, "universal", ip, ["example.com"])
+        taken += [time.time() for _ in result.tasks]
+        time.sleep(min(result.wait or 0.002, 0.02))
+    out.put(taken)
+
+
+def test_several_processes_share_one_window(redis, test_settings):
+    keys = Keys.from_settings(test_settings)
+    jobs = [("job-a", "10.0.0.1"), ("job-b", "10.0.0.2"), ("job-c", "10.0.0.1")]
+    for job, _ in jobs:
+        fill_queue(redis, keys, job, "example.com", 200)
+    out = multiprocessing.Queue()
+    start_at = time.time() + 1.0
+    workers = [multiprocessing.Process(target=hammer,
+                                       args=(test_settings, job, ip, 5.0, start_at, out))
+               for job, ip in jobs]
+    for worker in workers:
+        worker.start()
+    times = sorted(t for _ in workers for t in out.get(timeout=30))
+    for worker in workers:
+        worker.join()
+    assert 45 <= len(times) <= 51          # >= 90% of the allowance, never more
+    for i, t in enumerate(times):          # no 1 s window ever held more than 10
+        assert len([u for u in times[i:i + 11] if u - t < 1.0]) <= 10 + 1
+
+
+def test_blacklisted_domain_yields_nothing(redis, test_settings, zookeeper):
+    keys = Keys.from_settings(test_settings)
+    fill_queue(redis, keys, "job", "spam.com", 5)
+    fill_queue(redis, keys, "job", "good.com", 5)
+    config = SiteConfig.from_settings(test_settings, zookeeper).start()
+    version = config.version
+    config.blacklist_add("spam.com")
+    assert config.wait_for_version(version, 5)
+    queues = ThrottledQueues(redis, keys, config)
+    result = queues.take("job", "universal", "10.0.0.1")
+    assert [domain for domain, _ in result.tasks] == ["good.com"]
+    assert result.blacklisted == ["spam.com"]
+    assert redis.zcard(keys.queue("job", "spam.com")) == 5
+    assert redis.zcard(keys.leases()) == 1
+
+
+def test_live_rate_change_applies_within_two_seconds(redis, test_settings, zookeeper):
+    from settings.clients import zookeeper_client
+
+    keys = Keys.from_settings(test_settings)
+    fill_queue(redis, keys, "job", "slow.com", 50)
+    reader = SiteConfig.from_settings(test_settings, zookeeper).start()
+    version = reader.version
+    reader.set_limit("slow.com", hits=1, window=60)
+    reader.wait_for_version(version, 5)
+    queues = ThrottledQueues(redis, keys, reader)
+    assert len(queues.take("job", "universal", "ip1").tasks) == 1
+    assert queues.take("job", "universal", "ip1").wait > 50
+
+    other_client = zookeeper_client(test_settings, "test")     # another process's writer
+    try:
+        changed_at = time.monotonic()
+        SiteConfig.from_settings(test_settings, other_client).set_limit(
+            "slow.com", hits=100, window=1)
+        while not queues.take("job", "universal", "ip1").tasks:
+            assert time.monotonic() - changed_at < 2.0
+            time.sleep(0.02)
+    finally:
+        other_client.stop()
+        other_client.close()
+
+
+def test_last_config_stays_when_zookeeper_goes_away(test_settings, zookeeper):
+    from settings.clients import zookeeper_client
+
+    client = zookeeper_client(test_settings, "test")
+    config = SiteConfig.from_settings(test_settings, client).start()
+    version = config.version
+    config.set_limit("kept.com", hits=3, window=7)
+    config.blacklist_add("gone.com")
+    config.wait_for_version(version + 1, 5)
+    client.stop()                                             # connection lost
+    client.close()
+    assert config.limit("kept.com") == (3, 7.0)
+    assert config.is_blacklisted("gone.com")
+
+
+def test_bad_config_in_zookeeper_is_ignored(test_settings, zookeeper):
+    config = SiteConfig.from_settings(test_settings, zookeeper).start()
+    version = config.version
+    config.set_limit("a.com", hits=5, window=10)
+    config.wait_for_version(version, 5)
+    zookeeper.set(config.path, b"{not json")
+    time.sleep(0.5)
+    assert config.limit("a.com") == (5, 10.0)
+
+
+def test_crawl_delay_only_tightens(redis, test_settings):
+    queues = ThrottledQueues(redis, Keys.from_settings(test_settings), SiteConfig(10, 10.0))
+    assert queues._limit("a.com", None) == (10, 10.0)
+    assert queues._limit("a.com", 2.0) == (5, 10.0)        # tighter: applied
+    assert queues._limit("a.com", 0.5) == (10, 10.0)       # looser: ignored
+    assert queues._limit("a.com", 30.0) == (1, 30.0)       # longer than the window
+
+
+def test_domain_of_uses_the_registered_domain():
+    assert domain_of("http://news.163.com/a") == "163.com"
+    assert domain_of("http://a.b.co.uk/") == "b.co.uk"
+    assert domain_of("http://127.0.0.2:8080/x") == "127.0.0.2"
