@@ -7,6 +7,7 @@ import subprocess
 import sys
 import threading
 import time
+from types import SimpleNamespace
 
 import pytest
 
@@ -36,7 +37,8 @@ def parts(redis, test_settings):
     dispatcher = Dispatcher(redis, keys, registry, frontier, window=60, headroom=10,
                             default_weight=6000, clock=clock)
     queues = ThrottledQueues(redis, keys, SiteConfig(1000, 1.0), lease_seconds=60, clock=clock)
-    return clock, keys, registry, frontier, dispatcher, queues
+    return SimpleNamespace(clock=clock, keys=keys, registry=registry, frontier=frontier,
+                           dispatcher=dispatcher, queues=queues)
 
 
 def tasks(count, crawlid="c1"):
@@ -48,7 +50,8 @@ def queued(redis, keys, job):
 
 
 def test_dispatch_follows_measured_speeds(redis, parts):
-    clock, keys, registry, frontier, dispatcher, _ = parts
+    clock, keys, registry, frontier, dispatcher = (
+        parts.clock, parts.keys, parts.registry, parts.frontier, parts.dispatcher)
     for job in ("a", "b"):
         registry.register(job, "universal", job, "10.0.0.1")
     clock.now += 120
@@ -68,7 +71,8 @@ def test_dispatch_follows_measured_speeds(redis, parts):
 
 
 def test_expired_job_returns_its_tasks_to_seeds(redis, parts):
-    clock, keys, registry, frontier, dispatcher, _ = parts
+    clock, keys, registry, frontier, dispatcher = (
+        parts.clock, parts.keys, parts.registry, parts.frontier, parts.dispatcher)
     registry.register("alive", "universal", "n1", "10.0.0.1")
     registry.register("dying", "universal", "n2", "10.0.0.2")
     frontier.push_seeds(tasks(100))
@@ -85,7 +89,8 @@ def test_expired_job_returns_its_tasks_to_seeds(redis, parts):
 
 
 def test_expired_lease_is_reissued(redis, parts):
-    clock, keys, registry, frontier, dispatcher, queues = parts
+    clock, keys, registry, frontier, dispatcher, queues = (
+        parts.clock, parts.keys, parts.registry, parts.frontier, parts.dispatcher, parts.queues)
     registry.register("j", "universal", "n", "10.0.0.1")
     frontier.push_seeds(tasks(1))
     dispatcher.tick()
@@ -100,7 +105,8 @@ def test_expired_lease_is_reissued(redis, parts):
 
 
 def test_a_url_failing_four_times_fails_for_good(redis, parts):
-    clock, keys, registry, frontier, dispatcher, queues = parts
+    clock, registry, frontier, dispatcher, queues = (
+        parts.clock, parts.registry, parts.frontier, parts.dispatcher, parts.queues)
     registry.register("j", "universal", "n", "10.0.0.1")
     frontier.push_seeds(tasks(1))
     outcomes = []
@@ -116,7 +122,8 @@ def test_a_url_failing_four_times_fails_for_good(redis, parts):
 
 
 def test_not_found_fails_at_once_and_done_is_done(redis, parts):
-    clock, keys, registry, frontier, dispatcher, queues = parts
+    registry, frontier, dispatcher, queues = (
+        parts.registry, parts.frontier, parts.dispatcher, parts.queues)
     registry.register("j", "universal", "n", "10.0.0.1")
     frontier.push_seeds(tasks(2))
     dispatcher.tick()
@@ -125,11 +132,12 @@ def test_not_found_fails_at_once_and_done_is_done(redis, parts):
     assert frontier.finish_response(taken[0], 404) == 3
     assert frontier.finish_response(taken[1], 200) == 1
     assert frontier.leased_count() == 0 and frontier.seeds_count() == 0
-    assert list(frontier.failed("c1").values())[0]["reason"] == "HTTP 404"
+    [(reason)] = frontier.failed("c1").values()
+    assert reason["reason"] == "HTTP 404"
 
 
 def test_hubs_are_reissued_every_span(redis, parts):
-    clock, keys, registry, frontier, dispatcher, queues = parts
+    clock, keys, frontier = (parts.clock, parts.keys, parts.frontier)
     [hub] = tasks(1)
     frontier.add_hub(hub, span=60)
     assert frontier.issue_due_hubs() == 0
