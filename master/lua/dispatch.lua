@@ -12,14 +12,35 @@
 -- ARGV[5..] job ids in dispatch order, at least ARGV[3] of them
 -- Returns: {tasks moved, tasks dispatched in the window so far}
 local popped = redis.call('ZPOPMIN', KEYS[1], tonumber(ARGV[3]))
+local queues, order = {}, {}      -- queue key -> {score, member, ...}, in first-seen order
+local domains = {}                -- job-domains key -> {domain = true}
 local moved = 0
 for i = 1, #popped, 2 do
-  local member, score = popped[i], popped[i + 1]
-  local domain = cjson.decode(member)['domain']
+  local member = popped[i]
+  -- Tasks are canonical JSON; reading the one field beats decoding the whole task.
+  local domain = string.match(member, '"domain":"([^"]*)"') or cjson.decode(member)['domain']
   local job = ARGV[5 + moved]
-  redis.call('ZADD', string.format(ARGV[1], job, domain), score, member)
-  redis.call('SADD', string.format(ARGV[2], job), domain)
+  local queue = string.format(ARGV[1], job, domain)
+  if not queues[queue] then
+    queues[queue] = {}
+    order[#order + 1] = queue
+    local set = string.format(ARGV[2], job)
+    domains[set] = domains[set] or {}
+    domains[set][domain] = true
+  end
+  local entries = queues[queue]
+  entries[#entries + 1] = popped[i + 1]
+  entries[#entries + 1] = member
   moved = moved + 1
+end
+for _, queue in ipairs(order) do
+  local entries = queues[queue]
+  for start = 1, #entries, 7000 do
+    redis.call('ZADD', queue, unpack(entries, start, math.min(start + 6999, #entries)))
+  end
+end
+for set, names in pairs(domains) do
+  for domain in pairs(names) do redis.call('SADD', set, domain) end
 end
 local total = redis.call('INCRBY', KEYS[2], moved)
 redis.call('EXPIRE', KEYS[2], ARGV[4])
