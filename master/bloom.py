@@ -20,6 +20,7 @@ import json
 import math
 from collections import deque
 from dataclasses import asdict, dataclass
+from functools import cached_property
 
 from master.keys import Keys
 from master.lua import LuaScripts
@@ -71,6 +72,12 @@ class BloomParams:
     def positions_per_url(self):
         return self.groups * self.hashes
 
+    @cached_property
+    def layout(self):
+        """``((i, first cell of i's group), ...)`` for each position i of a URL."""
+        return tuple((i, (i // self.hashes) * self.group_cells)
+                     for i in range(self.positions_per_url))
+
     @property
     def cells(self):
         return self.groups * self.group_cells * self.blocks
@@ -103,9 +110,9 @@ def positions(digest, params):
     from its first 10, next 10 and next 8 hex digits.
     """
     h1, h2 = int.from_bytes(digest[0:5], "big"), int.from_bytes(digest[5:10], "big")
-    block = int.from_bytes(digest[10:14], "big") % params.blocks
-    g, k = params.group_cells, params.hashes
-    return block, [(i // k) * g + (h1 + i * h2) % g for i in range(params.positions_per_url)]
+    g = params.group_cells
+    return (int.from_bytes(digest[10:14], "big") % params.blocks,
+            [first + (h1 + i * h2) % g for i, first in params.layout])
 
 
 class BloomFilter:
@@ -118,7 +125,7 @@ class BloomFilter:
     """
 
     def __init__(self, client, keys, name, params, scripts=None, hash_in="client",
-                 chunk=250):
+                 chunk=200):
         if hash_in not in ("client", "lua"):
             raise ConfigError(f"hash_in must be 'client' or 'lua', got {hash_in!r}")
         self.client = client
@@ -219,17 +226,19 @@ class BloomFilter:
             op, args_per_op = _SET_U1, 4
         else:
             op, args_per_op = (_GET_U4, 3) if self.params.counting else (_GET_U1, 3)
-        template = op * self.params.positions_per_url
+        template, extra, params = op * self.params.positions_per_url, op.offset_extra, self.params
         by_block = {}
         for index in range(start, min(stop, len(urls))):
-            block, offsets = positions(url_digest(urls[index]), self.params)
+            block, offsets = positions(url_digest(urls[index]), params)
             fields = []
             for offset in offsets:
                 text = b"%d" % offset
-                fields += (len(text) + op.offset_extra, text)
-            indexes, parts = by_block.setdefault(block, ([], []))
-            indexes.append(index)
-            parts.append(template % tuple(fields))
+                fields += (len(text) + extra, text)
+            entry = by_block.get(block)
+            if entry is None:
+                entry = by_block[block] = ([], [])
+            entry[0].append(index)
+            entry[1].append(template % tuple(fields))
         commands = {}
         for block, (indexes, parts) in by_block.items():
             key = self.keys.bloom_block(self.name, block).encode()
