@@ -18,7 +18,7 @@ setup(
     package_data={
         "master": ["lua/*.lua"],
         "message_processing": ["schemas/*.json", "*/*.json"],
-        "crawler": ["data/*"],
+        "crawler": ["data/*", "schemas/*.json"],
         "manager": ["static/*", "templates/*"],
     },
     install_requires=[
