@@ -142,3 +142,31 @@ def required_fields(spider_type, rule):
         names = [*rule.get("first_page_xpath", {}), *rule.get("second_page_xpath", {})]
         return [n for n in names if n not in PRECISE_KEYWORDS]
     return sorted({name for r in rule["rules"] for name in r.get("fields", {})})
+
+
+class LinkRule:
+    """One compiled universal rule: which links, follow them or not, which fields."""
+
+    def __init__(self, spec):
+        from scrapy.linkextractors import IGNORED_EXTENSIONS, LinkExtractor
+
+        self.fields = spec.get("fields", {})
+        self.follow = spec.get("follow", not self.fields)
+        self.extractor = LinkExtractor(
+            allow=_as_list(spec.get("allow")), deny=_as_list(spec.get("deny")),
+            allow_domains=_as_list(spec.get("allow_domains")),
+            deny_domains=_as_list(spec.get("deny_domains")),
+            restrict_xpaths=_as_list(spec.get("restrict_xpaths")),
+            restrict_css=_as_list(spec.get("restrict_css")),
+            deny_extensions=spec.get("deny_extensions", IGNORED_EXTENSIONS),
+            unique=True)
+
+
+def compile_universal(rule):
+    """The LinkRules of a validated universal rule (compiled once per distinct rule)."""
+    return _compile_universal(json.dumps(rule, sort_keys=True))
+
+
+@cache
+def _compile_universal(encoded):
+    return [LinkRule(spec) for spec in json.loads(encoded)["rules"]]

@@ -168,21 +168,27 @@ def _manifest(spec, pages):
         "spec": asdict(spec),
         "start_url": start,
         "pages": [{"url": p.url, "kind": p.kind, "host": p.host, "encoding": p.encoding,
-                   "depth": depths.get(p.url), **p.fields} for p in crawlable],
+                   "depth": depths.get(p.url), "links": _page_links(p, spec), **p.fields}
+                  for p in crawlable],
         "disallowed": [p.url for p in pages if p.kind == "private"],
     }
 
 
+def _page_links(page, spec):
+    """Every http link on a page, navigation and footer included, in page order."""
+    base = spec.base(page.host)
+    return [f"{base}/", f"{base}/list/1.html", *page.links,
+            *(f"{spec.base(h)}/" for h in spec.hosts)]
+
+
 def _depths(start, pages, spec):
-    """Breadth-first depth of every page from the start URL (nav links included)."""
+    """Breadth-first depth of every page from the start URL over all its links."""
     by_url = {p.url: p for p in pages}
-    nav = {p.host: [f"{spec.base(p.host)}/", f"{spec.base(p.host)}/list/1.html",
-                    *(f"{spec.base(h)}/" for h in spec.hosts)] for p in pages}
     depths = {start: 0}
     queue = deque([start])
     while queue:
         page = by_url[queue.popleft()]
-        for url in [*page.links, *nav[page.host]]:
+        for url in _page_links(page, spec):
             if url in by_url and url not in depths:
                 depths[url] = depths[page.url] + 1
                 queue.append(url)

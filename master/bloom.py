@@ -157,19 +157,22 @@ class BloomFilter:
                 raise ConfigError(f"Bloom filter {self.name!r} exists with {stored}; "
                                   f"these settings give {meta}. Clear it or match its settings.")
 
-    def add_many(self, urls):
-        """Check-and-add: for each URL, True if it was not in the filter (now it is)."""
-        if self.params.counting or self.hash_in == "lua":
-            return self._run_script("add", urls)
-        return self._run_bitfield(urls, write=True)
+    def add_many(self, urls, scope=""):
+        """Check-and-add: for each URL, True if it was not in the filter (now it is).
 
-    def contains_many(self, urls):
+        ``scope`` (a crawl id) keeps one crawl's URLs apart from another's.
+        """
+        if self.params.counting or self.hash_in == "lua":
+            return self._run_script("add", urls, scope)
+        return self._run_bitfield(urls, scope, write=True)
+
+    def contains_many(self, urls, scope=""):
         """For each URL, True if the filter holds it (or a false positive)."""
         if self.hash_in == "lua":
-            return self._run_script("check", urls)
-        return self._run_bitfield(urls, write=False)
+            return self._run_script("check", urls, scope)
+        return self._run_bitfield(urls, scope, write=False)
 
-    def remove_many(self, urls):
+    def remove_many(self, urls, scope=""):
         """Counting mode only: remove URLs that were added; True for each removed.
 
         Remove only URLs you added: removing a false positive would take counts
@@ -177,7 +180,7 @@ class BloomFilter:
         """
         if not self.params.counting:
             raise ConfigError(f"Bloom filter {self.name!r} is plain; removing needs counting mode")
-        return self._run_script("remove", urls)
+        return self._run_script("remove", urls, scope)
 
     def add(self, url):
         return self.add_many([url])[0]
@@ -191,7 +194,7 @@ class BloomFilter:
 
     # --- client hashing: one BITFIELD per block ------------------------------------
 
-    def _run_bitfield(self, urls, write):
+    def _run_bitfield(self, urls, scope, write):
         """One BITFIELD per block and chunk, keeping one chunk in flight.
 
         BITFIELD SET returns each bit's old value, so a single command is an
@@ -206,7 +209,7 @@ class BloomFilter:
         try:
             in_flight = deque()
             for start in range(0, len(urls), self.chunk):
-                by_block = self._bitfield_commands(urls, start, start + self.chunk, write)
+                by_block = self._bitfield_commands(urls, scope, start, start + self.chunk, write)
                 conn.send_packed_command([command for _, command in by_block.values()])
                 in_flight.append(by_block)
                 if len(in_flight) > 1:
@@ -220,7 +223,7 @@ class BloomFilter:
             pool.release(conn)
         return results
 
-    def _bitfield_commands(self, urls, start, stop, write):
+    def _bitfield_commands(self, urls, scope, start, stop, write):
         """``{block: ([url indexes], BITFIELD command in RESP)}`` for urls[start:stop]."""
         if write:
             op, args_per_op = _SET_U1, 4
@@ -229,7 +232,7 @@ class BloomFilter:
         template, extra, params = op * self.params.positions_per_url, op.offset_extra, self.params
         by_block = {}
         for index in range(start, min(stop, len(urls))):
-            block, offsets = positions(url_digest(urls[index]), params)
+            block, offsets = positions(url_digest(urls[index], scope), params)
             fields = []
             for offset in offsets:
                 text = b"%d" % offset
@@ -257,8 +260,8 @@ class BloomFilter:
 
     # --- Lua: counting mode, removal, hashing in Lua ---------------------------------
 
-    def _run_script(self, op, urls):
-        by_block = self._group_by_block(urls, 0, len(urls))
+    def _run_script(self, op, urls, scope):
+        by_block = self._group_by_block(urls, scope)
         pipe = self.client.pipeline(transaction=False)
         for block, (_, data) in by_block.items():
             args = self._script_args(op, data)
@@ -275,11 +278,11 @@ class BloomFilter:
         input_kind = "digests" if self.hash_in == "lua" else "offsets"
         return [op, cell, p.positions_per_url, p.hashes, p.group_cells, input_kind, *data]
 
-    def _group_by_block(self, urls, start, stop):
+    def _group_by_block(self, urls, scope):
         """``{block: ([url indexes], [positions or digests])}``, URL order kept per block."""
         by_block = {}
-        for index in range(start, min(stop, len(urls))):
-            digest = url_digest(urls[index])
+        for index, url in enumerate(urls):
+            digest = url_digest(url, scope)
             if self.hash_in == "lua":
                 block = int.from_bytes(digest[10:14], "big") % self.params.blocks
                 data = [digest.hex()]

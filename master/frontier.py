@@ -51,13 +51,13 @@ class Frontier:
     # --- finishing a leased task ------------------------------------------------------
 
     def finish(self, member, outcome, reason="", pipe=None):
-        """Report a taken task (its JSON exactly as taken) as done, retry or failed.
+        """Report a taken task (its JSON exactly as taken): done, retry, failed or release.
 
         Returns 0 if the lease was no longer held, 1 done, 2 queued again,
         3 failed for good (or the pipeline, with ``pipe``).
         """
-        if outcome not in ("done", "retry", "failed"):
-            raise ValueError(f"outcome must be done, retry or failed, not {outcome!r}")
+        if outcome not in ("done", "retry", "failed", "release"):
+            raise ValueError(f"outcome must be done, retry, failed or release, not {outcome!r}")
         crawlid = decode_task(member)["crawlid"]
         keys = [self.keys.leases(), self.keys.seeds(), self.keys.failed(crawlid)]
         args = [member, outcome, reason, self.max_retries + 1]

@@ -78,6 +78,14 @@ class Keys:
         """hash url -> JSON reason: URLs of a crawl that failed for good."""
         return f"{self.tag}:crawl:{crawlid}:failed"
 
+    def crawl(self, crawlid):
+        """string (JSON): a crawl's config and rule, stored once per crawl."""
+        return f"{self.tag}:crawl:{crawlid}:config"
+
+    def crawl_domain_pages(self, crawlid):
+        """hash domain -> pages queued for the crawl (domain_max_pages)."""
+        return f"{self.tag}:crawl:{crawlid}:domain_pages"
+
     def hubs(self):
         """zset of hub task JSON, score = when the hub is next due."""
         return f"{self.tag}:hubs"

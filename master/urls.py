@@ -39,6 +39,11 @@ def canonical_url(url):
     return f"{match['head']}{path}?{'&'.join(f'{k}={v}' for k, v in arguments)}"
 
 
-def url_digest(url):
-    """SHA-1 digest (bytes) of the canonical URL: what the Bloom filter files it under."""
-    return hashlib.sha1(canonical_url(url).encode("utf-8")).digest()
+def url_digest(url, scope=""):
+    """SHA-1 digest (bytes) of the canonical URL, within a scope (e.g. a crawl id).
+
+    What the Bloom filter files a URL under: the same URL in two crawls is two
+    entries, so a second crawl of a site starts afresh in the same filter.
+    """
+    key = canonical_url(url) if not scope else f"{scope}\n{canonical_url(url)}"
+    return hashlib.sha1(key.encode("utf-8")).digest()

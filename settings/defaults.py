@@ -95,6 +95,20 @@ CRAWLCLUSTER_DISPATCH_BATCH = 500
 # Seconds the dispatcher sleeps when there is nothing to move.
 CRAWLCLUSTER_DISPATCH_IDLE_SLEEP = 0.5
 
+# --- crawler (the Scrapy project on slave nodes) --------------------------------
+# This spider process's job id ("" = the `_job` spider argument, else spider-host-pid).
+CRAWLCLUSTER_JOB_ID = ""
+# IP the per-host throttle counts this node under ("" = the address used to reach Redis).
+CRAWLCLUSTER_NODE_IP = ""
+# Seconds between the scheduler's rounds: fetch tasks, push new links, acks, heartbeat.
+CRAWLCLUSTER_SCHEDULER_TICK = 0.1
+# Requests kept ready in the spider process (the rest wait, throttled, in Redis).
+CRAWLCLUSTER_SCHEDULER_READY = 32
+# Seconds with no work after which the spider closes (0 = wait for work forever).
+CRAWLCLUSTER_IDLE_TIMEOUT = 0.0
+# Items written to MongoDB per batch.
+CRAWLCLUSTER_MONGODB_BATCH = 100
+
 # --- logging -----------------------------------------------------------------
 # Log level of every role (DEBUG, INFO, WARNING, ERROR).
 CRAWLCLUSTER_LOG_LEVEL = "INFO"
@@ -102,6 +116,21 @@ CRAWLCLUSTER_LOG_LEVEL = "INFO"
 # --- Scrapy's own settings for the crawler project ---------------------------
 SCRAPY = {
     "BOT_NAME": "crawlcluster",
+    "SCHEDULER": "crawler.scheduler.ClusterScheduler",
+    "DOWNLOADER_MIDDLEWARES": {
+        "crawler.middlewares.TaskStatusMiddleware": 50,
+        "crawler.middlewares.RandomUserAgentMiddleware": 400,
+        "scrapy.downloadermiddlewares.useragent.UserAgentMiddleware": None,
+    },
+    "SPIDER_MIDDLEWARES": {
+        "crawler.middlewares.TaskOutputMiddleware": 950,
+    },
+    "ITEM_PIPELINES": {
+        "crawler.pipelines.EncodingPipeline": 100,
+        "crawler.pipelines.CleaningPipeline": 200,
+        "crawler.pipelines.MainTextPipeline": 300,
+        "crawler.pipelines.MongoPipeline": 800,
+    },
     "SPIDER_MODULES": ["crawler.spiders"],
     "NEWSPIDER_MODULE": "crawler.spiders",
     "ROBOTSTXT_OBEY": True,

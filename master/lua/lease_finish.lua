@@ -1,17 +1,22 @@
 -- A job reports how a leased task ended (seed 000's URL states): "done", "retry"
--- (counts an attempt; past the limit the URL fails for good) or "failed" (for good
--- now, e.g. 404/410). A lease that already expired and was re-issued is left alone.
+-- (counts an attempt; past the limit the URL fails for good), "failed" (for good
+-- now, e.g. 404/410) or "release" (not attempted: back to seeds as it was, e.g. the
+-- job is closing). A lease that already expired and was re-issued is left alone.
 -- KEYS[1]  leases (zset of task JSON, score = lease expiry)
 -- KEYS[2]  seeds (zset of task JSON, score -priority)
 -- KEYS[3]  the task's crawl's failed URLs (hash url -> JSON reason)
 -- ARGV[1]  the task JSON exactly as taken
--- ARGV[2]  outcome: "done", "retry" or "failed"
+-- ARGV[2]  outcome: "done", "retry", "failed" or "release"
 -- ARGV[3]  reason (for retry and failed)
 -- ARGV[4]  attempts allowed per URL
 -- Returns: 0 lease not held, 1 done, 2 queued again, 3 failed for good.
 if redis.call('ZREM', KEYS[1], ARGV[1]) == 0 then return 0 end
 if ARGV[2] == 'done' then return 1 end
 local task = cjson.decode(ARGV[1])
+if ARGV[2] == 'release' then
+  redis.call('ZADD', KEYS[2], -(task['priority'] or 0), ARGV[1])
+  return 2
+end
 task['attempts'] = (task['attempts'] or 0) + 1
 if ARGV[2] == 'retry' and task['attempts'] < tonumber(ARGV[4]) then
   redis.call('ZADD', KEYS[2], -(task['priority'] or 0), cjson.encode(task))

@@ -1,0 +1,159 @@
+"""What one spider process shares with the cluster.
+
+``JobContext.of(crawler)`` builds, once per crawler, the clients (through the
+one factory) and the master's parts this job uses: its job id, spider type,
+host and ip, the live site config, the frontier, the throttled queues, the
+job registry, the Bloom filter and the crawl store, plus the ``TaskTracker``
+that knows when a taken task is finished. The scheduler, the middlewares and
+the pipelines all reach it through the crawler.
+"""
+
+import os
+import socket
+import time
+from collections import Counter
+from urllib.parse import urlsplit
+
+from master.bloom import BloomFilter
+from master.counters import RollingTimeCounter
+from master.crawls import CrawlStore
+from master.frontier import Frontier
+from master.keys import Keys
+from master.lua import LuaScripts
+from master.registry import JobRegistry
+from master.siteconfig import SiteConfig
+from master.throttle import ThrottledQueues
+from settings.clients import mongo_client, redis_client, zookeeper_client
+from settings.loader import Settings, default_settings
+
+ROLE = "crawler"
+COUNTED_STATUSES = (200, 301, 302, 303, 403, 404, 500)     # thesis table 4-8, and 302
+
+
+def cluster_settings(scrapy_settings):
+    """Our settings as the crawler's Scrapy settings hold them (with ``-s`` overrides)."""
+    return Settings({name: scrapy_settings.get(name, default)
+                     for name, default in default_settings().items()})
+
+
+def node_ip(settings):
+    """The configured node IP, else the local address this host reaches Redis from."""
+    if settings["CRAWLCLUSTER_NODE_IP"]:
+        return settings["CRAWLCLUSTER_NODE_IP"]
+    parts = urlsplit(settings["CRAWLCLUSTER_REDIS_URL"])
+    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as probe:
+        probe.connect((parts.hostname or "127.0.0.1", parts.port or 6379))
+        return probe.getsockname()[0]
+
+
+class JobContext:
+    def __init__(self, crawler):
+        self.crawler = crawler
+        self.settings = settings = cluster_settings(crawler.settings)
+        spider = crawler.spider
+        self.spider_type = spider.name
+        self.host = socket.gethostname()
+        self.ip = node_ip(settings)
+        self.job = (settings["CRAWLCLUSTER_JOB_ID"] or getattr(spider, "_job", None)
+                    or f"{spider.name}-{self.host}-{os.getpid()}")
+        self.redis = redis_client(settings, ROLE)
+        self.zookeeper = zookeeper_client(settings, ROLE)
+        self.mongo = mongo_client(settings, ROLE)
+        self.keys = Keys.from_settings(settings)
+        self.scripts = scripts = LuaScripts(self.redis)
+        self.site_config = SiteConfig.from_settings(settings, self.zookeeper).start()
+        self.frontier = Frontier.from_settings(self.redis, settings, scripts=scripts)
+        self.queues = ThrottledQueues.from_settings(self.redis, settings, self.site_config,
+                                                    scripts=scripts)
+        self.registry = JobRegistry.from_settings(self.redis, settings, scripts=scripts)
+        self.bloom = BloomFilter.from_settings(self.redis, settings)
+        self.crawls = CrawlStore.from_settings(self.redis, settings)
+        self.tracker = TaskTracker(self)
+        self.periodic = []        # callables the scheduler's round runs (pipeline flushes)
+
+    @classmethod
+    def of(cls, crawler):
+        context = getattr(crawler, "crawlcluster", None)
+        if context is None:
+            context = crawler.crawlcluster = cls(crawler)
+        return context
+
+    def close(self):
+        self.zookeeper.stop()
+        self.zookeeper.close()
+        self.mongo.close()
+        self.redis.close()
+
+
+def status_counter(context, status):
+    """Rolling counter of responses with ``status`` for this spider type (thesis table 4-8)."""
+    return RollingTimeCounter.from_settings(
+        context.redis, context.settings, f"status:{context.spider_type}:{status}",
+        scripts=context.scripts)
+
+
+class TaskTracker:
+    """When is a taken task finished? When its page's output is all out (links
+    pushed to the frontier) and every item it produced is stored or dropped.
+    Only then is it acknowledged, so a job dying at any moment leaves the task
+    leased, and the lease brings it back: nothing is lost.
+    """
+
+    def __init__(self, context):
+        self.context = context
+        self.open = {}            # task member -> items not yet stored or dropped
+        self.output_done = {}     # task member -> when its page's output ended
+        self.outcomes = []        # (member, outcome, reason) to report
+        self.statuses = Counter()  # HTTP status (or "other") -> responses not yet counted
+        self.done_count = 0
+
+    def begin(self, member):
+        self.open.setdefault(member, 0)
+
+    def item_out(self, member):
+        self.open[member] = self.open.get(member, 0) + 1
+
+    def item_finished(self, member):
+        if member in self.open:
+            self.open[member] -= 1
+
+    def page_finished(self, member):
+        self.output_done.setdefault(member, time.monotonic())
+
+    def fail(self, member, outcome, reason):
+        """Report a task that could not be crawled ("retry" or "failed")."""
+        self.open.pop(member, None)
+        self.output_done.pop(member, None)
+        self.outcomes.append((member, outcome, reason))
+
+    def ready_to_ack(self, settled_before):
+        """Tasks whose output ended before ``settled_before`` and have no open items."""
+        ready = [member for member, ended in self.output_done.items()
+                 if ended < settled_before and self.open.get(member, 0) <= 0]
+        for member in ready:
+            del self.output_done[member]
+            self.open.pop(member, None)
+            self.outcomes.append((member, "done", ""))
+        return ready
+
+    def count_status(self, status):
+        self.statuses[status if status in COUNTED_STATUSES else "other"] += 1
+
+    def report(self):
+        """Send outcomes and status counts in one round trip; return how many were done."""
+        if not self.outcomes and not self.statuses:
+            return 0
+        outcomes, self.outcomes = self.outcomes, []
+        statuses, self.statuses = self.statuses, Counter()
+        context = self.context
+        pipe = context.redis.pipeline(transaction=False)
+        for member, outcome, reason in outcomes:
+            context.frontier.finish(member, outcome, reason, pipe=pipe)
+        for status, count in statuses.items():
+            status_counter(context, status).increment(count, pipe=pipe)
+        done = sum(1 for _, outcome, _ in outcomes if outcome == "done")
+        if done:
+            context.registry.count_done(context.job, done, pipe=pipe)
+        pipe.execute()
+        self.done_count += done
+        return done

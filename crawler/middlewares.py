@@ -1,0 +1,110 @@
+"""Downloader and spider middlewares that tie Scrapy to the cluster.
+
+``TaskStatusMiddleware`` (downloader) counts every response's status per
+spider type (thesis table 4-8) and reports tasks that could not be fetched:
+404/410 fail for good, other errors and exhausted retries are retried by the
+cluster. ``RandomUserAgentMiddleware`` gives each request a real browser's
+User-Agent unless the crawl set one. ``TaskOutputMiddleware`` (spider) marks
+a page's links with their parent task and its items with their task, and
+tells the tracker when the page's output is all out.
+"""
+
+import random
+from importlib import resources
+
+from scrapy import Request
+
+from crawler.context import JobContext
+from master.frontier import PERMANENT_STATUSES
+
+
+def _member(request):
+    info = request.meta.get("crawlcluster")
+    return info["member"] if info else None
+
+
+class TaskStatusMiddleware:
+    def __init__(self, crawler):
+        self.crawler = crawler
+
+    @classmethod
+    def from_crawler(cls, crawler):
+        return cls(crawler)
+
+    @property
+    def tracker(self):
+        return JobContext.of(self.crawler).tracker
+
+    def process_response(self, request, response):
+        self.tracker.count_status(response.status)
+        member = _member(request)
+        if member and response.status >= 400:
+            outcome = "failed" if response.status in PERMANENT_STATUSES else "retry"
+            self.tracker.fail(member, outcome, f"HTTP {response.status}")
+        return response
+
+    def process_exception(self, request, exception):
+        member = _member(request)
+        if member:
+            outcome = "failed" if type(exception).__name__ == "IgnoreRequest" else "retry"
+            self.tracker.fail(member, outcome, f"{type(exception).__name__}: {exception}"[:200])
+
+
+class RandomUserAgentMiddleware:
+    """A random real browser User-Agent (bundled list) unless the request has one."""
+
+    def __init__(self, agents):
+        self.agents = agents
+
+    @classmethod
+    def from_crawler(cls, crawler):
+        text = resources.files("crawler").joinpath("data/user_agents.txt").read_text("utf-8")
+        agents = [line.strip() for line in text.splitlines()
+                  if line.strip() and not line.startswith("#")]
+        return cls(agents)
+
+    def process_request(self, request):
+        if b"User-Agent" not in request.headers:
+            request.headers[b"User-Agent"] = random.choice(self.agents)
+
+
+class TaskOutputMiddleware:
+    def __init__(self, crawler):
+        self.crawler = crawler
+
+    @classmethod
+    def from_crawler(cls, crawler):
+        return cls(crawler)
+
+    async def process_spider_output_async(self, response, result):
+        info = response.meta.get("crawlcluster")
+        tracker = JobContext.of(self.crawler).tracker
+        async for element in result:
+            yield self._mark(element, info, tracker)
+        if info:
+            tracker.page_finished(info["member"])
+
+    def process_spider_output(self, response, result):
+        info = response.meta.get("crawlcluster")
+        tracker = JobContext.of(self.crawler).tracker
+        for element in result:
+            yield self._mark(element, info, tracker)
+        if info:
+            tracker.page_finished(info["member"])
+
+    def process_spider_exception(self, response, exception):
+        info = response.meta.get("crawlcluster")
+        if info:
+            JobContext.of(self.crawler).tracker.fail(
+                info["member"], "retry", f"spider error: {type(exception).__name__}: {exception}")
+
+    @staticmethod
+    def _mark(element, info, tracker):
+        if info is None:
+            return element
+        if isinstance(element, Request):
+            element.meta["crawlcluster_parent"] = {"task": info["task"], "config": info["config"]}
+        elif isinstance(element, dict):
+            element["_task"] = info["member"]
+            tracker.item_out(info["member"])
+        return element

@@ -1,0 +1,256 @@
+"""Scrapy scheduler over the master's Redis frontier (``SCHEDULER`` setting).
+
+Every ``CRAWLCLUSTER_SCHEDULER_TICK`` seconds one round:
+  1. new links the spider produced are pushed to ``seeds``: those the crawl's
+     rules refuse were already turned away by ``enqueue_request``; the rest go
+     through the Bloom filter in one batch (a page that is crawled again after
+     a lease expired pushes its links without the filter, so links lost with
+     a dying job come back);
+  2. finished tasks are acknowledged, failed ones reported, in one round trip,
+     and counted for the dispatcher's weights;
+  3. while fewer than ``CRAWLCLUSTER_SCHEDULER_READY`` requests are ready, the
+     job's domain queues are walked once through the throttled take (one
+     round trip) and what it gets is injected into the engine;
+  4. the job's heartbeat is refreshed.
+Redis is never called once per request. ``enqueue_request`` returns False for
+a link the crawl's rules refuse (scheme, blacklist, maxdepth) and True for
+one accepted; duplicates found by the cluster's filter are dropped at the
+push and counted (``crawlcluster/links/duplicate``).
+"""
+
+import logging
+import time
+from collections import deque
+
+from scrapy import Request, signals
+from scrapy.exceptions import DontCloseSpider
+from twisted.internet import task as twisted_task
+
+from crawler.context import JobContext
+from master.tasks import decode_task, make_task
+
+logger = logging.getLogger(__name__)
+
+HEARTBEAT_EVERY = 1.0     # seconds
+
+
+class ClusterScheduler:
+    def __init__(self, crawler, context, tick, ready_size, idle_timeout):
+        self.crawler = crawler
+        self.context = context
+        self.stats = crawler.stats
+        self.tick = tick
+        self.ready_size = ready_size
+        self.idle_timeout = idle_timeout
+        self.ready = deque()
+        self.new_links = []
+        self.spider = None
+        self.loop = None
+        self.last_work = time.monotonic()
+        self.last_beat = 0.0
+
+    @classmethod
+    def from_crawler(cls, crawler):
+        context = JobContext.of(crawler)
+        settings = context.settings
+        scheduler = cls(crawler, context, settings.getfloat("CRAWLCLUSTER_SCHEDULER_TICK"),
+                        settings.getint("CRAWLCLUSTER_SCHEDULER_READY"),
+                        settings.getfloat("CRAWLCLUSTER_IDLE_TIMEOUT"))
+        crawler.signals.connect(scheduler.spider_idle, signal=signals.spider_idle)
+        return scheduler
+
+    # --- Scrapy's scheduler interface ---------------------------------------------------
+
+    def open(self, spider):
+        self.spider = spider
+        context = self.context
+        context.registry.register(context.job, context.spider_type, context.host, context.ip)
+        logger.info("job %s (%s on %s, ip %s) registered", context.job, context.spider_type,
+                    context.host, context.ip)
+        self.loop = twisted_task.LoopingCall(self.round)
+        self.loop.start(self.tick, now=True)
+
+    def close(self, reason):
+        if self.loop and self.loop.running:
+            self.loop.stop()
+        tracker = self.context.tracker
+        self._push_new_links()
+        for flush in self.context.periodic:
+            flush()
+        tracker.ready_to_ack(float("inf"))
+        for request in self.ready:
+            tracker.fail(request.meta["crawlcluster"]["member"], "release", "job closing")
+        for member in list(tracker.open):
+            tracker.fail(member, "release", "job closing")
+        tracker.report()
+        moved = self.context.registry.deregister(self.context.job)
+        logger.info("job %s closed (%s): %d tasks done, %d queued tasks back to seeds",
+                    self.context.job, reason, tracker.done_count, max(moved, 0))
+        self.context.close()
+
+    def has_pending_requests(self):
+        return bool(self.ready)
+
+    def enqueue_request(self, request):
+        if "crawlcluster" in request.meta:          # a taken task, or its redirect
+            self.ready.append(request)
+            return True
+        task = self._new_link_task(request)
+        if task is None:
+            return False
+        self.new_links.append(task)
+        return True
+
+    def next_request(self):
+        if self.ready:
+            self.last_work = time.monotonic()
+            return self.ready.popleft()
+        return None
+
+    def __len__(self):
+        return len(self.ready)
+
+    def spider_idle(self, spider):
+        idle_for = time.monotonic() - self.last_work
+        if self.idle_timeout and idle_for >= self.idle_timeout:
+            logger.info("no work for %.0f s: closing", idle_for)
+            return
+        raise DontCloseSpider
+
+    # --- one round -----------------------------------------------------------------------
+
+    def round(self):
+        import redis
+
+        try:
+            self._push_new_links()
+            for flush in self.context.periodic:
+                flush()
+            tracker = self.context.tracker
+            tracker.ready_to_ack(time.monotonic() - self.tick)
+            tracker.report()
+            if len(self.ready) < self.ready_size:
+                self._take()
+            self._heartbeat()
+        except redis.RedisError as exc:
+            logger.error("Redis error in the scheduler round (retrying next round): %s", exc)
+
+    def _heartbeat(self):
+        now = time.monotonic()
+        if now - self.last_beat >= HEARTBEAT_EVERY:
+            context = self.context
+            if not context.registry.heartbeat(context.job):
+                logger.warning("job %s was declared dead; registering again", context.job)
+                context.registry.register(context.job, context.spider_type, context.host,
+                                          context.ip)
+            self.last_beat = now
+
+    def _take(self):
+        context = self.context
+        result = context.queues.take(context.job, context.spider_type, context.ip)
+        for _, member in result.tasks:
+            request = self._request_for(member)
+            if request is not None:
+                self.last_work = time.monotonic()
+                self.crawler.engine.crawl(request)
+        if result.blacklisted:
+            dropped = context.queues.drop_blacklisted(context.job, result.blacklisted)
+            if dropped:
+                self.stats.inc_value("crawlcluster/tasks/blacklisted", dropped)
+
+    def _request_for(self, member):
+        """The Request for a taken task, or None (reported failed) if it cannot be."""
+        task = decode_task(member)
+        tracker = self.context.tracker
+        config = self.context.crawls.load(task["crawlid"])
+        callback = getattr(self.spider, task.get("callback") or "parse", None)
+        if config is None or callback is None or task.get("callback", "parse") not in getattr(
+                self.spider, "callbacks", ("parse",)):
+            tracker.fail(member, "failed", "unknown crawl or callback")
+            return None
+        tracker.begin(member)
+        headers = {"User-Agent": config["useragent"]} if config.get("useragent") else None
+        return Request(task["url"], callback=callback, dont_filter=True, headers=headers,
+                       cookies=parse_cookies(config.get("cookie")),
+                       meta={"crawlcluster": {"member": member, "task": task, "config": config},
+                             "depth": task.get("depth", 0)})
+
+    # --- new links --------------------------------------------------------------------------
+
+    def _new_link_task(self, request):
+        """The task for a link the spider produced, or None if the crawl refuses it."""
+        parent = request.meta.get("crawlcluster_parent")
+        if parent is None or not request.url.startswith(("http://", "https://")):
+            self.stats.inc_value("crawlcluster/links/refused/scheme_or_origin")
+            return None
+        depth = parent["task"].get("depth", 0) + 1
+        maxdepth = parent["config"].get("maxdepth")
+        if maxdepth is not None and depth > maxdepth:
+            self.stats.inc_value("crawlcluster/links/refused/maxdepth")
+            return None
+        try:
+            task = make_task(request.url, parent["task"]["crawlid"], parent["task"]["spider_type"],
+                             priority=parent["task"].get("priority", 0), depth=depth,
+                             userid=parent["task"].get("userid"),
+                             callback=getattr(request.callback, "__name__", "parse"),
+                             **request.meta.get("crawlcluster_extra", {}))
+        except ValueError as exc:
+            logger.warning("refusing link %s: %s", request.url, exc)
+            return None
+        if self.context.site_config.is_blacklisted(task["domain"]):
+            self.stats.inc_value("crawlcluster/links/refused/blacklist")
+            return None
+        task["_replay"] = parent["task"].get("attempts", 0) > 0
+        return task
+
+    def _push_new_links(self):
+        if not self.new_links:
+            return
+        tasks, self.new_links = self.new_links, []
+        replays = [task.pop("_replay") for task in tasks]
+        is_new = self._check_and_add(tasks)
+        fresh = [task for task, new, replay in zip(tasks, is_new, replays, strict=True)
+                 if new or replay]
+        self.stats.inc_value("crawlcluster/links/duplicate", len(tasks) - len(fresh))
+        fresh = self._within_domain_limits(fresh)
+        self.context.frontier.push_seeds(fresh)
+        self.stats.inc_value("crawlcluster/links/new", len(fresh))
+
+    def _check_and_add(self, tasks):
+        """Bloom check-and-add, one call per crawl (each crawl has its own scope)."""
+        by_crawl = {}
+        for index, task in enumerate(tasks):
+            by_crawl.setdefault(task["crawlid"], []).append(index)
+        is_new = [False] * len(tasks)
+        for crawlid, indexes in by_crawl.items():
+            flags = self.context.bloom.add_many([tasks[i]["url"] for i in indexes], scope=crawlid)
+            for index, flag in zip(indexes, flags, strict=True):
+                is_new[index] = flag
+        return is_new
+
+    def _within_domain_limits(self, tasks):
+        """Drop tasks past their crawl's ``domain_max_pages`` (counted per domain)."""
+        limited = [t for t in tasks if self._config(t).get("domain_max_pages")]
+        if not limited:
+            return tasks
+        pipe = self.context.redis.pipeline(transaction=False)
+        for task in limited:
+            pipe.hincrby(self.context.keys.crawl_domain_pages(task["crawlid"]), task["domain"])
+        over = {id(task) for task, count in zip(limited, pipe.execute(), strict=True)
+                if count > self._config(task)["domain_max_pages"]}
+        if over:
+            self.stats.inc_value("crawlcluster/links/refused/domain_max_pages", len(over))
+        return [task for task in tasks if id(task) not in over]
+
+    def _config(self, task):
+        return self.context.crawls.load(task["crawlid"]) or {}
+
+
+def parse_cookies(cookie):
+    """A crawl's cookie as a dict: given as a dict, or as ``"a=1; b=2"``."""
+    if not cookie:
+        return {}
+    if isinstance(cookie, dict):
+        return cookie
+    pairs = (part.split("=", 1) for part in str(cookie).split(";") if "=" in part)
+    return {name.strip(): value.strip() for name, value in pairs}

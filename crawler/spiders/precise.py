@@ -1,0 +1,46 @@
+"""The ``precise`` spider (thesis 4.3.1.3, table 4-9): list pages, then details.
+
+On a list page every element ``list_from`` selects becomes an item with the
+rule's ``first_page_xpath`` fields (relative to the element); if the rule goes
+on (``continue``) and the element links a detail page (``second_page_url``),
+the item travels with that page's task and is completed there with the
+``second_page_xpath`` fields. ``next_page_xpath`` reads every list page of the
+layer (seed 003).
+"""
+
+from scrapy import Request
+
+from crawler.rules import PRECISE_KEYWORDS
+from crawler.spiders import ClusterSpider, first_value
+
+
+class PreciseSpider(ClusterSpider):
+    name = "precise"
+    callbacks = ("parse", "parse_detail")
+
+    def parse(self, response):
+        rule = self.crawl_info(response)["config"]["rule"]
+        first = rule["first_page_xpath"]
+        goes_on = first.get("continue", True) in (True, "true") and bool(
+            rule.get("second_page_xpath"))
+        for position, element in enumerate(response.xpath(first["list_from"])):
+            fields = {name: first_value(element, expression) for name, expression in first.items()
+                      if name not in PRECISE_KEYWORDS}
+            link = (element.xpath(first["second_page_url"]).get() or "").strip() \
+                if "second_page_url" in first else ""
+            if link and goes_on:
+                yield Request(response.urljoin(link), callback=self.parse_detail,
+                              meta={"crawlcluster_extra": {"item": fields}})
+            else:
+                url = response.urljoin(link) if link else f"{response.url}#{position}"
+                yield self.item(response, fields, url=url)
+        if rule.get("next_page_xpath"):
+            for link in response.xpath(rule["next_page_xpath"]).getall():
+                yield Request(response.urljoin(link.strip()), callback=self.parse)
+
+    def parse_detail(self, response):
+        info = self.crawl_info(response)
+        fields = dict(info["task"].get("item", {}))
+        for name, expression in info["config"]["rule"].get("second_page_xpath", {}).items():
+            fields[name] = first_value(response, expression)
+        yield self.item(response, fields, page=True)

@@ -1,0 +1,54 @@
+"""Crawls: a crawl's config stored once, its seed task queued.
+
+The config (rule, spider type, maxdepth, domain_max_pages, allowed domains,
+cookie, user agent, expires, attrs, ...) is one JSON string per crawl; tasks
+carry only the crawl id. Submitting the same crawl twice stores the same
+config and queues the seed once more, which the Bloom filter in the spiders
+makes harmless for its links.
+"""
+
+import json
+from functools import lru_cache
+
+from master.keys import Keys
+from master.tasks import check_name, make_task
+
+
+class CrawlStore:
+    def __init__(self, client, keys):
+        self.client = client
+        self.keys = keys
+        self._cached = lru_cache(maxsize=1024)(self._load)
+
+    @classmethod
+    def from_settings(cls, client, settings):
+        return cls(client, Keys.from_settings(settings))
+
+    def save(self, config, pipe=None):
+        check_name("crawl id", config["crawlid"])
+        target = pipe if pipe is not None else self.client
+        return target.set(self.keys.crawl(config["crawlid"]), json.dumps(config, sort_keys=True))
+
+    def load(self, crawlid):
+        """The crawl's config (cached in this process), or None if unknown."""
+        config = self._cached(crawlid)
+        if config is None:
+            self._cached.cache_clear()
+        return config
+
+    def _load(self, crawlid):
+        raw = self.client.get(self.keys.crawl(crawlid))
+        return json.loads(raw) if raw else None
+
+    def submit(self, config, bloom, frontier):
+        """Store the crawl and queue its seed; the seed URL goes into the filter so the
+        crawl does not fetch it again when a page links back to it."""
+        self.save(config)
+        bloom.add_many([config["url"]], scope=config["crawlid"])
+        frontier.push_seeds([self.seed_task(config)])
+
+    def seed_task(self, config):
+        """The crawl's first task (depth 0) for its ``url``."""
+        return make_task(config["url"], config["crawlid"], config["spider_type"],
+                         priority=config.get("priority", 0), depth=0,
+                         userid=config.get("userid"))

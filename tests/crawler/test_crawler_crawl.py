@@ -1,0 +1,106 @@
+"""Real crawls: dispatcher + spider processes, nginx-served site, Redis, ZooKeeper, MongoDB."""
+
+from collections import Counter, deque
+
+import pytest
+
+from crawler.sitegen import DEFAULT_HOSTS, SiteSpec, generate_site
+from manager.services import StaticSite, free_port
+from tests.crawler.cluster import run_crawl, submit
+
+UNIVERSAL_RULE = {"rules": [
+    {"allow": [r"/$", r"/list/\d+\.html$"], "follow": True},
+    {"allow": [r"/news/\d+\.html$"], "follow": False,
+     "fields": {"title": "//h1/text()", "date": "//span[@class='date']/text()"}},
+]}
+PRECISE_RULE = {
+    "first_page_xpath": {"list_from": "//ul[@class='news-list']/li", "continue": True,
+                         "second_page_url": "a/@href", "title": "a/text()"},
+    "second_page_xpath": {"date": "//span[@class='date']/text()",
+                          "author": "//span[@class='author']/text()",
+                          "content": "//div[@class='content']/p/text()"},
+    "next_page_xpath": "//a[@class='next']/@href",
+}
+
+
+@pytest.fixture(scope="module")
+def big_site(tmp_path_factory):
+    root = tmp_path_factory.mktemp("bigsite")
+    spec = SiteSpec(port=free_port(DEFAULT_HOSTS), details_per_host=480)
+    manifest = generate_site(root, spec)
+    site = StaticSite(root / "www", spec.hosts, spec.port, root / "run").start()
+    yield manifest, site
+    site.stop()
+
+
+def fetched(site, since):
+    return Counter(f"http://{e['host']}:{site.port}{e['path']}" for e in site.access_log()[since:]
+                   if not e["path"].endswith("robots.txt"))
+
+
+def reachable(manifest, maxdepth):
+    """Detail pages a universal crawl following index and list pages reaches."""
+    pages = {p["url"]: p for p in manifest["pages"]}
+    depth = {manifest["start_url"]: 0}
+    queue = deque([manifest["start_url"]])
+    while queue:
+        url = queue.popleft()
+        if pages[url]["kind"] == "detail" or depth[url] >= maxdepth:
+            continue
+        for link in pages[url]["links"]:
+            if link in pages and link not in depth:
+                depth[link] = depth[url] + 1
+                queue.append(link)
+    return {url for url in depth if pages[url]["kind"] == "detail"}
+
+
+def test_precise_crawl_stores_every_item_field_by_field(test_settings, mongo_db, redis,
+                                                        static_site, tmp_path):
+    manifest, _ = static_site
+    host = manifest["spec"]["hosts"][0]
+    start = f"http://{host}:{manifest['spec']['port']}/list/1.html"
+    submit(test_settings, {"crawlid": "precise-1", "spider_type": "precise", "url": start,
+                           "rule": PRECISE_RULE})
+    assert run_crawl(test_settings, "precise", tmp_path) == [0]
+
+    stored = {item["url"]: item for item in mongo_db["items_precise"].find()}
+    expected = [p for p in manifest["pages"] if p["kind"] == "detail" and p["host"] == host]
+    assert len(stored) == len(expected) == 30
+    for page in expected:
+        item = stored[page["url"]]
+        assert item["title"] == page["title"]
+        assert (item["date"], item["author"]) == (page["date"], page["author"])
+        assert item["content"] == "\n".join(page["content"])
+        assert page["content"][0] in item["main_text"]
+    gbk = next(p for p in expected if p["encoding"] == "gbk")
+    assert stored[gbk["url"]]["title"] == gbk["title"]          # correct Chinese from GBK
+    record = mongo_db["crawls"].find_one({"crawlid": "precise-1"})
+    assert record["items"] == 30 and record["jobs"] == ["job0"]
+
+
+def test_universal_crawl_every_page_exactly_once(test_settings, mongo_db, redis, big_site,
+                                                 tmp_path):
+    manifest, site = big_site
+    since = len(site.access_log())
+    submit(test_settings, {"crawlid": "all", "spider_type": "universal",
+                           "url": manifest["start_url"], "rule": UNIVERSAL_RULE})
+    assert run_crawl(test_settings, "universal", tmp_path, timeout=400) == [0]
+
+    details = {p["url"] for p in manifest["pages"] if p["kind"] == "detail"}
+    items = list(mongo_db["items_universal"].find({"crawlid": "all"}))
+    assert len(details) >= 1900 and len(manifest["spec"]["hosts"]) >= 4
+    assert {item["url"] for item in items} == details
+    assert len(items) == len(details)
+    counts = fetched(site, since)
+    assert all(count == 1 for count in counts.values()), counts.most_common(3)
+    crawled = {p["url"] for p in manifest["pages"] if p["kind"] in ("index", "list")} | details
+    assert set(counts) == crawled                           # every page, nothing else
+    assert not set(counts) & set(manifest["disallowed"])     # robots.txt obeyed
+
+    since = len(site.access_log())
+    submit(test_settings, {"crawlid": "shallow", "spider_type": "universal", "maxdepth": 2,
+                           "url": manifest["start_url"], "rule": UNIVERSAL_RULE})
+    assert run_crawl(test_settings, "universal", tmp_path, timeout=200) == [0]
+    shallow = {item["url"] for item in mongo_db["items_universal"].find({"crawlid": "shallow"})}
+    assert shallow == reachable(manifest, maxdepth=2)
+    assert 0 < len(shallow) < len(details)
