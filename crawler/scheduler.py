@@ -102,9 +102,17 @@ class ClusterScheduler:
         return True
 
     def next_request(self):
-        if self.ready:
+        while self.ready:
+            request = self.ready.popleft()
+            task = request.meta["crawlcluster"]["task"]
+            if self.context.site_config.is_blacklisted(task["domain"]):
+                # Blacklisted since it was taken: never fetched.
+                self.context.tracker.fail(request.meta["crawlcluster"]["member"], "failed",
+                                          "domain blacklisted")
+                self.stats.inc_value("crawlcluster/tasks/blacklisted")
+                continue
             self.last_work = time.monotonic()
-            return self.ready.popleft()
+            return request
         return None
 
     def __len__(self):

@@ -50,21 +50,35 @@ def start_spider(spider_type, env, log_path, job=None):
                             stderr=subprocess.STDOUT)
 
 
+class Crawl:
+    """A dispatcher plus spider processes, started; ``wait`` until the spiders exit."""
+
+    def __init__(self, settings, spider_type, log_dir, spiders=1, node_ips=None, **extra):
+        env = cluster_env(settings, **extra)
+        self.master = subprocess.Popen(
+            [sys.executable, "-m", "manager.cli", "master"], cwd=ROOT, env=env,
+            stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+            stderr=open(Path(log_dir) / "master.log", "w"))  # noqa: SIM115
+        ips = node_ips or [None] * spiders
+        self.workers = [
+            start_spider(spider_type, dict(env, CRAWLCLUSTER_NODE_IP=ip) if ip else env,
+                         Path(log_dir) / f"spider{n}.log", f"job{n}")
+            for n, ip in enumerate(ips)]
+
+    def wait(self, timeout=240):
+        deadline = time.monotonic() + timeout
+        try:
+            for worker in self.workers:
+                worker.wait(max(1, deadline - time.monotonic()))
+        finally:
+            for process in [*self.workers, self.master]:
+                if process.poll() is None:
+                    process.terminate()
+                    process.wait(10)
+        return [worker.returncode for worker in self.workers]
+
+
 def run_crawl(settings, spider_type, log_dir, spiders=1, timeout=240, **extra):
     """Dispatcher plus ``spiders`` spider processes until the spiders go idle and exit."""
-    env = cluster_env(settings, **extra)
-    master = subprocess.Popen([sys.executable, "-m", "manager.cli", "master"], cwd=ROOT,
-                              env=env, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
-                              stderr=open(Path(log_dir) / "master.log", "w"))  # noqa: SIM115
-    workers = [start_spider(spider_type, env, Path(log_dir) / f"spider{n}.log", f"job{n}")
-               for n in range(spiders)]
-    deadline = time.monotonic() + timeout
-    try:
-        for worker in workers:
-            worker.wait(max(1, deadline - time.monotonic()))
-    finally:
-        for process in [*workers, master]:
-            if process.poll() is None:
-                process.terminate()
-                process.wait(10)
-    return [worker.returncode for worker in workers]
+    return Crawl(settings, spider_type, log_dir, spiders, **extra).wait(timeout)
+

@@ -1,12 +1,16 @@
 """Real crawls: dispatcher + spider processes, nginx-served site, Redis, ZooKeeper, MongoDB."""
 
+import time
 from collections import Counter, deque
+from pathlib import Path
 
 import pytest
 
+import crawler as crawler_package
 from crawler.sitegen import DEFAULT_HOSTS, SiteSpec, generate_site
 from manager.services import StaticSite, free_port
-from tests.crawler.cluster import run_crawl, submit
+from master.siteconfig import SiteConfig
+from tests.crawler.cluster import Crawl, run_crawl, submit
 
 UNIVERSAL_RULE = {"rules": [
     {"allow": [r"/$", r"/list/\d+\.html$"], "follow": True},
@@ -104,3 +108,51 @@ def test_universal_crawl_every_page_exactly_once(test_settings, mongo_db, redis,
     shallow = {item["url"] for item in mongo_db["items_universal"].find({"crawlid": "shallow"})}
     assert shallow == reachable(manifest, maxdepth=2)
     assert 0 < len(shallow) < len(details)
+
+
+def test_domain_blacklisted_mid_crawl_gets_no_more_requests(test_settings, mongo_db, redis,
+                                                            zookeeper, big_site, tmp_path):
+    manifest, site = big_site
+    since = len(site.access_log())
+    submit(test_settings, {"crawlid": "bl", "spider_type": "universal",
+                           "url": manifest["start_url"], "rule": UNIVERSAL_RULE})
+    crawl = Crawl(test_settings, "universal", tmp_path, CRAWLCLUSTER_THROTTLE_HITS=20)
+    banned = "127.0.0.3"
+    deadline = time.monotonic() + 90
+    while sum(e["host"] == banned for e in site.access_log()[since:]) < 20:
+        assert time.monotonic() < deadline, "the crawl never reached the host"
+        time.sleep(0.2)
+    SiteConfig.from_settings(test_settings, zookeeper).blacklist_add(banned)
+    banned_at = time.time()
+    assert crawl.wait(300) == [0]
+
+    late = [e for e in site.access_log()[since:]
+            if e["host"] == banned and e["time"] > banned_at + 0.5]
+    assert late == []
+    stored = {item["url"] for item in mongo_db["items_universal"].find({"crawlid": "bl"})}
+    others = {p["url"] for p in manifest["pages"] if p["kind"] == "detail" and p["host"] != banned}
+    assert others <= stored                       # the rest of the crawl finished
+
+
+def test_two_spiders_share_one_domain_throttle(test_settings, mongo_db, redis, zookeeper,
+                                               static_site, tmp_path):
+    manifest, site = static_site
+    limited = "127.0.0.2"
+    SiteConfig.from_settings(test_settings, zookeeper).set_limit(limited, hits=5, window=1)
+    since = len(site.access_log())
+    submit(test_settings, {"crawlid": "throttled", "spider_type": "universal",
+                           "url": f"http://{limited}:{site.port}/", "rule": UNIVERSAL_RULE})
+    crawl = Crawl(test_settings, "universal", tmp_path, node_ips=["10.0.0.1", "10.0.0.2"])
+    assert crawl.wait(200) == [0, 0]
+
+    entries = [e for e in site.access_log()[since:] if not e["path"].endswith("robots.txt")]
+    times = sorted(e["time"] for e in entries if e["host"] == limited)
+    assert len(times) == sum(1 for p in manifest["pages"]
+                             if p["host"] == limited and p["kind"] in ("index", "list", "detail"))
+    for i, start in enumerate(times):            # never more than 5 in any second
+        assert sum(1 for t in times[i:i + 8] if t - start < 1.0) <= 5 + 1
+    assert times[-1] - times[0] >= len(times) / 5 - 2
+    record = mongo_db["crawls"].find_one({"crawlid": "throttled"})
+    assert sorted(record["jobs"]) == ["job0", "job1"]
+    agents = (Path(crawler_package.__file__).parent / "data" / "user_agents.txt").read_text()
+    assert all(e["agent"] in agents for e in entries)   # real browser user agents
