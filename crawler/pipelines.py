@@ -78,6 +78,28 @@ class MainTextPipeline:
         return item
 
 
+def upsert_items(database, items, ensured):
+    """Upsert items into ``items_<spider type>``, unique on (crawlid, url), in bulk.
+
+    ``ensured`` remembers the collections whose index was created.
+    """
+    from pymongo import UpdateOne
+
+    by_type = {}
+    for item in items:
+        document = {k: v for k, v in item.items() if k not in INTERNAL}
+        document["stored_at"] = time.time()
+        by_type.setdefault(item["spider_type"], []).append(
+            UpdateOne({"crawlid": item["crawlid"], "url": item["url"]},
+                      {"$set": document}, upsert=True))
+    for spider_type, operations in by_type.items():
+        collection = database[f"items_{spider_type}"]
+        if spider_type not in ensured:
+            collection.create_index([("crawlid", 1), ("url", 1)], unique=True)
+            ensured.add(spider_type)
+        collection.bulk_write(operations, ordered=False)
+
+
 class MongoPipeline(_ContextPipeline):
     """Batched upserts; each batch acknowledges the items' tasks to the tracker."""
 
@@ -102,22 +124,13 @@ class MongoPipeline(_ContextPipeline):
 
     def flush(self):
         """Write the batch; on a MongoDB error keep it and try again next time."""
-        from pymongo import UpdateOne
         from pymongo.errors import PyMongoError
 
         if not self.batch:
             return 0
-        batch, by_type = self.batch, {}
-        for item in batch:
-            document = {k: v for k, v in item.items() if k not in INTERNAL}
-            document["stored_at"] = time.time()
-            by_type.setdefault(item["spider_type"], []).append(
-                UpdateOne({"crawlid": item["crawlid"], "url": item["url"]},
-                          {"$set": document}, upsert=True))
+        batch = self.batch
         try:
-            for spider_type, operations in by_type.items():
-                collection = self._collection(spider_type)
-                collection.bulk_write(operations, ordered=False)
+            upsert_items(self.database, batch, self.ensured)
             self._record_crawls(batch)
         except PyMongoError as exc:
             logger.error("MongoDB write failed, %d items kept for the next try: %s",
@@ -129,13 +142,6 @@ class MongoPipeline(_ContextPipeline):
                 self.context.tracker.item_finished(item["_task"])
         self.crawler.stats.inc_value("crawlcluster/items/stored", len(batch))
         return len(batch)
-
-    def _collection(self, spider_type):
-        collection = self.database[f"items_{spider_type}"]
-        if spider_type not in self.ensured:
-            collection.create_index([("crawlid", 1), ("url", 1)], unique=True)
-            self.ensured.add(spider_type)
-        return collection
 
     def _record_crawls(self, batch):
         """Seed 004's task table: per crawl its jobs, nodes, items and last activity."""

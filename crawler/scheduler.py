@@ -155,7 +155,12 @@ class ClusterScheduler:
 
     def _take(self):
         context = self.context
-        result = context.queues.take(context.job, context.spider_type, context.ip)
+        domains = context.queues.job_domains(context.job)
+        if not domains:
+            return
+        wanted = self.ready_size - len(self.ready)
+        result = context.queues.take(context.job, context.spider_type, context.ip, domains,
+                                     per_domain=max(1, -(-wanted // len(domains))))
         for _, member in result.tasks:
             request = self._request_for(member)
             if request is not None:
@@ -188,8 +193,13 @@ class ClusterScheduler:
     def _new_link_task(self, request):
         """The task for a link the spider produced, or None if the crawl refuses it."""
         parent = request.meta.get("crawlcluster_parent")
-        if parent is None or not request.url.startswith(("http://", "https://")):
-            self.stats.inc_value("crawlcluster/links/refused/scheme_or_origin")
+        if parent is None:
+            # Work enters the cluster as a crawl request, not as a spider's own request.
+            logger.warning("refusing %s: not produced by a page of a crawl", request.url)
+            self.stats.inc_value("crawlcluster/links/refused/no_crawl")
+            return None
+        if not request.url.startswith(("http://", "https://")):
+            self.stats.inc_value("crawlcluster/links/refused/scheme")
             return None
         depth = parent["task"].get("depth", 0) + 1
         maxdepth = parent["config"].get("maxdepth")

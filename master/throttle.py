@@ -45,8 +45,9 @@ class ThrottledQueues:
     def job_domains(self, job):
         return sorted(self.client.smembers(self.keys.job_domains(job)))
 
-    def take(self, job, spider_type, ip, domains=None, min_interval=None):
-        """Try each domain of the job once; lease every task the windows allow.
+    def take(self, job, spider_type, ip, domains=None, min_interval=None, per_domain=1):
+        """Try each domain of the job once; lease up to ``per_domain`` tasks of each, as
+        many as the windows allow.
 
         ``min_interval`` maps a domain to seconds between requests it asks for
         (robots.txt Crawl-delay); it can only tighten the configured limit.
@@ -66,16 +67,16 @@ class ThrottledQueues:
             keys = [self.keys.queue(job, domain), self.keys.throttle("type", spider_type, domain),
                     self.keys.throttle("ip", ip, domain), self.keys.leases()]
             args = [repr(now), repr(now - window), hits, hits, int(window * 1000),
-                    repr(now + self.lease_seconds), uuid.uuid4().hex]
+                    repr(now + self.lease_seconds), uuid.uuid4().hex, per_domain]
             self.scripts.run("throttle_take", keys, args, pipe=pipe)
         for domain, reply in zip(open_domains, pipe.execute(), strict=True):
             if reply is None:
                 continue
-            if reply.startswith("wait:"):
-                wait = float(reply[5:])
+            if isinstance(reply, str):
+                wait = float(reply.removeprefix("wait:"))
                 result.wait = wait if result.wait is None else min(result.wait, wait)
             else:
-                result.tasks.append((domain, reply))
+                result.tasks.extend((domain, member) for member in reply)
         return result
 
     def _limit(self, domain, min_interval):

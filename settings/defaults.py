@@ -93,7 +93,7 @@ CRAWLCLUSTER_DISPATCH_DEFAULT_WEIGHT = 600
 # Tasks moved from seeds per dispatcher call.
 CRAWLCLUSTER_DISPATCH_BATCH = 500
 # Seconds the dispatcher sleeps when there is nothing to move.
-CRAWLCLUSTER_DISPATCH_IDLE_SLEEP = 0.5
+CRAWLCLUSTER_DISPATCH_IDLE_SLEEP = 0.05
 
 # --- crawler (the Scrapy project on slave nodes) --------------------------------
 # This spider process's job id ("" = the `_job` spider argument, else spider-host-pid).
@@ -101,9 +101,9 @@ CRAWLCLUSTER_JOB_ID = ""
 # IP the per-host throttle counts this node under ("" = the address used to reach Redis).
 CRAWLCLUSTER_NODE_IP = ""
 # Seconds between the scheduler's rounds: fetch tasks, push new links, acks, heartbeat.
-CRAWLCLUSTER_SCHEDULER_TICK = 0.1
+CRAWLCLUSTER_SCHEDULER_TICK = 0.05
 # Requests kept ready in the spider process (the rest wait, throttled, in Redis).
-CRAWLCLUSTER_SCHEDULER_READY = 32
+CRAWLCLUSTER_SCHEDULER_READY = 64
 # Seconds with no work after which the spider closes (0 = wait for work forever).
 CRAWLCLUSTER_IDLE_TIMEOUT = 0.0
 # Items written to MongoDB per batch.

@@ -8,9 +8,9 @@ import pytest
 
 import crawler as crawler_package
 from crawler.sitegen import DEFAULT_HOSTS, SiteSpec, generate_site
+from manager.localcluster import Crawl, run_crawl, submit
 from manager.services import StaticSite, free_port
 from master.siteconfig import SiteConfig
-from tests.crawler.cluster import Crawl, run_crawl, submit
 
 UNIVERSAL_RULE = {"rules": [
     {"allow": [r"/$", r"/list/\d+\.html$"], "follow": True},

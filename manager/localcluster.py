@@ -1,4 +1,10 @@
-"""Run a real crawl in tests: a dispatcher and spider processes on the test's names."""
+"""A local crawl: a dispatcher and spider processes started from the settings.
+
+Used by the tests and the benchmarks to run real crawls on their own names
+(key prefix, database, ...): ``submit`` a crawl, start a ``Crawl`` (the
+dispatcher plus N ``scrapy crawl`` processes), ``wait`` until the spiders
+go idle and exit.
+"""
 
 import os
 import subprocess
@@ -11,7 +17,8 @@ from master.crawls import CrawlStore
 from master.frontier import Frontier
 from settings.clients import redis_client
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[1]    # where scrapy.cfg is
+# Fast dispatch and no throttling: for crawls of a loopback test site.
 FAST = {
     "CRAWLCLUSTER_DISPATCH_WINDOW": "1",
     "CRAWLCLUSTER_DISPATCH_HEADROOM": "100",
@@ -22,14 +29,20 @@ FAST = {
 }
 
 
-def cluster_env(settings, **extra):
-    """The environment that gives a process exactly these settings."""
+def cluster_env(settings, fast=True, **extra):
+    """The environment that gives a process exactly these settings (plus ``extra``)."""
     env = {k: v for k, v in os.environ.items() if not k.startswith("CRAWLCLUSTER_")}
-    env.update({name: str(value) for name, value in settings.items()
-                if name.startswith("CRAWLCLUSTER_")})
-    env.update(FAST)
+    env.update({name: _env_value(value) for name, value in settings.items()})
+    if fast:
+        env.update(FAST)
     env.update({k: str(v) for k, v in extra.items()})
     return env
+
+
+def _env_value(value):
+    import json
+
+    return json.dumps(value) if isinstance(value, (list, dict, bool)) else str(value)
 
 
 def submit(settings, config):

@@ -1,0 +1,141 @@
+"""Crawl benchmark: crawlcluster's spiders against vanilla Scrapy and scrapy-redis.
+
+  python bench/crawl.py [--pages-per-host N]
+
+One generated 4-host site served by nginx; the same universal rule, spider
+logic, pipelines and MongoDB upserts in every run:
+  1. vanilla Scrapy: one process, Scrapy's in-memory scheduler and dupefilter;
+  2. scrapy-redis: one process, its Redis scheduler and SADD dupefilter;
+  3. crawlcluster: the dispatcher and one spider process;
+  4. crawlcluster: the dispatcher and two spider processes.
+Pages/s is pages fetched over the time from the first to the last fetch in
+nginx's log (start-up and idle shut-down are not counted). The last line is
+one JSON object.
+"""
+
+import argparse
+import json
+import subprocess
+import sys
+import tempfile
+import time
+import uuid
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from bench.common import bench_settings, finish, machine  # noqa: E402
+from crawler.sitegen import DEFAULT_HOSTS, SiteSpec, generate_site  # noqa: E402
+from manager.localcluster import Crawl, cluster_env, submit  # noqa: E402
+from manager.services import StaticSite, free_port  # noqa: E402
+from settings.clients import mongo_client  # noqa: E402
+
+RULE = {"rules": [
+    {"allow": [r"/$", r"/list/\d+\.html$"], "follow": True},
+    {"allow": [r"/news/\d+\.html$"], "follow": False,
+     "fields": {"title": "//h1/text()", "date": "//span[@class='date']/text()",
+                "content": "//div[@class='content']/p/text()"}},
+]}
+COMMON = {"LOG_LEVEL": "INFO", "CONCURRENT_REQUESTS": "16", "CONCURRENT_ITEMS": "4"}
+PEER_COMPONENTS = {
+    "DOWNLOADER_MIDDLEWARES": {"crawler.middlewares.TaskStatusMiddleware": None},
+    "SPIDER_MIDDLEWARES": {"crawler.middlewares.TaskOutputMiddleware": None},
+    "ITEM_PIPELINES": {"crawler.pipelines.EncodingPipeline": 100,
+                       "crawler.pipelines.MainTextPipeline": 300,
+                       "bench.crawl_peers.PeerMongoPipeline": 800},
+}
+
+
+def measure(site, since, label, pages_expected):
+    entries = [e for e in site.access_log()[since:] if not e["path"].endswith("robots.txt")]
+    span = entries[-1]["time"] - entries[0]["time"]
+    rate = len(entries) / span
+    print(f"  {label:<34} {len(entries):>6} pages in {span:6.1f} s: {rate:7.1f} pages/s"
+          + ("" if len(entries) == pages_expected else f"  (expected {pages_expected})"))
+    return rate
+
+
+def run_peer(settings, site, manifest, rule_file, scheduler, log):
+    scrapy_settings = dict(COMMON, **{k: json.dumps(v) for k, v in PEER_COMPONENTS.items()})
+    scrapy_settings.update(scheduler)
+    args = [sys.executable, "-m", "scrapy", "runspider", str(ROOT / "bench" / "crawl_peers.py"),
+            "-a", f"start={manifest['start_url']}", "-a", f"rule={rule_file}"]
+    for name, value in scrapy_settings.items():
+        args += ["-s", f"{name}={value}"]
+    env = cluster_env(settings, fast=False)
+    with open(log, "w") as out:
+        subprocess.run(args, cwd=ROOT, env=env, stdin=subprocess.DEVNULL, stdout=out,
+                       stderr=subprocess.STDOUT, check=True, timeout=1800)
+
+
+def run_ours(settings, manifest, processes, log_dir):
+    crawlid = f"bench-{uuid.uuid4().hex[:6]}"
+    submit(settings, {"crawlid": crawlid, "spider_type": "universal",
+                      "url": manifest["start_url"], "rule": RULE})
+    crawl = Crawl(settings, "universal", log_dir, spiders=processes,
+                  CRAWLCLUSTER_IDLE_TIMEOUT=3, LOG_LEVEL="INFO")
+    codes = crawl.wait(timeout=1800)
+    if any(codes):
+        raise SystemExit(f"a spider failed ({codes}); see {log_dir}")
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--pages-per-host", type=int, default=1000,
+                        help="detail pages per host (4 hosts)")
+    args = parser.parse_args()
+    settings = bench_settings(("redis", "zookeeper", "mongodb"))
+    settings = settings.copy_with(CRAWLCLUSTER_MONGODB_DATABASE="bench_"
+                                  + settings["CRAWLCLUSTER_KEY_PREFIX"].split(":")[1])
+    work = Path(tempfile.mkdtemp(prefix="crawlbench-"))
+    spec = SiteSpec(port=free_port(DEFAULT_HOSTS), details_per_host=args.pages_per_host,
+                    related_links=20)
+    manifest = generate_site(work / "site", spec)
+    pages = sum(1 for p in manifest["pages"] if p["kind"] in ("index", "list", "detail"))
+    (work / "rule.json").write_text(json.dumps(RULE))
+    print(f"bench/crawl.py on {machine()}: {pages} pages on {len(spec.hosts)} hosts, "
+          f"20 related links per detail page")
+    results = {}
+    with StaticSite(work / "site" / "www", spec.hosts, spec.port, work / "run") as site:
+        runs = [
+            ("vanilla", "vanilla Scrapy (in-memory scheduler)",
+             lambda: run_peer(settings, site, manifest, work / "rule.json",
+                              {"SCHEDULER": "scrapy.core.scheduler.Scheduler"}, work / "v.log")),
+            ("scrapy_redis", "scrapy-redis (Redis scheduler)",
+             lambda: run_peer(settings, site, manifest, work / "rule.json", {
+                 "SCHEDULER": "scrapy_redis.scheduler.Scheduler",
+                 "DUPEFILTER_CLASS": "scrapy_redis.dupefilter.RFPDupeFilter",
+                 "REDIS_URL": settings["CRAWLCLUSTER_REDIS_URL"],
+                 "SCHEDULER_FLUSH_ON_START": "True"}, work / "r.log")),
+            ("ours_1", "crawlcluster, 1 spider process",
+             lambda: run_ours(settings.copy_with(CRAWLCLUSTER_KEY_PREFIX=f"{settings['CRAWLCLUSTER_KEY_PREFIX']}:1"),
+                              manifest, 1, work)),
+            ("ours_2", "crawlcluster, 2 spider processes",
+             lambda: run_ours(settings.copy_with(CRAWLCLUSTER_KEY_PREFIX=f"{settings['CRAWLCLUSTER_KEY_PREFIX']}:2"),
+                              manifest, 2, work)),
+        ]
+        for key, label, run in runs:
+            since = len(site.access_log())
+            started = time.monotonic()
+            run()
+            results[key] = measure(site, since, label, pages)
+            print(f"    (whole run {time.monotonic() - started:.0f} s)")
+    client = mongo_client(settings, "bench")
+    client.drop_database(settings["CRAWLCLUSTER_MONGODB_DATABASE"])
+    client.close()
+    finish({
+        "pages_per_s": results["ours_1"],
+        "pages_per_s_two_procs": results["ours_2"],
+        "vanilla_scrapy_pages_per_s": results["vanilla"],
+        "scrapy_redis_pages_per_s": results["scrapy_redis"],
+        "vs_scrapy": results["ours_1"] / results["vanilla"],
+        "vs_scrapy_redis": results["ours_1"] / results["scrapy_redis"],
+        "two_proc_scaling": results["ours_2"] / results["ours_1"],
+        "pages": pages,
+        "machine": machine(),
+    })
+
+
+if __name__ == "__main__":
+    main()
