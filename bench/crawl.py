@@ -70,6 +70,8 @@ def run_peer(settings, site, manifest, rule_file, scheduler, log):
 
 
 def run_ours(settings, manifest, processes, log_dir):
+    settings = settings.copy_with(  # a fresh frontier for each run
+        CRAWLCLUSTER_KEY_PREFIX=f"{settings['CRAWLCLUSTER_KEY_PREFIX']}:{processes}")
     crawlid = f"bench-{uuid.uuid4().hex[:6]}"
     submit(settings, {"crawlid": crawlid, "spider_type": "universal",
                       "url": manifest["start_url"], "rule": RULE})
@@ -109,11 +111,9 @@ def main():
                  "REDIS_URL": settings["CRAWLCLUSTER_REDIS_URL"],
                  "SCHEDULER_FLUSH_ON_START": "True"}, work / "r.log")),
             ("ours_1", "crawlcluster, 1 spider process",
-             lambda: run_ours(settings.copy_with(CRAWLCLUSTER_KEY_PREFIX=f"{settings['CRAWLCLUSTER_KEY_PREFIX']}:1"),
-                              manifest, 1, work)),
+             lambda: run_ours(settings, manifest, 1, work)),
             ("ours_2", "crawlcluster, 2 spider processes",
-             lambda: run_ours(settings.copy_with(CRAWLCLUSTER_KEY_PREFIX=f"{settings['CRAWLCLUSTER_KEY_PREFIX']}:2"),
-                              manifest, 2, work)),
+             lambda: run_ours(settings, manifest, 2, work)),
         ]
         for key, label, run in runs:
             since = len(site.access_log())
