@@ -25,7 +25,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from bench.common import bench_settings, finish, machine  # noqa: E402
+from bench.common import bench_redis, bench_settings, finish, machine  # noqa: E402
 from crawler.sitegen import DEFAULT_HOSTS, SiteSpec, generate_site  # noqa: E402
 from manager.localcluster import Crawl, cluster_env, submit  # noqa: E402
 from manager.services import StaticSite, free_port  # noqa: E402
@@ -99,7 +99,8 @@ def main():
     print(f"bench/crawl.py on {machine()}: {pages} pages on {len(spec.hosts)} hosts, "
           f"20 related links per detail page")
     results = {}
-    with StaticSite(work / "site" / "www", spec.hosts, spec.port, work / "run") as site:
+    with bench_redis(settings), \
+            StaticSite(work / "site" / "www", spec.hosts, spec.port, work / "run") as site:
         runs = [
             ("vanilla", "vanilla Scrapy (in-memory scheduler)",
              lambda: run_peer(settings, site, manifest, work / "rule.json",
