@@ -16,6 +16,7 @@ import time
 import unicodedata
 
 from scrapy.exceptions import DropItem
+from twisted.python.failure import Failure
 
 from crawler.context import JobContext
 from crawler.maintext import extract_main_text
@@ -101,12 +102,14 @@ def upsert_items(database, items, ensured):
 
 
 class MongoPipeline(_ContextPipeline):
-    """Batched upserts; each batch acknowledges the items' tasks to the tracker."""
+    """Batched upserts in a worker thread (the reactor keeps crawling meanwhile);
+    each stored batch finishes its items' tasks in the tracker."""
 
     def __init__(self, crawler):
         super().__init__(crawler)
         self.batch = []
         self.ensured = set()
+        self.writing = None        # the Deferred of the write in flight
 
     def open_spider(self):
         self.context.periodic.append(self.flush)    # the scheduler's round flushes too
@@ -123,25 +126,43 @@ class MongoPipeline(_ContextPipeline):
         return item
 
     def flush(self):
-        """Write the batch; on a MongoDB error keep it and try again next time."""
-        from pymongo.errors import PyMongoError
+        """Start writing the batch in a thread, unless a write is in flight."""
+        from twisted.internet.threads import deferToThread
 
-        if not self.batch:
-            return 0
-        batch = self.batch
-        try:
-            upsert_items(self.database, batch, self.ensured)
-            self._record_crawls(batch)
-        except PyMongoError as exc:
+        if self.batch and self.writing is None:
+            batch, self.batch = self.batch, []
+            self.writing = deferToThread(self._write, batch)
+            self.writing.addBoth(self._written, batch)
+        return self.writing
+
+    def _write(self, batch):
+        upsert_items(self.database, batch, self.ensured)
+        self._record_crawls(batch)
+
+    def _written(self, result, batch):
+        self.writing = None
+        if isinstance(result, Failure):
+            # Kept for the next flush; their tasks stay open, so nothing is acknowledged.
             logger.error("MongoDB write failed, %d items kept for the next try: %s",
-                         len(batch), exc)
-            return 0
-        self.batch = []
+                         len(batch), result.getErrorMessage())
+            self.batch[:0] = batch
+            return
         for item in batch:
             if "_task" in item:
                 self.context.tracker.item_finished(item["_task"])
         self.crawler.stats.inc_value("crawlcluster/items/stored", len(batch))
-        return len(batch)
+
+    async def close_spider(self):
+        """Write what is left (a few tries; unwritten items' tasks stay leased)."""
+        from scrapy.utils.defer import maybe_deferred_to_future
+
+        for _ in range(10):
+            if self.writing is not None:
+                await maybe_deferred_to_future(self.writing)
+            elif self.batch:
+                self.flush()
+            else:
+                return
 
     def _record_crawls(self, batch):
         """Seed 004's task table: per crawl its jobs, nodes, items and last activity."""
@@ -158,6 +179,3 @@ class MongoPipeline(_ContextPipeline):
                        "$addToSet": {"jobs": context.job, "nodes": context.host}},
                       upsert=True)
             for crawlid, count in counts.items()], ordered=False)
-
-    def close_spider(self):
-        self.flush()
