@@ -86,8 +86,9 @@ def _host_pages(spec, host, rng):
     for number in range(1, spec.list_pages() + 1):
         chunk = details[(number - 1) * spec.list_page_size:number * spec.list_page_size]
         links = [d.url for d in chunk]
-        if number < spec.list_pages():
-            links.append(f"{base}/list/{number + 1}.html")
+        # numbered pagination: the next page, then up to four after it
+        links += [f"{base}/list/{n}.html"
+                  for n in range(number + 1, min(number + 5, spec.list_pages()) + 1)]
         lists.append(Page(f"{base}/list/{number}.html", "list", host, f"list/{number}.html",
                           links=links, fields={"items": [d.fields["title"] for d in chunk]}))
     index = Page(f"{base}/", "index", host, "index.html",
@@ -137,8 +138,11 @@ def _index_body(page):
 def _list_body(page):
     items = "".join(f'<li><a class="title" href="{url}">{escape(title)}</a></li>'
                     for url, title in zip(page.links, page.fields["items"], strict=False))
-    nxt = page.links[len(page.fields["items"]):]
-    pager = f'<a class="next" href="{nxt[0]}">下一页</a>' if nxt else ""
+    following = page.links[len(page.fields["items"]):]
+    pager = "".join(f'<a class="page" href="{url}">{url.rsplit("/", 1)[1][:-5]}</a> '
+                    for url in following[1:])
+    if following:
+        pager = f'<a class="next" href="{following[0]}">下一页</a> ' + pager
     return f'<ul class="news-list">{items}</ul><div class="pager">{pager}</div>'
 
 
