@@ -14,6 +14,8 @@ import time
 from collections import Counter
 from urllib.parse import urlsplit
 
+from scrapy import signals
+
 from master.bloom import BloomFilter
 from master.counters import RollingTimeCounter
 from master.crawls import CrawlStore
@@ -21,7 +23,7 @@ from master.frontier import Frontier
 from master.keys import Keys
 from master.lua import LuaScripts
 from master.registry import JobRegistry
-from master.siteconfig import SiteConfig
+from master.siteconfig import SiteConfig, domain_of
 from master.throttle import ThrottledQueues
 from settings.clients import mongo_client, redis_client, zookeeper_client
 from settings.loader import Settings, default_settings
@@ -70,6 +72,14 @@ class JobContext:
         self.crawls = CrawlStore.from_settings(self.redis, settings)
         self.tracker = TaskTracker(self)
         self.periodic = []        # callables the scheduler's round runs (pipeline flushes)
+        self.crawl_delays = {}    # domain -> robots.txt Crawl-delay seen (seconds)
+        crawler.signals.connect(self._robots_parsed, signal=signals.robots_parsed)
+
+    def _robots_parsed(self, robotparser, request):
+        agent = request.headers.get(b"User-Agent") or b"*"
+        delay = robotparser.crawl_delay(agent)
+        if delay:
+            self.crawl_delays[domain_of(request.url)] = float(delay)
 
     @classmethod
     def of(cls, crawler):

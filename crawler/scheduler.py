@@ -160,6 +160,7 @@ class ClusterScheduler:
             return
         wanted = self.ready_size - len(self.ready)
         result = context.queues.take(context.job, context.spider_type, context.ip, domains,
+                                     min_interval=context.crawl_delays,
                                      per_domain=max(1, -(-wanted // len(domains))))
         for _, member in result.tasks:
             request = self._request_for(member)

@@ -43,6 +43,7 @@ class SiteSpec:
     related_links: int = 5
     seed: int = 1
     gbk_page: bool = True
+    crawl_delays: dict = field(default_factory=dict)     # host -> robots.txt Crawl-delay
 
     def base(self, host):
         return f"http://{host}:{self.port}"
@@ -72,8 +73,10 @@ def generate_site(root, spec):
     for page in pages:
         _write_page(root / "www" / page.host, page, spec)
     for host in spec.hosts:
-        _write(root / "www" / host / "robots.txt",
-               b"User-agent: *\nDisallow: /private/\n")
+        robots = "User-agent: *\nDisallow: /private/\n"
+        if spec.crawl_delays.get(host):
+            robots += f"Crawl-delay: {spec.crawl_delays[host]}\n"
+        _write(root / "www" / host / "robots.txt", robots.encode())
     manifest = _manifest(spec, pages)
     _write(root / "site.json", json.dumps(manifest, ensure_ascii=False, indent=1).encode())
     return manifest

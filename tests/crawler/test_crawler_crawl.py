@@ -156,3 +156,25 @@ def test_two_spiders_share_one_domain_throttle(test_settings, mongo_db, redis, z
     assert sorted(record["jobs"]) == ["job0", "job1"]
     agents = (Path(crawler_package.__file__).parent / "data" / "user_agents.txt").read_text()
     assert all(e["agent"] in agents for e in entries)   # real browser user agents
+
+
+def test_robots_crawl_delay_tightens_the_throttle(test_settings, mongo_db, redis, tmp_path):
+    root = tmp_path / "site"
+    slow = "127.0.0.4"
+    spec = SiteSpec(port=free_port(DEFAULT_HOSTS), details_per_host=30,
+                    crawl_delays={slow: 0.5})
+    manifest = generate_site(root, spec)
+    with StaticSite(root / "www", spec.hosts, spec.port, root / "run") as site:
+        submit(test_settings, {"crawlid": "delay", "spider_type": "universal",
+                               "url": f"http://{slow}:{spec.port}/", "rule": UNIVERSAL_RULE})
+        assert run_crawl(test_settings, "universal", tmp_path) == [0]
+        times = sorted(e["time"] for e in site.access_log()
+                       if e["host"] == slow and not e["path"].endswith("robots.txt"))
+    pages = [p for p in manifest["pages"] if p["host"] == slow]
+    assert len(times) == len(pages)
+    # Once robots.txt is read (the first round may already be on its way), at most
+    # one request per 0.5 s: two per second, where the configured limit allows 100000.
+    settled = times[16:]
+    for i, start in enumerate(settled):
+        assert sum(1 for t in settled[i:i + 5] if t - start < 1.0) <= 2 + 1
+    assert settled[-1] - settled[0] >= (len(settled) - 1) * 0.5 - 1.5
