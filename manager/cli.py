@@ -8,6 +8,7 @@ become one line on stderr and exit status 2; nothing below the CLI exits.
 import argparse
 import logging
 import sys
+import time
 
 from settings.clients import SERVER_KINDS, check_server, server_address
 from settings.errors import CrawlClusterError
@@ -50,6 +51,24 @@ def cmd_master(args, settings):
     return run_dispatcher(settings)
 
 
+def cmd_proxy(args, settings):
+    """Validate the proxy pool (once or every N seconds), or serve its API."""
+    from crawler.proxy import ProxyPool
+    from settings.clients import mongo_client
+
+    pool = ProxyPool.from_settings(mongo_client(settings, "proxy"), settings)
+    if args.action == "serve":
+        from crawler.proxyapi import serve
+
+        return serve(pool, settings)
+    while True:
+        alive, removed = pool.validate()
+        print(f"proxies: {alive} alive, {removed} removed")
+        if not args.every:
+            return 0
+        time.sleep(args.every)
+
+
 def cmd_settings(args, settings):
     """Print the effective settings, or the README's settings table."""
     if args.markdown:
@@ -86,6 +105,12 @@ def build_parser():
     master = commands.add_parser(
         "master", help="run the dispatcher: seeds to job queues by weighted round robin")
     master.set_defaults(func=cmd_master)
+
+    proxy = commands.add_parser("proxy", help="validate the proxy pool or serve its HTTP API")
+    proxy.add_argument("action", choices=["validate", "serve"])
+    proxy.add_argument("--every", type=float, metavar="SECONDS",
+                       help="validate again every SECONDS (default: once)")
+    proxy.set_defaults(func=cmd_proxy)
 
     show = commands.add_parser("settings", help="print the effective settings")
     show.add_argument("--markdown", action="store_true",

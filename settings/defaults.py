@@ -109,6 +109,20 @@ CRAWLCLUSTER_IDLE_TIMEOUT = 0.0
 # Items written to MongoDB per batch.
 CRAWLCLUSTER_MONGODB_BATCH = 100
 
+# --- proxy pool (crawler/proxy.py) -------------------------------------------------
+# Give every request a random proxy from the pool.
+CRAWLCLUSTER_PROXY_ENABLED = False
+# URLs a proxy must fetch to stay in the pool.
+CRAWLCLUSTER_PROXY_TEST_URLS = ["https://www.baidu.com/"]
+# Seconds a proxy may take per test URL (thesis: 4).
+CRAWLCLUSTER_PROXY_TIMEOUT = 4.0
+# Seconds between the proxy middleware's reloads of the pool.
+CRAWLCLUSTER_PROXY_REFRESH = 30.0
+# Proxy-list pages: [{"url", "rows" (XPath), "fields": {"ip", "port", ...: XPath}}].
+CRAWLCLUSTER_PROXY_SOURCES = []
+# Address `crawlcluster proxy serve` listens on.
+CRAWLCLUSTER_PROXY_API = "127.0.0.1:6801"
+
 # --- logging -----------------------------------------------------------------
 # Log level of every role (DEBUG, INFO, WARNING, ERROR).
 CRAWLCLUSTER_LOG_LEVEL = "INFO"
@@ -120,6 +134,7 @@ SCRAPY = {
     "DOWNLOADER_MIDDLEWARES": {
         "crawler.middlewares.TaskStatusMiddleware": 50,
         "crawler.middlewares.RandomUserAgentMiddleware": 400,
+        "crawler.proxy.ProxyMiddleware": 740,
         "scrapy.downloadermiddlewares.useragent.UserAgentMiddleware": None,
     },
     "SPIDER_MIDDLEWARES": {

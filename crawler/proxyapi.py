@@ -1,0 +1,55 @@
+"""``crawlcluster proxy serve``: the proxy pool over HTTP (JSON), on loopback.
+
+  GET  /random            -> {"proxy": "http://ip:port", ...fields} or 404
+  POST /bad?address=ip:port -> {"status": "ok"}
+"""
+
+import json
+
+from twisted.internet import reactor
+from twisted.web import resource, server
+
+
+class _Json(resource.Resource):
+    isLeaf = True
+
+    def __init__(self, pool):
+        super().__init__()
+        self.pool = pool
+
+    def _reply(self, request, status, body):
+        request.setResponseCode(status)
+        request.setHeader(b"Content-Type", b"application/json")
+        return json.dumps(body).encode()
+
+
+class RandomProxy(_Json):
+    def render_GET(self, request):
+        from crawler.proxy import proxy_url
+
+        proxy = self.pool.get_random()
+        if proxy is None:
+            return self._reply(request, 404, {"status": "error", "message": "the pool is empty"})
+        return self._reply(request, 200, {"proxy": proxy_url(proxy),
+                                          **{k: v for k, v in proxy.items() if k != "_id"}})
+
+
+class BadProxy(_Json):
+    def render_POST(self, request):
+        address = (request.args.get(b"address") or [b""])[0].decode()
+        if ":" not in address:
+            return self._reply(request, 400, {"status": "error",
+                                              "message": "give address=ip:port"})
+        self.pool.report_bad(address)
+        return self._reply(request, 200, {"status": "ok"})
+
+
+def serve(pool, settings):
+    host, _, port = settings["CRAWLCLUSTER_PROXY_API"].rpartition(":")
+    root = resource.Resource()
+    root.putChild(b"random", RandomProxy(pool))
+    root.putChild(b"bad", BadProxy(pool))
+    reactor.listenTCP(int(port), server.Site(root), interface=host or "127.0.0.1")
+    print(f"proxy API on http://{host or '127.0.0.1'}:{port}/random")
+    reactor.run()
+    return 0
