@@ -92,8 +92,12 @@ class ClusterScheduler:
         return bool(self.ready)
 
     def enqueue_request(self, request):
-        if "crawlcluster" in request.meta:          # a taken task, or its redirect
-            self.ready.append(request)
+        info = request.meta.get("crawlcluster")
+        if info:                                     # a taken task, or its redirect
+            if info.get("urgent"):
+                self.ready.appendleft(request)
+            else:
+                self.ready.append(request)
             return True
         task = self._new_link_task(request)
         if task is None:
@@ -158,13 +162,20 @@ class ClusterScheduler:
         domains = context.queues.job_domains(context.job)
         if not domains:
             return
-        wanted = self.ready_size - len(self.ready)
+        share = max(1, -(-(self.ready_size - len(self.ready)) // len(domains)))
+
+        def wanted(hits, window):
+            # A slow domain gets one task per round, fetched next: the window then
+            # holds for fetch times too, not only for take times.
+            return 1 if hits < window / self.tick else share
+
         result = context.queues.take(context.job, context.spider_type, context.ip, domains,
-                                     min_interval=context.crawl_delays,
-                                     per_domain=max(1, -(-wanted // len(domains))))
-        for _, member in result.tasks:
+                                     min_interval=context.crawl_delays, per_domain=wanted)
+        for domain, member in result.tasks:
             request = self._request_for(member)
             if request is not None:
+                hits, window = context.queues.limit(domain, context.crawl_delays.get(domain))
+                request.meta["crawlcluster"]["urgent"] = hits < window / self.tick
                 self.last_work = time.monotonic()
                 self.crawler.engine.crawl(request)
         if result.blacklisted:

@@ -47,7 +47,8 @@ class ThrottledQueues:
 
     def take(self, job, spider_type, ip, domains=None, min_interval=None, per_domain=1):
         """Try each domain of the job once; lease up to ``per_domain`` tasks of each, as
-        many as the windows allow.
+        many as the windows allow. ``per_domain`` is a number, or a callable of
+        the domain's ``(hits, window)`` limit giving the number.
 
         ``min_interval`` maps a domain to seconds between requests it asks for
         (robots.txt Crawl-delay); it can only tighten the configured limit.
@@ -63,11 +64,12 @@ class ThrottledQueues:
         pipe = self.client.pipeline(transaction=False)
         now = self.clock()
         for domain in open_domains:
-            hits, window = self._limit(domain, (min_interval or {}).get(domain))
+            hits, window = self.limit(domain, (min_interval or {}).get(domain))
             keys = [self.keys.queue(job, domain), self.keys.throttle("type", spider_type, domain),
                     self.keys.throttle("ip", ip, domain), self.keys.leases()]
+            wanted = per_domain(hits, window) if callable(per_domain) else per_domain
             args = [repr(now), repr(now - window), hits, hits, int(window * 1000),
-                    repr(now + self.lease_seconds), uuid.uuid4().hex, per_domain]
+                    repr(now + self.lease_seconds), uuid.uuid4().hex, wanted]
             self.scripts.run("throttle_take", keys, args, pipe=pipe)
         for domain, reply in zip(open_domains, pipe.execute(), strict=True):
             if reply is None:
@@ -79,7 +81,8 @@ class ThrottledQueues:
                 result.tasks.extend((domain, member) for member in reply)
         return result
 
-    def _limit(self, domain, min_interval):
+    def limit(self, domain, min_interval=None):
+        """``(hits, window)`` for a domain: the site config, tightened by a Crawl-delay."""
         hits, window = self.site_config.limit(domain)
         if min_interval and hits and window / hits < min_interval:
             # Crawl-delay asks for more room between requests: fewer hits per

@@ -120,10 +120,10 @@ def test_bad_config_in_zookeeper_is_ignored(test_settings, zookeeper):
 
 def test_crawl_delay_only_tightens(redis, test_settings):
     queues = ThrottledQueues(redis, Keys.from_settings(test_settings), SiteConfig(10, 10.0))
-    assert queues._limit("a.com", None) == (10, 10.0)
-    assert queues._limit("a.com", 2.0) == (5, 10.0)        # tighter: applied
-    assert queues._limit("a.com", 0.5) == (10, 10.0)       # looser: ignored
-    assert queues._limit("a.com", 30.0) == (1, 30.0)       # longer than the window
+    assert queues.limit("a.com", None) == (10, 10.0)
+    assert queues.limit("a.com", 2.0) == (5, 10.0)        # tighter: applied
+    assert queues.limit("a.com", 0.5) == (10, 10.0)       # looser: ignored
+    assert queues.limit("a.com", 30.0) == (1, 30.0)       # longer than the window
 
 
 def test_domain_of_uses_the_registered_domain():
