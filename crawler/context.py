@@ -102,6 +102,22 @@ def status_counter(context, status):
         scripts=context.scripts)
 
 
+class ClusterComponent:
+    """Base of the Scrapy components that reach the job's context through the crawler
+    (built lazily: middlewares exist before the scheduler opens the job)."""
+
+    def __init__(self, crawler):
+        self.crawler = crawler
+
+    @classmethod
+    def from_crawler(cls, crawler):
+        return cls(crawler)
+
+    @property
+    def context(self):
+        return JobContext.of(self.crawler)
+
+
 class TaskTracker:
     """When is a taken task finished? When its page's output is all out (links
     pushed to the frontier) and every item it produced is stored or dropped.

@@ -14,7 +14,7 @@ from importlib import resources
 
 from scrapy import Request
 
-from crawler.context import JobContext
+from crawler.context import ClusterComponent
 from master.frontier import PERMANENT_STATUSES
 
 
@@ -23,17 +23,10 @@ def _member(request):
     return info["member"] if info else None
 
 
-class TaskStatusMiddleware:
-    def __init__(self, crawler):
-        self.crawler = crawler
-
-    @classmethod
-    def from_crawler(cls, crawler):
-        return cls(crawler)
-
+class TaskStatusMiddleware(ClusterComponent):
     @property
     def tracker(self):
-        return JobContext.of(self.crawler).tracker
+        return self.context.tracker
 
     def process_response(self, request, response):
         self.tracker.count_status(response.status)
@@ -68,17 +61,10 @@ class RandomUserAgentMiddleware:
             request.headers[b"User-Agent"] = random.choice(self.agents)
 
 
-class TaskOutputMiddleware:
-    def __init__(self, crawler):
-        self.crawler = crawler
-
-    @classmethod
-    def from_crawler(cls, crawler):
-        return cls(crawler)
-
+class TaskOutputMiddleware(ClusterComponent):
     async def process_spider_output_async(self, response, result):
         info = response.meta.get("crawlcluster")
-        tracker = JobContext.of(self.crawler).tracker
+        tracker = self.context.tracker
         async for element in result:
             yield self._mark(element, info, tracker)
         if info:
@@ -86,7 +72,7 @@ class TaskOutputMiddleware:
 
     def process_spider_output(self, response, result):
         info = response.meta.get("crawlcluster")
-        tracker = JobContext.of(self.crawler).tracker
+        tracker = self.context.tracker
         for element in result:
             yield self._mark(element, info, tracker)
         if info:
@@ -95,7 +81,7 @@ class TaskOutputMiddleware:
     def process_spider_exception(self, response, exception):
         info = response.meta.get("crawlcluster")
         if info:
-            JobContext.of(self.crawler).tracker.fail(
+            self.context.tracker.fail(
                 info["member"], "retry", f"spider error: {type(exception).__name__}: {exception}")
 
     @staticmethod

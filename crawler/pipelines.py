@@ -18,7 +18,7 @@ import unicodedata
 from scrapy.exceptions import DropItem
 from twisted.python.failure import Failure
 
-from crawler.context import JobContext
+from crawler.context import ClusterComponent
 from crawler.maintext import extract_main_text
 from crawler.rules import required_fields
 
@@ -43,20 +43,7 @@ class EncodingPipeline:
         return item
 
 
-class _ContextPipeline:
-    def __init__(self, crawler):
-        self.crawler = crawler
-
-    @classmethod
-    def from_crawler(cls, crawler):
-        return cls(crawler)
-
-    @property
-    def context(self):
-        return JobContext.of(self.crawler)
-
-
-class CleaningPipeline(_ContextPipeline):
+class CleaningPipeline(ClusterComponent):
     def process_item(self, item):
         config = self.context.crawls.load(item["crawlid"]) or {}
         rule = config.get("rule")
@@ -101,7 +88,7 @@ def upsert_items(database, items, ensured):
         collection.bulk_write(operations, ordered=False)
 
 
-class MongoPipeline(_ContextPipeline):
+class MongoPipeline(ClusterComponent):
     """Batched upserts in a worker thread (the reactor keeps crawling meanwhile);
     each stored batch finishes its items' tasks in the tracker."""
 
