@@ -148,6 +148,8 @@ SCRAPY = {
     },
     "SPIDER_MODULES": ["crawler.spiders"],
     "NEWSPIDER_MODULE": "crawler.spiders",
+    "COMMANDS_MODULE": "crawler.commands",
+    "LOG_LEVEL": "INFO",
     "ROBOTSTXT_OBEY": True,
     # 100 (Scrapy's default) starts that many asyncio tasks per response;
     # 4 was measured faster on link-heavy pages.

@@ -53,3 +53,21 @@ def test_settings_markdown_lists_every_setting():
     result = run("settings", "--markdown")
     assert result.returncode == 0
     assert "`CRAWLCLUSTER_REDIS_URL`" in result.stdout
+
+
+def test_every_role_fails_the_same_way_on_a_dead_redis(local_servers):
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[2]
+    dead = {"CRAWLCLUSTER_REDIS_URL": "redis://127.0.0.1:1"}
+    master = run("master", **dead)
+    full_env = {k: v for k, v in os.environ.items() if not k.startswith("CRAWLCLUSTER_")}
+    spider = subprocess.run([sys.executable, "-m", "scrapy", "crawl", "universal"], cwd=root,
+                            env=dict(full_env, **dead), capture_output=True, text=True,
+                            timeout=120, check=False)
+    for result, prefix in ((master, "crawlcluster master: master:"),
+                           (spider, "scrapy crawl universal: crawler:")):
+        assert result.returncode == 2
+        last = result.stderr.strip().splitlines()[-1]
+        assert last.startswith(f"{prefix} cannot reach redis at redis://127.0.0.1:1")
+        assert "Traceback" not in result.stderr

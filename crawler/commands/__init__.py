@@ -1,0 +1,1 @@
+"""Scrapy commands of the crawler project (``COMMANDS_MODULE``)."""

@@ -1,0 +1,30 @@
+"""``scrapy crawl``, checking the servers first.
+
+A spider started with an unreachable Redis, ZooKeeper or MongoDB stops with
+one line naming the server, its address and what to check, like every other
+role, instead of a traceback from deep inside Scrapy's start-up.
+"""
+
+import sys
+
+from scrapy.commands.crawl import Command as ScrapyCrawl
+
+from crawler.context import cluster_settings
+from settings.clients import check_role_servers
+from settings.errors import ServerUnreachable
+
+SERVERS = {"proxylist": ["mongodb"]}
+CLUSTER_SERVERS = ["redis", "zookeeper", "mongodb"]
+
+
+class Command(ScrapyCrawl):
+    def run(self, args, opts):
+        spider = args[0] if args else ""
+        try:
+            check_role_servers(cluster_settings(self.settings), "crawler",
+                               SERVERS.get(spider, CLUSTER_SERVERS))
+        except ServerUnreachable as exc:
+            print(f"scrapy crawl {spider}: {exc}", file=sys.stderr)
+            self.exitcode = 2
+            return
+        super().run(args, opts)
