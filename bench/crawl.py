@@ -39,7 +39,8 @@ RULE = {"rules": [
 ]}
 COMMON = {"LOG_LEVEL": "INFO", "CONCURRENT_REQUESTS": "16", "CONCURRENT_ITEMS": "4"}
 PEER_COMPONENTS = {
-    "DOWNLOADER_MIDDLEWARES": {"crawler.middlewares.TaskStatusMiddleware": None},
+    "DOWNLOADER_MIDDLEWARES": {"crawler.middlewares.TaskStatusMiddleware": None,
+                               "crawler.middlewares.StatusCounterMiddleware": None},
     "SPIDER_MIDDLEWARES": {"crawler.middlewares.TaskOutputMiddleware": None},
     "ITEM_PIPELINES": {"crawler.pipelines.EncodingPipeline": 100,
                        "crawler.pipelines.MainTextPipeline": 300,

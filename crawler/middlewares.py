@@ -1,7 +1,7 @@
 """Downloader and spider middlewares that tie Scrapy to the cluster.
 
-``TaskStatusMiddleware`` (downloader) counts every response's status per
-spider type (thesis table 4-8) and reports tasks that could not be fetched:
+``StatusCounterMiddleware`` counts every response's status per spider type
+(thesis table 4-8). ``TaskStatusMiddleware`` reports tasks that could not be fetched:
 404/410 fail for good, other errors and exhausted retries are retried by the
 cluster. ``RandomUserAgentMiddleware`` gives each request a real browser's
 User-Agent unless the crawl set one. ``TaskOutputMiddleware`` (spider) marks
@@ -23,13 +23,20 @@ def _member(request):
     return info["member"] if info else None
 
 
+class StatusCounterMiddleware(ClusterComponent):
+    """Counts every response's status (next to the downloader, so redirects count too)."""
+
+    def process_response(self, request, response):
+        self.context.tracker.count_status(response.status)
+        return response
+
+
 class TaskStatusMiddleware(ClusterComponent):
     @property
     def tracker(self):
         return self.context.tracker
 
     def process_response(self, request, response):
-        self.tracker.count_status(response.status)
         member = _member(request)
         if member and response.status >= 400:
             outcome = "failed" if response.status in PERMANENT_STATUSES else "retry"

@@ -133,6 +133,7 @@ SCRAPY = {
     "SCHEDULER": "crawler.scheduler.ClusterScheduler",
     "DOWNLOADER_MIDDLEWARES": {
         "crawler.middlewares.TaskStatusMiddleware": 50,
+        "crawler.middlewares.StatusCounterMiddleware": 950,
         "crawler.middlewares.RandomUserAgentMiddleware": 400,
         "crawler.proxy.ProxyMiddleware": 740,
         "scrapy.downloadermiddlewares.useragent.UserAgentMiddleware": None,

@@ -27,6 +27,7 @@ class ProxyListSpider(scrapy.Spider):
     custom_settings: ClassVar[dict] = {
         "SCHEDULER": "scrapy.core.scheduler.Scheduler",
         "DOWNLOADER_MIDDLEWARES": {"crawler.middlewares.TaskStatusMiddleware": None,
+                                   "crawler.middlewares.StatusCounterMiddleware": None,
                                    "crawler.proxy.ProxyMiddleware": None},
         "SPIDER_MIDDLEWARES": {"crawler.middlewares.TaskOutputMiddleware": None},
         "ITEM_PIPELINES": {"crawler.spiders.proxylist.ProxyStorePipeline": 100},

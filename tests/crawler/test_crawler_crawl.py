@@ -10,6 +10,7 @@ import crawler as crawler_package
 from crawler.sitegen import DEFAULT_HOSTS, SiteSpec, generate_site
 from manager.localcluster import Crawl, run_crawl, submit
 from manager.services import StaticSite, free_port
+from master.counters import RollingTimeCounter
 from master.siteconfig import SiteConfig
 
 UNIVERSAL_RULE = {"rules": [
@@ -80,6 +81,8 @@ def test_precise_crawl_stores_every_item_field_by_field(test_settings, mongo_db,
     assert stored[gbk["url"]]["title"] == gbk["title"]          # correct Chinese from GBK
     record = mongo_db["crawls"].find_one({"crawlid": "precise-1"})
     assert record["items"] == 30 and record["jobs"] == ["job0"]
+    ok = RollingTimeCounter.from_settings(redis, test_settings, "status:precise:200").value()
+    assert ok >= 30                  # status codes counted per spider type (table 4-8)
 
 
 def test_universal_crawl_every_page_exactly_once(test_settings, mongo_db, redis, big_site,
