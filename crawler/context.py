@@ -24,6 +24,7 @@ from master.keys import Keys
 from master.lua import LuaScripts
 from master.registry import JobRegistry
 from master.siteconfig import SiteConfig, domain_of
+from master.tasks import decode_task
 from master.throttle import ThrottledQueues
 from settings.clients import mongo_client, redis_client, zookeeper_client
 from settings.loader import Settings, default_settings
@@ -131,6 +132,7 @@ class TaskTracker:
         self.output_done = {}     # task member -> when its page's output ended
         self.outcomes = []        # (member, outcome, reason) to report
         self.statuses = Counter()  # HTTP status (or "other") -> responses not yet counted
+        self.progress = {}         # crawlid -> Counter(pages=, failures=) not yet recorded
         self.done_count = 0
 
     def begin(self, member):
@@ -180,6 +182,15 @@ class TaskTracker:
         done = sum(1 for _, outcome, _ in outcomes if outcome == "done")
         if done:
             context.registry.count_done(context.job, done, pipe=pipe)
-        pipe.execute()
+        results = pipe.execute()
+        self._count_progress(outcomes, results[:len(outcomes)])
         self.done_count += done
         return done
+
+    def _count_progress(self, outcomes, results):
+        """Per crawl, pages done and URLs failed for good (for the crawl record)."""
+        for (member, _, _), result in zip(outcomes, results, strict=True):
+            field = {1: "pages", 3: "failures"}.get(result)
+            if field:
+                crawlid = decode_task(member)["crawlid"]
+                self.progress.setdefault(crawlid, Counter())[field] += 1

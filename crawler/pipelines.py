@@ -14,6 +14,7 @@ one record per crawl; a task is acknowledged only after its items are stored.
 import logging
 import time
 import unicodedata
+from collections import Counter
 
 from scrapy.exceptions import DropItem
 from twisted.python.failure import Failure
@@ -116,23 +117,29 @@ class MongoPipeline(ClusterComponent):
         """Start writing the batch in a thread, unless a write is in flight."""
         from twisted.internet.threads import deferToThread
 
-        if self.batch and self.writing is None:
+        tracker = self.context.tracker
+        if (self.batch or tracker.progress) and self.writing is None:
             batch, self.batch = self.batch, []
-            self.writing = deferToThread(self._write, batch)
-            self.writing.addBoth(self._written, batch)
+            progress, tracker.progress = tracker.progress, {}
+            self.writing = deferToThread(self._write, batch, progress)
+            self.writing.addBoth(self._written, batch, progress)
         return self.writing
 
-    def _write(self, batch):
-        upsert_items(self.database, batch, self.ensured)
-        self._record_crawls(batch)
+    def _write(self, batch, progress):
+        if batch:
+            upsert_items(self.database, batch, self.ensured)
+        self._record_crawls(batch, progress)
 
-    def _written(self, result, batch):
+    def _written(self, result, batch, progress):
         self.writing = None
         if isinstance(result, Failure):
             # Kept for the next flush; their tasks stay open, so nothing is acknowledged.
             logger.error("MongoDB write failed, %d items kept for the next try: %s",
                          len(batch), result.getErrorMessage())
             self.batch[:0] = batch
+            tracker = self.context.tracker
+            for crawlid, counts in progress.items():
+                tracker.progress.setdefault(crawlid, Counter()).update(counts)
             return
         for item in batch:
             if "_task" in item:
@@ -151,18 +158,22 @@ class MongoPipeline(ClusterComponent):
             else:
                 return
 
-    def _record_crawls(self, batch):
-        """Seed 004's task table: per crawl its jobs, nodes, items and last activity."""
+    def _record_crawls(self, batch, progress):
+        """Seed 004's task table: per crawl its pages, items, failures, jobs, nodes."""
         from pymongo import UpdateOne
 
-        context, counts = self.context, {}
+        context = self.context
+        counts = {crawlid: Counter(c) for crawlid, c in progress.items()}
         for item in batch:
-            counts[item["crawlid"]] = counts.get(item["crawlid"], 0) + 1
+            counts.setdefault(item["crawlid"], Counter())["items"] += 1
         now = time.time()
-        self.database["crawls"].bulk_write([
-            UpdateOne({"crawlid": crawlid},
-                      {"$setOnInsert": {"started_at": now}, "$set": {"last_item_at": now},
-                       "$inc": {"items": count},
-                       "$addToSet": {"jobs": context.job, "nodes": context.host}},
-                      upsert=True)
-            for crawlid, count in counts.items()], ordered=False)
+        if counts:
+            self.database["crawls"].bulk_write([
+                UpdateOne({"crawlid": crawlid},
+                          {"$setOnInsert": {"started_at": now},
+                           "$set": {"last_activity_at": now},
+                           "$inc": {field: counts[crawlid][field]
+                                    for field in ("pages", "items", "failures")},
+                           "$addToSet": {"jobs": context.job, "nodes": context.host}},
+                          upsert=True)
+                for crawlid in counts], ordered=False)

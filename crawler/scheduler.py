@@ -25,6 +25,7 @@ from collections import deque
 from scrapy import Request, signals
 from scrapy.exceptions import DontCloseSpider
 from twisted.internet import task as twisted_task
+from twisted.internet.defer import DeferredList
 
 from crawler.context import JobContext
 from master.tasks import decode_task, make_task
@@ -75,8 +76,6 @@ class ClusterScheduler:
             self.loop.stop()
         tracker = self.context.tracker
         self._push_new_links()
-        for flush in self.context.periodic:
-            flush()
         tracker.ready_to_ack(float("inf"))
         for request in self.ready:
             tracker.fail(request.meta["crawlcluster"]["member"], "release", "job closing")
@@ -86,7 +85,12 @@ class ClusterScheduler:
         moved = self.context.registry.deregister(self.context.job)
         logger.info("job %s closed (%s): %d tasks done, %d queued tasks back to seeds",
                     self.context.job, reason, tracker.done_count, max(moved, 0))
-        self.context.close()
+        # The last progress still goes to the crawl record before the clients close.
+        writes = [d for d in (flush() for flush in self.context.periodic) if d is not None]
+        if not writes:
+            self.context.close()
+            return None
+        return DeferredList(writes).addBoth(lambda _: self.context.close())
 
     def has_pending_requests(self):
         return bool(self.ready)
