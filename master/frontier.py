@@ -8,6 +8,7 @@ unacknowledged is re-issued (the pending timeout). Hub pages are re-issued
 every refresh span. Each step is one Lua script.
 """
 
+import json
 import time
 
 from master.keys import Keys
@@ -83,8 +84,6 @@ class Frontier:
 
     def failed(self, crawlid):
         """``{url: {"reason", "attempts"}}`` of a crawl's URLs that failed for good."""
-        import json
-
         raw = self.client.hgetall(self.keys.failed(crawlid))
         return {url: json.loads(reason) for url, reason in raw.items()}
 
