@@ -1,0 +1,145 @@
+"""Requests as they arrive on Kafka: decoded, routed by type, validated, normalized.
+
+Every request type has one JSON Schema in ``schemas/`` (compiled once).
+A request names its type in ``type``; scrapy-cluster's requests, which have
+no ``type``, are recognised by the fields they must have, in a fixed order,
+never by trying schemas in turn. Defaults from the schema are filled in. A
+crawl's rule is checked with the crawler's own rule validation, its URL must
+be http(s) with a valid host. Anything wrong raises ``RequestError`` with the
+exact reason (and the field, where there is one).
+"""
+
+import json
+import re
+from functools import cache
+from pathlib import Path
+from urllib.parse import urlsplit
+
+from crawler.rules import RuleError, rule_from_scrapy_cluster, validate_rule
+from settings.errors import CrawlClusterError
+
+SCHEMA_DIR = Path(__file__).parent / "schemas"
+TYPES = ("crawl", "info", "stop", "stats", "site_config",
+         "sc_crawl", "sc_action", "sc_stats", "sc_zookeeper")
+_HOST = re.compile(r"(?=.{1,253}$)[A-Za-z0-9]([A-Za-z0-9-]{0,61}[A-Za-z0-9])?"
+                   r"(\.[A-Za-z0-9]([A-Za-z0-9-]{0,61}[A-Za-z0-9])?)*\.?")
+SC_ZOOKEEPER_ACTIONS = ("domain-update", "domain-remove", "blacklist-update", "blacklist-remove")
+
+
+class RequestError(CrawlClusterError):
+    """A request that cannot be accepted; ``reason`` says exactly why."""
+
+    def __init__(self, reason, field=None):
+        self.reason = reason
+        self.field = field
+        super().__init__(f"{field}: {reason}" if field else reason)
+
+
+@cache
+def validator(request_type):
+    from jsonschema import Draft202012Validator
+
+    schema = json.loads((SCHEMA_DIR / f"{request_type}.json").read_text(encoding="utf-8"))
+    Draft202012Validator.check_schema(schema)
+    return Draft202012Validator(schema)
+
+
+def decode(raw, max_bytes):
+    """The JSON object in a Kafka message value, or RequestError."""
+    if raw is None:
+        raise RequestError("empty message")
+    if len(raw) > max_bytes:
+        raise RequestError(f"message of {len(raw)} bytes is over the {max_bytes}-byte limit")
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise RequestError(f"not UTF-8: {exc}") from None
+    try:
+        message = json.loads(text)
+    except ValueError as exc:
+        raise RequestError(f"not JSON: {exc}") from None
+    if not isinstance(message, dict):
+        raise RequestError(f"not a JSON object but a {type(message).__name__}")
+    return message
+
+
+def request_type(message):
+    """The type a request is routed by: its ``type``, else scrapy-cluster's shape."""
+    if "type" in message:
+        if message["type"] not in TYPES:
+            raise RequestError(f"unknown type {message['type']!r}; expected one of "
+                               f"{', '.join(TYPES)}", "type")
+        return message["type"]
+    if "appid" in message:
+        if "url" in message:
+            return "sc_crawl"
+        if "stats" in message:
+            return "sc_stats"
+        if message.get("action") in SC_ZOOKEEPER_ACTIONS:
+            return "sc_zookeeper"
+        if "action" in message:
+            return "sc_action"
+    raise RequestError("no 'type' field, and not a scrapy-cluster request "
+                       "(appid with url, stats or action)", "type")
+
+
+def validate(message):
+    """``(type, request with defaults)`` for a decoded message, or RequestError."""
+    kind = request_type(message)
+    errors = sorted(validator(kind).iter_errors(message), key=lambda e: list(e.path))
+    if errors:
+        error = errors[0]
+        field = ".".join(str(part) for part in error.absolute_path) or None
+        raise RequestError(error.message, field)
+    request = _with_defaults(kind, message)
+    if kind in ("crawl", "sc_crawl"):
+        check_url(request["url"])
+        _check_rule(kind, request)
+    return kind, request
+
+
+def _with_defaults(kind, message):
+    request = dict(message)
+    for name, spec in validator(kind).schema.get("properties", {}).items():
+        if "default" in spec:
+            request.setdefault(name, spec["default"])
+    return request
+
+
+def check_url(url):
+    parts = urlsplit(url)
+    if parts.scheme not in ("http", "https"):
+        raise RequestError(f"URL scheme must be http or https, not {parts.scheme!r}", "url")
+    try:
+        host, _ = parts.hostname, parts.port
+    except ValueError as exc:
+        raise RequestError(f"bad URL: {exc}", "url") from None
+    if not host or not _HOST.fullmatch(host):
+        raise RequestError(f"URL has no valid host: {url!r}", "url")
+
+
+def _check_rule(kind, request):
+    spider_type, rule = crawl_rule(kind, request)
+    try:
+        validate_rule(spider_type, rule)
+    except RuleError as exc:
+        raise RequestError(str(exc).split(": ", 1)[1], exc.field) from None
+
+
+def crawl_rule(kind, request):
+    """``(spider type, rule)`` of a crawl request of either format."""
+    if kind == "crawl":
+        return request["spider_type"], request["rule"]
+    spider_type = "universal" if request["spiderid"] == "link" else request["spiderid"]
+    return spider_type, request.get("rule") or rule_from_scrapy_cluster(request)
+
+
+def crawl_config(kind, request):
+    """The crawl config stored once per crawl, from either request format."""
+    spider_type, rule = crawl_rule(kind, request)
+    config = {key: value for key, value in request.items()
+              if key not in ("type", "appid", "spiderid", "allowed_domains", "allow_regex",
+                             "deny_regex", "deny_extensions")}
+    config.update(spider_type=spider_type, rule=rule,
+                  userid=request.get("userid", request.get("appid")))
+    return config

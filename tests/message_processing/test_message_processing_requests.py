@@ -1,0 +1,122 @@
+"""Request routing and validation (pure logic): every type, and malformed ones by name."""
+
+import json
+
+import pytest
+
+from message_processing.requests import RequestError, crawl_config, decode, validate
+
+RULE = {"rules": [{"allow": ["/news/"], "fields": {"title": "//h1/text()"}}]}
+VALID = [
+    ("crawl", {"type": "crawl", "userid": "u1", "crawlid": "c1", "url": "http://a.com/",
+               "spider_type": "universal", "rule": RULE}),
+    ("info", {"type": "info", "userid": "u1", "crawlid": "c1", "uuid": "q1", "action": "info"}),
+    ("stop", {"type": "stop", "userid": "u1", "crawlid": "c1", "uuid": "q2"}),
+    ("stats", {"type": "stats", "userid": "u1", "uuid": "q3", "stats": "crawler"}),
+    ("site_config", {"type": "site_config", "userid": "u1", "action": "rate",
+                     "domain": "a.com", "rate": 10}),
+    ("site_config", {"type": "site_config", "userid": "u1", "action": "blacklist",
+                     "domain": "spam.com"}),
+    # scrapy-cluster's documented examples, unchanged
+    ("sc_crawl", {"url": "http://dmoztools.net", "appid": "testapp", "crawlid": "abc123"}),
+    ("sc_action", {"action": "info", "appid": "testapp", "uuid": "someuuid",
+                   "crawlid": "abc1234", "spiderid": "link"}),
+    ("sc_action", {"action": "stop", "appid": "testapp", "uuid": "someuuid",
+                   "crawlid": "ABC123", "spiderid": "link"}),
+    ("sc_stats", {"stats": "kafka-monitor", "appid": "testapp", "uuid": "myuuid"}),
+    ("sc_zookeeper", {"uuid": "abc123", "appid": "madisonTest", "action": "domain-update",
+                      "domain": "dmoz.org", "hits": 60, "window": 60, "scale": 0.9}),
+    ("sc_zookeeper", {"uuid": "abc123", "appid": "madisonTest", "action": "blacklist-update",
+                      "domain": "bad.org"}),
+]
+
+
+@pytest.mark.parametrize("kind, message", VALID)
+def test_valid_requests_route_and_validate(kind, message):
+    routed, request = validate(message)
+    assert routed == kind
+    assert {k: v for k, v in request.items() if k in message} == message
+
+
+def test_defaults_are_filled():
+    _, request = validate(VALID[0][1])
+    assert request["maxdepth"] == 3 and request["priority"] == 50
+    _, request = validate(VALID[6][1])
+    assert request["spiderid"] == "universal" and request["maxdepth"] == 0
+
+
+def test_scrapy_cluster_crawl_maps_to_a_crawl_config():
+    _, request = validate({"url": "http://a.com/", "appid": "app", "crawlid": "c9",
+                           "allow_regex": [r".*\.html"], "spiderid": "link"})
+    config = crawl_config("sc_crawl", request)
+    assert config["spider_type"] == "universal" and config["userid"] == "app"
+    assert config["rule"]["rules"][0]["allow"] == [r".*\.html"]
+    assert "allow_regex" not in config and "appid" not in config
+
+
+MALFORMED = [
+    (b"\xff\xfe", "not UTF-8"),
+    (b"{not json", "not JSON"),
+    (b"[1, 2]", "not a JSON object but a list"),
+    (b'"text"', "not a JSON object but a str"),
+    (b"null", "not a JSON object but a NoneType"),
+    (b"x" * 2000, "over the 1000-byte limit"),
+]
+
+
+@pytest.mark.parametrize("raw, reason", MALFORMED)
+def test_undecodable_messages_name_the_reason(raw, reason):
+    with pytest.raises(RequestError, match=reason):
+        decode(raw, max_bytes=1000)
+
+
+def crawl(**changes):
+    message = dict(VALID[0][1], **changes)
+    return {k: v for k, v in message.items() if v is not None}
+
+
+INVALID = [
+    ({"type": "bogus"}, "type", "unknown type 'bogus'"),
+    ({"hello": "world"}, "type", "no 'type' field"),
+    ({"appid": "a"}, "type", "not a scrapy-cluster request"),
+    (crawl(url=None), None, "'url' is a required property"),
+    (crawl(userid=None), None, "'userid' is a required property"),
+    (crawl(url="ftp://a.com/x"), "url", "scheme must be http or https"),
+    (crawl(url="http:///nohost"), "url", "no valid host"),
+    (crawl(url="http://exa mple.com/"), "url", "no valid host"),
+    (crawl(url="http://a.com:99999/"), "url", "bad URL"),
+    (crawl(crawlid="bad id!"), "crawlid", "does not match"),
+    (crawl(spider_type="mystery"), "spider_type", "is not one of"),
+    (crawl(maxdepth=-1), "maxdepth", "less than the minimum"),
+    (crawl(priority=101), "priority", "greater than the maximum"),
+    (crawl(priority="high"), "priority", "is not of type 'integer'"),
+    (crawl(extra=1), None, "Additional properties are not allowed"),
+    (crawl(rule={"rules": [{"allow": ["(bad"]}]}), "rule.rules[0].allow[0]", "invalid regex"),
+    (crawl(rule={"rules": []}), "rule.rules", "should be non-empty"),
+    (crawl(spider_type="precise", rule={"first_page_xpath": {"list_from": "//a["}}),
+     "rule.first_page_xpath.list_from", "invalid xpath"),
+    ({"type": "info", "userid": "u", "crawlid": "c"}, None, "'uuid' is a required property"),
+    ({"type": "stats", "userid": "u", "uuid": "q", "stats": "everything"}, "stats",
+     "is not one of"),
+    ({"type": "site_config", "userid": "u", "action": "rate", "domain": "a.com"}, None,
+     "'rate' is a required property"),
+    ({"type": "site_config", "userid": "u", "action": "blacklist", "domain": "a b"}, "domain",
+     "does not match"),
+    ({"url": "http://a.com/", "appid": "app", "crawlid": "c", "priority": 0}, "priority",
+     "less than the minimum"),
+    ({"action": "pause", "appid": "a", "uuid": "u", "spiderid": "link"}, "action",
+     "is not one of"),
+    ({"stats": "kafka-monitor", "appid": "a"}, None, "'uuid' is a required property"),
+    ({"uuid": "u", "appid": "a", "action": "domain-update", "domain": "d.org"}, None,
+     "'hits' is a required property"),
+    ({"uuid": "u", "appid": "a", "action": "domain-update", "domain": "d.org", "hits": 1,
+      "window": 1, "scale": 2}, "scale", "greater than the maximum"),
+]
+
+
+@pytest.mark.parametrize("message, field, reason", INVALID)
+def test_invalid_requests_name_the_field_and_reason(message, field, reason):
+    with pytest.raises(RequestError) as caught:
+        validate(json.loads(json.dumps(message)))
+    assert caught.value.field == field
+    assert reason in caught.value.reason
