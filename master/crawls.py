@@ -8,17 +8,17 @@ makes harmless for its links.
 """
 
 import json
-from functools import lru_cache
 
 from master.keys import Keys
 from master.tasks import check_name, make_task
 
 
 class CrawlStore:
-    def __init__(self, client, keys):
+    def __init__(self, client, keys, cache_size=1024):
         self.client = client
         self.keys = keys
-        self._cached = lru_cache(maxsize=1024)(self._load)
+        self.cache_size = cache_size
+        self._cache = {}          # crawlid -> config (configs never change once stored)
 
     @classmethod
     def from_settings(cls, client, settings):
@@ -30,15 +30,16 @@ class CrawlStore:
         return target.set(self.keys.crawl(config["crawlid"]), json.dumps(config, sort_keys=True))
 
     def load(self, crawlid):
-        """The crawl's config (cached in this process), or None if unknown."""
-        config = self._cached(crawlid)
+        """The crawl's config (cached in this process once found), or None if unknown."""
+        config = self._cache.get(crawlid)
         if config is None:
-            self._cached.cache_clear()
+            raw = self.client.get(self.keys.crawl(crawlid))
+            if raw is None:
+                return None
+            if len(self._cache) >= self.cache_size:
+                self._cache.pop(next(iter(self._cache)))      # the oldest entry
+            config = self._cache[crawlid] = json.loads(raw)
         return config
-
-    def _load(self, crawlid):
-        raw = self.client.get(self.keys.crawl(crawlid))
-        return json.loads(raw) if raw else None
 
     def submit(self, config, bloom, frontier):
         """Store the crawl and queue its seed; the seed URL goes into the filter so the
