@@ -58,9 +58,9 @@ def start_spider(spider_type, env, log_path, job=None):
     args = [sys.executable, "-m", "scrapy", "crawl", spider_type, "-s", "LOG_LEVEL=INFO"]
     if job:
         args += ["-a", f"_job={job}"]
-    log = open(log_path, "w")  # noqa: SIM115 - closed by the caller through the process
-    return subprocess.Popen(args, cwd=ROOT, env=env, stdin=subprocess.DEVNULL, stdout=log,
-                            stderr=subprocess.STDOUT)
+    with open(log_path, "w") as log:       # the child keeps its own copy of the file
+        return subprocess.Popen(args, cwd=ROOT, env=env, stdin=subprocess.DEVNULL,
+                                stdout=log, stderr=subprocess.STDOUT)
 
 
 class Crawl:
@@ -68,10 +68,10 @@ class Crawl:
 
     def __init__(self, settings, spider_type, log_dir, spiders=1, node_ips=None, **extra):
         env = cluster_env(settings, **extra)
-        self.master = subprocess.Popen(
-            [sys.executable, "-m", "manager.cli", "master"], cwd=ROOT, env=env,
-            stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
-            stderr=open(Path(log_dir) / "master.log", "w"))  # noqa: SIM115
+        with open(Path(log_dir) / "master.log", "w") as log:
+            self.master = subprocess.Popen(
+                [sys.executable, "-m", "manager.cli", "master"], cwd=ROOT, env=env,
+                stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=log)
         ips = node_ips or [None] * spiders
         self.workers = [
             start_spider(spider_type, dict(env, CRAWLCLUSTER_NODE_IP=ip) if ip else env,
