@@ -15,7 +15,7 @@ from importlib import resources
 from scrapy import Request
 
 from crawler.context import ClusterComponent
-from master.frontier import PERMANENT_STATUSES
+from master.frontier import outcome_for_status
 
 
 def _member(request):
@@ -38,9 +38,9 @@ class TaskStatusMiddleware(ClusterComponent):
 
     def process_response(self, request, response):
         member = _member(request)
-        if member and response.status >= 400:
-            outcome = "failed" if response.status in PERMANENT_STATUSES else "retry"
-            self.tracker.fail(member, outcome, f"HTTP {response.status}")
+        outcome, reason = outcome_for_status(response.status)
+        if member and outcome != "done":
+            self.tracker.fail(member, outcome, reason)
         return response
 
     def process_exception(self, request, exception):

@@ -167,19 +167,22 @@ class ClusterScheduler:
         if not domains:
             return
         share = max(1, -(-(self.ready_size - len(self.ready)) // len(domains)))
+        slow = set()
 
-        def wanted(hits, window):
+        def wanted(domain, hits, window):
             # A slow domain gets one task per round, fetched next: the window then
             # holds for fetch times too, not only for take times.
-            return 1 if hits < window / self.tick else share
+            if hits < window / self.tick:
+                slow.add(domain)
+                return 1
+            return share
 
         result = context.queues.take(context.job, context.spider_type, context.ip, domains,
                                      min_interval=context.crawl_delays, per_domain=wanted)
         for domain, member in result.tasks:
             request = self._request_for(member)
             if request is not None:
-                hits, window = context.queues.limit(domain, context.crawl_delays.get(domain))
-                request.meta["crawlcluster"]["urgent"] = hits < window / self.tick
+                request.meta["crawlcluster"]["urgent"] = domain in slow
                 self.last_work = time.monotonic()
                 self.crawler.engine.crawl(request)
         if result.blacklisted:

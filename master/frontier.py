@@ -18,6 +18,15 @@ from master.tasks import decode_task, encode_task, seed_score
 PERMANENT_STATUSES = {404, 410}
 
 
+def outcome_for_status(status):
+    """``(outcome, reason)`` for an HTTP status: 404/410 failed, other errors retried."""
+    if status in PERMANENT_STATUSES:
+        return "failed", f"HTTP {status}"
+    if status >= 400:
+        return "retry", f"HTTP {status}"
+    return "done", ""
+
+
 class Frontier:
     """Seeds, leases, failures and hubs of one cluster."""
 
@@ -66,11 +75,8 @@ class Frontier:
 
     def finish_response(self, member, status, pipe=None):
         """Finish by HTTP status: 2xx/3xx done, 404/410 failed, others retried."""
-        if status in PERMANENT_STATUSES:
-            return self.finish(member, "failed", f"HTTP {status}", pipe)
-        if status >= 400:
-            return self.finish(member, "retry", f"HTTP {status}", pipe)
-        return self.finish(member, "done", pipe=pipe)
+        outcome, reason = outcome_for_status(status)
+        return self.finish(member, outcome, reason, pipe)
 
     def reap_leases(self, limit=1000):
         """Re-issue expired leases; return (re-issued, failed for good)."""

@@ -48,7 +48,7 @@ class ThrottledQueues:
     def take(self, job, spider_type, ip, domains=None, min_interval=None, per_domain=1):
         """Try each domain of the job once; lease up to ``per_domain`` tasks of each, as
         many as the windows allow. ``per_domain`` is a number, or a callable of
-        the domain's ``(hits, window)`` limit giving the number.
+        ``(domain, hits, window)`` giving the number.
 
         ``min_interval`` maps a domain to seconds between requests it asks for
         (robots.txt Crawl-delay); it can only tighten the configured limit.
@@ -67,7 +67,7 @@ class ThrottledQueues:
             hits, window = self.limit(domain, (min_interval or {}).get(domain))
             keys = [self.keys.queue(job, domain), self.keys.throttle("type", spider_type, domain),
                     self.keys.throttle("ip", ip, domain), self.keys.leases()]
-            wanted = per_domain(hits, window) if callable(per_domain) else per_domain
+            wanted = per_domain(domain, hits, window) if callable(per_domain) else per_domain
             args = [repr(now), repr(now - window), hits, hits, int(window * 1000),
                     repr(now + self.lease_seconds), uuid.uuid4().hex, wanted]
             self.scripts.run("throttle_take", keys, args, pipe=pipe)
