@@ -29,7 +29,8 @@ setup(
         "kazoo>=2.9",
         "kafka-python>=3.0",  # 3.x admin API names (list_groups, ...)
         "lxml>=5.0",
-        "jsonschema>=4.18",  # referencing-based validators
+        "jsonschema>=4.18",  # referencing-based validators (exact errors)
+        "fastjsonschema>=2.19",  # compiled validators (fast path for valid input)
         "twisted>=23.10",
         "tldextract>=5.0",
     ],

@@ -29,6 +29,7 @@ from functools import cache
 from pathlib import Path
 
 from settings.errors import CrawlClusterError
+from settings.jsonschemas import SchemaChecker
 
 SCHEMA_DIR = Path(__file__).parent / "schemas"
 SPIDER_TYPES = ("precise", "universal")
@@ -44,12 +45,8 @@ class RuleError(CrawlClusterError):
 
 
 @cache
-def _validator(spider_type):
-    from jsonschema import Draft202012Validator
-
-    schema = json.loads((SCHEMA_DIR / f"rule_{spider_type}.json").read_text(encoding="utf-8"))
-    Draft202012Validator.check_schema(schema)
-    return Draft202012Validator(schema)
+def checker(spider_type):
+    return SchemaChecker.from_file(SCHEMA_DIR / f"rule_{spider_type}.json")
 
 
 def _path(parts, root="rule"):
@@ -64,9 +61,9 @@ def validate_rule(spider_type, rule):
     if spider_type not in SPIDER_TYPES:
         raise RuleError("spider_type", f"unknown spider type {spider_type!r}; "
                                        f"choose from {', '.join(SPIDER_TYPES)}")
-    errors = sorted(_validator(spider_type).iter_errors(rule), key=lambda e: list(e.path))
-    if errors:
-        raise RuleError(_path(errors[0].absolute_path), errors[0].message)
+    error = checker(spider_type).first_error(rule)
+    if error is not None:
+        raise RuleError(_path(error.absolute_path), error.message)
     for field, kind, expression in _expressions(spider_type, rule):
         _compile(field, kind, expression)
     return rule

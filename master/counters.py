@@ -109,3 +109,42 @@ class StepTimeCounter:
         for start in starts:
             pipe.zcard(self.keys.step_counter(self.name, start))
         return list(zip(starts, pipe.execute(), strict=True))
+
+
+class WindowCounts:
+    """Events in scrapy-cluster's rolling windows (15 min to 7 days) and in all time.
+
+    For counts too frequent for one sorted-set member per event (every message
+    preprocess handles): events go into per-minute buckets of one hash, so a
+    window's count is exact to the minute, and adding a batch is one call.
+    """
+
+    WINDOWS = (900, 3600, 21600, 43200, 86400, 604800)
+
+    def __init__(self, client, key, clock=time.time, scripts=None):
+        self.client = client
+        self.key = key
+        self.clock = clock
+        self.scripts = scripts or LuaScripts(client)
+
+    @classmethod
+    def from_settings(cls, client, settings, name, **kwargs):
+        return cls(client, Keys.from_settings(settings).window_counts(name), **kwargs)
+
+    def increment(self, count=1, pipe=None):
+        """Record ``count`` events now (queued on ``pipe`` when given)."""
+        minute = int(self.clock() // 60)
+        oldest = minute - max(self.WINDOWS) // 60
+        return self.scripts.run("window_counts_add", [self.key], [minute, count, oldest],
+                                pipe=pipe)
+
+    def values(self, raw=None):
+        """``{"900": n, ..., "lifetime": n}``; ``raw`` is the hash if already read."""
+        raw = self.client.hgetall(self.key) if raw is None else raw
+        minute = int(self.clock() // 60)
+        buckets = {int(field): int(value) for field, value in raw.items() if field != "lifetime"}
+        counts = {str(window): sum(value for at, value in buckets.items()
+                                   if at > minute - window // 60)
+                  for window in self.WINDOWS}
+        counts["lifetime"] = int(raw.get("lifetime", 0))
+        return counts

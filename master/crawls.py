@@ -41,12 +41,33 @@ class CrawlStore:
             config = self._cache[crawlid] = json.loads(raw)
         return config
 
-    def submit(self, config, bloom, frontier):
-        """Store the crawl and queue its seed; the seed URL goes into the filter so the
-        crawl does not fetch it again when a page links back to it."""
-        self.save(config)
+    def submit(self, config, bloom, frontier, pipe=None):
+        """Store the crawl, index it under its user and queue its seed (on ``pipe``
+        when given: one transaction); the seed URL goes into the filter so the crawl
+        does not fetch it again when a page links back to it."""
+        target = pipe if pipe is not None else self.client.pipeline()
+        self.save(config, pipe=target)
+        if config.get("userid"):
+            target.sadd(self.keys.user_crawls(config["userid"]), config["crawlid"])
+        frontier.push_seeds([self.seed_task(config)], pipe=target)
+        if pipe is None:
+            target.execute()
         bloom.add_many([config["url"]], scope=config["crawlid"])
-        frontier.push_seeds([self.seed_task(config)])
+
+    def progress(self, crawlid):
+        """A crawl's pending tasks per domain, its counts, whether it was stopped."""
+        pipe = self.client.pipeline(transaction=False)
+        pipe.hgetall(self.keys.crawl_pending(crawlid))
+        pipe.hgetall(self.keys.crawl_counts(crawlid))
+        pipe.exists(self.keys.crawl_stopped(crawlid))
+        pending, counts, stopped = pipe.execute()
+        pending = {domain: int(n) for domain, n in pending.items() if int(n) > 0}
+        return {"pending": pending, "total_pending": sum(pending.values()),
+                "counts": {name: int(n) for name, n in counts.items()},
+                "stopped": bool(stopped)}
+
+    def user_crawls(self, userid):
+        return sorted(self.client.smembers(self.keys.user_crawls(userid)))
 
     def seed_task(self, config):
         """The crawl's first task (depth 0) for its ``url``."""

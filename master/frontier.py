@@ -48,12 +48,17 @@ class Frontier:
     # --- seeds ---------------------------------------------------------------------
 
     def push_seeds(self, tasks, pipe=None):
-        """Queue tasks for dispatch (highest priority first)."""
+        """Queue new tasks for dispatch (highest priority first), counted as pending
+        for their crawl; a stopped crawl's tasks are refused.
+
+        Returns ``[queued, refused]`` (or the pipeline, with ``pipe``).
+        """
         if not tasks:
-            return pipe
-        target = pipe if pipe is not None else self.client
-        return target.zadd(self.keys.seeds(),
-                           {encode_task(task): seed_score(task) for task in tasks})
+            return pipe if pipe is not None else [0, 0]
+        args = self._crawl_templates()
+        for task in tasks:
+            args += [seed_score(task), encode_task(task)]
+        return self.scripts.run("seeds_push", [self.keys.seeds()], args, pipe=pipe)
 
     def seeds_count(self):
         return self.client.zcard(self.keys.seeds())
@@ -64,12 +69,15 @@ class Frontier:
         """Report a taken task (its JSON exactly as taken): done, retry, failed or release.
 
         Returns 0 if the lease was no longer held, 1 done, 2 queued again,
-        3 failed for good (or the pipeline, with ``pipe``).
+        3 failed for good, 4 purged (its crawl was stopped) (or the pipeline,
+        with ``pipe``).
         """
         if outcome not in ("done", "retry", "failed", "release"):
             raise ValueError(f"outcome must be done, retry, failed or release, not {outcome!r}")
         crawlid = decode_task(member)["crawlid"]
-        keys = [self.keys.leases(), self.keys.seeds(), self.keys.failed(crawlid)]
+        keys = [self.keys.leases(), self.keys.seeds(), self.keys.failed(crawlid),
+                self.keys.crawl_pending(crawlid), self.keys.crawl_counts(crawlid),
+                self.keys.crawl_stopped(crawlid)]
         args = [member, outcome, reason, self.max_retries + 1]
         return self.scripts.run("lease_finish", keys, args, pipe=pipe)
 
@@ -79,9 +87,10 @@ class Frontier:
         return self.finish(member, outcome, reason, pipe)
 
     def reap_leases(self, limit=1000):
-        """Re-issue expired leases; return (re-issued, failed for good)."""
+        """Re-issue expired leases; return (re-issued, failed for good or purged)."""
         keys = [self.keys.leases(), self.keys.seeds()]
-        args = [repr(self.clock()), limit, self.max_retries + 1, self.keys.failed("%s")]
+        args = [repr(self.clock()), limit, self.max_retries + 1, self.keys.failed("%s"),
+                *self._crawl_templates()]
         requeued, failed = self.scripts.run("lease_reap", keys, args)
         return requeued, failed
 
@@ -93,6 +102,31 @@ class Frontier:
         raw = self.client.hgetall(self.keys.failed(crawlid))
         return {url: json.loads(reason) for url, reason in raw.items()}
 
+    # --- stopping a crawl ------------------------------------------------------------------
+
+    def purge_crawl(self, crawlid, jobs, slice_size=1000):
+        """Stop a crawl: flag it, then remove its tasks from seeds, every job's queue
+        for its domains and the hubs. Leased tasks are purged as they come back
+        (lease_finish, lease_reap) and new links of the crawl are refused
+        (seeds_push). Returns the pending tasks removed."""
+        self.client.set(self.keys.crawl_stopped(crawlid), repr(self.clock()))
+        domains = list(self.client.hkeys(self.keys.crawl_pending(crawlid)))
+        queues = [self.keys.seeds()] + [self.keys.queue(job, domain)
+                                        for job in jobs for domain in domains]
+        purged = sum(self._purge_set(queue, crawlid, slice_size, True) for queue in queues)
+        self._purge_set(self.keys.hubs(), crawlid, slice_size, False)
+        return purged
+
+    def _purge_set(self, key, crawlid, slice_size, pending):
+        keys = [key, self.keys.crawl_pending(crawlid), self.keys.crawl_counts(crawlid)]
+        cursor, total = "0", 0
+        while True:
+            cursor, removed = self.scripts.run(
+                "queue_purge", keys, [crawlid, cursor, slice_size, "1" if pending else "0"])
+            total += removed
+            if str(cursor) == "0":
+                return total
+
     # --- hubs ---------------------------------------------------------------------------
 
     def add_hub(self, task, span):
@@ -102,4 +136,8 @@ class Frontier:
 
     def issue_due_hubs(self, limit=1000):
         keys = [self.keys.hubs(), self.keys.seeds()]
-        return self.scripts.run("hubs_due", keys, [repr(self.clock()), limit])
+        return self.scripts.run("hubs_due", keys, [repr(self.clock()), limit,
+                                                   *self._crawl_templates()])
+
+    def _crawl_templates(self):
+        return [self.keys.crawl_template(kind) for kind in ("pending", "counts", "stopped")]

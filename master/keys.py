@@ -86,6 +86,27 @@ class Keys:
         """hash domain -> pages queued for the crawl (domain_max_pages)."""
         return f"{self.tag}:crawl:{crawlid}:domain_pages"
 
+    def crawl_pending(self, crawlid):
+        """hash domain -> tasks of the crawl not finished yet (queued, dispatched or
+        leased); kept by every script that creates or finishes a task (info)."""
+        return f"{self.tag}:crawl:{crawlid}:pending"
+
+    def crawl_counts(self, crawlid):
+        """hash queued / done / failed / dropped / purged -> tasks of the crawl."""
+        return f"{self.tag}:crawl:{crawlid}:counts"
+
+    def crawl_stopped(self, crawlid):
+        """string: present once a crawl is stopped or expired; its tasks are dropped."""
+        return f"{self.tag}:crawl:{crawlid}:stopped"
+
+    def crawl_template(self, kind):
+        """``crawl_<kind>(crawlid)`` as a Lua string.format template (crawlid)."""
+        return getattr(self, f"crawl_{kind}")("%s")
+
+    def user_crawls(self, userid):
+        """set of the crawl ids a user (scrapy-cluster: appid) submitted."""
+        return f"{self.tag}:user:{userid}:crawls"
+
     def hubs(self):
         """zset of hub task JSON, score = when the hub is next due."""
         return f"{self.tag}:hubs"
@@ -108,11 +129,33 @@ class Keys:
         """string (JSON): the filter's parameters, so every process uses the same."""
         return f"{self.prefix}:bloom:{name}:meta"
 
+    def window_counts(self, name):
+        """hash minute -> events, plus ``lifetime``: a WindowCounts counter."""
+        return f"{self.prefix}:counter:windows:{name}"
+
     def job_done(self, job):
         """rolling counter name: tasks a job finished (the dispatcher's weights)."""
         return f"job:{job}:done"
+
+    # --- message processing (message_processing/) ------------------------------------
+    def intake_applied(self, topic, partition):
+        """string: the last offset of a Kafka partition whose result Redis holds."""
+        return f"{self.tag}:intake:{topic}:{partition}:applied"
+
+    def intake_outbox(self, topic, partition):
+        """list of reply JSON for a partition's messages, not yet on the replies topic."""
+        return f"{self.tag}:intake:{topic}:{partition}:outbox"
+
+    def monitor_work(self):
+        """zset of stored requests (JSON) for the monitor, score = when due; a claimed
+        one is pushed a lease into the future until it is answered."""
+        return f"{self.tag}:monitor:work"
 
     # --- liveness --------------------------------------------------------------------
     def heartbeat(self, role, host):
         """string with a TTL: the role on that host is alive while it exists."""
         return f"{self.prefix}:heartbeat:{role}:{host}"
+
+    def heartbeats(self):
+        """zset "role:host" -> last beat time: every role instance ever seen."""
+        return f"{self.prefix}:heartbeats"

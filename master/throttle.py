@@ -94,9 +94,9 @@ class ThrottledQueues:
 
     def drop_blacklisted(self, job, domains):
         """Remove a job's queues for blacklisted domains; return tasks dropped."""
-        pipe = self.client.pipeline()
+        pipe = self.client.pipeline(transaction=False)
+        templates = [self.keys.crawl_template("pending"), self.keys.crawl_template("counts")]
         for domain in domains:
-            pipe.zcard(self.keys.queue(job, domain))
-            pipe.delete(self.keys.queue(job, domain))
-        counts = pipe.execute()[::2]
-        return sum(counts)
+            self.scripts.run("queue_drop", [self.keys.queue(job, domain)],
+                             [*templates, domain], pipe=pipe)
+        return sum(pipe.execute())

@@ -17,6 +17,7 @@ from urllib.parse import urlsplit
 
 from crawler.rules import RuleError, rule_from_scrapy_cluster, validate_rule
 from settings.errors import CrawlClusterError
+from settings.jsonschemas import SchemaChecker
 
 SCHEMA_DIR = Path(__file__).parent / "schemas"
 TYPES = ("crawl", "info", "stop", "stats", "site_config",
@@ -36,12 +37,8 @@ class RequestError(CrawlClusterError):
 
 
 @cache
-def validator(request_type):
-    from jsonschema import Draft202012Validator
-
-    schema = json.loads((SCHEMA_DIR / f"{request_type}.json").read_text(encoding="utf-8"))
-    Draft202012Validator.check_schema(schema)
-    return Draft202012Validator(schema)
+def checker(request_type):
+    return SchemaChecker.from_file(SCHEMA_DIR / f"{request_type}.json")
 
 
 def decode(raw, max_bytes):
@@ -86,9 +83,8 @@ def request_type(message):
 def validate(message):
     """``(type, request with defaults)`` for a decoded message, or RequestError."""
     kind = request_type(message)
-    errors = sorted(validator(kind).iter_errors(message), key=lambda e: list(e.path))
-    if errors:
-        error = errors[0]
+    error = checker(kind).first_error(message)
+    if error is not None:
         field = ".".join(str(part) for part in error.absolute_path) or None
         raise RequestError(error.message, field)
     request = _with_defaults(kind, message)
@@ -99,11 +95,7 @@ def validate(message):
 
 
 def _with_defaults(kind, message):
-    request = dict(message)
-    for name, spec in validator(kind).schema.get("properties", {}).items():
-        if "default" in spec:
-            request.setdefault(name, spec["default"])
-    return request
+    return {**checker(kind).defaults(), **message}
 
 
 def check_url(url):

@@ -1,24 +1,39 @@
 -- Re-issue tasks whose lease expired unacknowledged (seed 000's pending timeout): back
--- to seeds with one more attempt, or failed for good once the attempts are used up.
+-- to seeds with one more attempt, or failed for good once the attempts are used up;
+-- a task of a stopped crawl is purged.
 -- KEYS[1]  leases (zset of task JSON, score = lease expiry)
 -- KEYS[2]  seeds (zset of task JSON, score -priority)
 -- ARGV[1]  now (seconds)
 -- ARGV[2]  leases to handle at most
 -- ARGV[3]  attempts allowed per URL
 -- ARGV[4]  failed-URLs hash key template, string.format(template, crawlid)
--- Returns: {tasks re-issued, tasks failed for good}
+-- ARGV[5]  pending hash key template, string.format(template, crawlid)
+-- ARGV[6]  counts hash key template, string.format(template, crawlid)
+-- ARGV[7]  stopped flag key template, string.format(template, crawlid)
+-- Returns: {tasks re-issued, tasks failed for good or purged}
 local expired = redis.call('ZRANGEBYSCORE', KEYS[1], '-inf', ARGV[1], 'LIMIT', 0, tonumber(ARGV[2]))
 local requeued, failed = 0, 0
 for _, member in ipairs(expired) do
   redis.call('ZREM', KEYS[1], member)
   local task = cjson.decode(member)
+  local crawlid = task['crawlid']
   task['attempts'] = (task['attempts'] or 0) + 1
-  if task['attempts'] < tonumber(ARGV[3]) then
+  local stopped = redis.call('EXISTS', string.format(ARGV[7], crawlid)) == 1
+  if task['attempts'] < tonumber(ARGV[3]) and not stopped then
     redis.call('ZADD', KEYS[2], -(task['priority'] or 0), cjson.encode(task))
     requeued = requeued + 1
   else
-    redis.call('HSET', string.format(ARGV[4], task['crawlid']), task['url'],
-      cjson.encode({reason = 'lease expired', attempts = task['attempts']}))
+    local field = 'purged'
+    if not stopped then
+      field = 'failed'
+      redis.call('HSET', string.format(ARGV[4], crawlid), task['url'],
+        cjson.encode({reason = 'lease expired', attempts = task['attempts']}))
+    end
+    local pending = string.format(ARGV[5], crawlid)
+    if redis.call('HINCRBY', pending, task['domain'], -1) <= 0 then
+      redis.call('HDEL', pending, task['domain'])
+    end
+    redis.call('HINCRBY', string.format(ARGV[6], crawlid), field, 1)
     failed = failed + 1
   end
 end

@@ -1,0 +1,26 @@
+-- Queue new tasks for dispatch and count them as pending for their crawl and domain
+-- (the counts `info` answers from). A task of a stopped crawl is not queued.
+-- KEYS[1]  seeds (zset of task JSON, score -priority)
+-- ARGV[1]  pending hash key template, string.format(template, crawlid)
+-- ARGV[2]  counts hash key template, string.format(template, crawlid)
+-- ARGV[3]  stopped flag key template, string.format(template, crawlid)
+-- ARGV[4..] score, task JSON, score, task JSON, ...
+-- Returns: {tasks queued, tasks refused because their crawl is stopped}
+local queued, refused, stopped = 0, 0, {}
+for i = 4, #ARGV, 2 do
+  local member = ARGV[i + 1]
+  -- Tasks are canonical JSON; reading two fields beats decoding the whole task.
+  local crawlid = string.match(member, '"crawlid":"([^"]*)"')
+  local domain = string.match(member, '"domain":"([^"]*)"')
+  if stopped[crawlid] == nil then
+    stopped[crawlid] = redis.call('EXISTS', string.format(ARGV[3], crawlid)) == 1
+  end
+  if stopped[crawlid] then
+    refused = refused + 1
+  elseif redis.call('ZADD', KEYS[1], ARGV[i], member) == 1 then
+    redis.call('HINCRBY', string.format(ARGV[1], crawlid), domain, 1)
+    redis.call('HINCRBY', string.format(ARGV[2], crawlid), 'queued', 1)
+    queued = queued + 1
+  end
+end
+return {queued, refused}

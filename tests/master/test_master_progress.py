@@ -1,0 +1,85 @@
+"""Maintained per-crawl counts (what `info` answers from) and stopping a crawl."""
+
+from master.counters import WindowCounts
+from master.crawls import CrawlStore
+from master.tasks import encode_task
+from tests.master.test_master_dispatcher import queued, tasks
+
+
+def lease_all(parts, job="a"):
+    parts.registry.register(job, "universal", job, "10.0.0.1")
+    parts.dispatcher.tick()
+    members = []
+    while True:
+        taken = parts.queues.take(job, "universal", "10.0.0.1", per_domain=1000).tasks
+        if not taken:
+            return members
+        members += [member for _, member in taken]
+
+
+def test_pending_counts_follow_every_task_state(redis, parts):
+    store = CrawlStore(redis, parts.keys)
+    parts.frontier.push_seeds(tasks(8) + tasks(2, crawlid="other"))
+    progress = store.progress("c1")
+    assert progress["total_pending"] == 8
+    assert progress["pending"] == {f"site{n}.com": 2 for n in range(4)}
+    members = [m for m in lease_all(parts) if '"crawlid":"c1"' in m]
+    assert store.progress("c1")["total_pending"] == 8          # leased is still pending
+    outcomes = ["done", "done", "failed", "retry", "release", "done", "done", "done"]
+    for member, outcome in zip(members, outcomes, strict=True):
+        parts.frontier.finish(member, outcome, "why")
+    progress = store.progress("c1")
+    assert progress["total_pending"] == 2                       # the retry and the release
+    assert progress["counts"] == {"queued": 8, "done": 5, "failed": 1}
+    assert store.progress("other")["total_pending"] == 2
+
+
+def test_stop_purges_queued_tasks_and_drops_returning_ones(redis, parts):
+    store = CrawlStore(redis, parts.keys)
+    parts.frontier.push_seeds(tasks(20))
+    members = lease_all(parts)
+    for member in members[3:]:                # 3 stay leased, the rest back in seeds
+        parts.frontier.finish(member, "release")
+    parts.dispatcher.tick()                   # ... and dispatched to the job's queues
+    parts.frontier.push_seeds(tasks(5))        # 5 more waiting in seeds
+    parts.frontier.add_hub(tasks(1)[0], span=60)
+    leased = parts.frontier.leased_count()
+    purged = parts.frontier.purge_crawl("c1", ["a"])
+    assert purged == 25 - leased
+    assert parts.frontier.seeds_count() == 0 and queued(redis, parts.keys, "a") == 0
+    assert redis.zcard(parts.keys.hubs()) == 0
+    assert parts.frontier.finish(members[0], "retry", "HTTP 500") == 4
+    assert parts.frontier.finish(members[1], "done") == 1
+    assert parts.frontier.push_seeds(tasks(3)) == [0, 3]        # new links refused
+    progress = store.progress("c1")
+    assert progress["stopped"] and progress["counts"]["purged"] == purged + 1
+    assert progress["total_pending"] == leased - 2
+
+
+def test_blacklisted_queue_drop_is_counted(redis, parts):
+    store = CrawlStore(redis, parts.keys)
+    parts.registry.register("a", "universal", "a", "10.0.0.1")
+    parts.frontier.push_seeds(tasks(8))
+    parts.dispatcher.tick()
+    assert parts.queues.drop_blacklisted("a", ["site0.com"]) == 2
+    progress = store.progress("c1")
+    assert progress["total_pending"] == 6 and progress["counts"]["dropped"] == 2
+
+
+def test_window_counts_are_exact_to_the_minute(redis, parts):
+    counter = WindowCounts(redis, parts.keys.window_counts("t"), clock=parts.clock)
+    counter.increment(5)
+    parts.clock.now += 1000                     # past the 15-minute window
+    counter.increment(2)
+    values = counter.values()
+    assert values["900"] == 2 and values["3600"] == 7 and values["lifetime"] == 7
+    parts.clock.now += 8 * 86400                # every bucket old; a new minute trims them
+    counter.increment(1)
+    assert counter.values() == {**{str(w): 1 for w in WindowCounts.WINDOWS}, "lifetime": 8}
+    assert len(redis.hkeys(parts.keys.window_counts("t"))) == 2
+
+
+def test_encoded_tasks_are_found_by_the_scripts_field_match():
+    # The scripts read crawlid and domain with a pattern over canonical JSON.
+    encoded = encode_task(tasks(1)[0])
+    assert '"crawlid":"c1"' in encoded and '"domain":"site0.com"' in encoded
