@@ -17,7 +17,7 @@ from urllib.parse import urlsplit
 from scrapy import signals
 
 from master.bloom import BloomFilter
-from master.counters import RollingTimeCounter
+from master.counters import RollingTimeCounter, WindowCounts
 from master.crawls import CrawlStore
 from master.frontier import Frontier
 from master.keys import Keys
@@ -179,6 +179,10 @@ class TaskTracker:
             context.frontier.finish(member, outcome, reason, pipe=pipe)
         for status, count in statuses.items():
             status_counter(context, status).increment(count, pipe=pipe)
+            for name in (f"spider:{context.spider_type}:{status}",
+                         f"machine:{context.host}:{status}"):
+                WindowCounts(context.redis, context.keys.window_counts(name),
+                             scripts=context.scripts).increment(count, pipe=pipe)
         done = sum(1 for _, outcome, _ in outcomes if outcome == "done")
         if done:
             context.registry.count_done(context.job, done, pipe=pipe)

@@ -51,6 +51,92 @@ def cmd_master(args, settings):
     return run_dispatcher(settings)
 
 
+def cmd_preprocess(args, settings):
+    """Run the Kafka intake until SIGTERM/SIGINT."""
+    from message_processing.preprocess.service import Preprocess
+
+    Preprocess.from_settings(settings).run()
+    return 0
+
+
+def cmd_monitor(args, settings):
+    """Answer stored queries and commands until SIGTERM/SIGINT."""
+    from message_processing.monitor.service import Monitor
+
+    Monitor.from_settings(settings).run()
+    return 0
+
+
+def _with_client(settings, args, work):
+    from message_processing.client import RequestClient
+
+    client = RequestClient.from_settings(settings, timeout=args.timeout)
+    try:
+        return work(client)
+    finally:
+        client.close()
+
+
+def cmd_submit(args, settings):
+    """Send requests from a file (or stdin) and print each reply."""
+    from message_processing.client import read_requests, submit
+
+    text = sys.stdin.read() if args.file == "-" else _read_file(args.file)
+    requests = read_requests(text)
+    return _with_client(settings, args, lambda client: submit(client, requests, args.json))
+
+
+def _read_file(path):
+    try:
+        with open(path, encoding="utf-8") as handle:
+            return handle.read()
+    except OSError as exc:
+        raise CrawlClusterError(f"cannot read {path}: {exc.strerror}") from None
+
+
+def _query(args, settings, request):
+    from message_processing.client import print_reply
+
+    def ask(client):
+        reply = client.ask(dict(request, userid=args.user))
+        print_reply(reply, args.json)
+        return 1 if reply.get("status") == "error" else 0
+
+    return _with_client(settings, args, ask)
+
+
+def cmd_info(args, settings):
+    return _query(args, settings, {"type": "info", "crawlid": args.crawlid})
+
+
+def cmd_stop(args, settings):
+    return _query(args, settings, {"type": "stop", "crawlid": args.crawlid})
+
+
+def cmd_stats(args, settings):
+    return _query(args, settings, {"type": "stats", "stats": args.module})
+
+
+def cmd_config(args, settings):
+    actions = {("rate", False): "rate", ("rate", True): "remove_rate",
+               ("blacklist", False): "blacklist", ("blacklist", True): "unblacklist"}
+    request = {"type": "site_config", "action": actions[args.what, args.remove],
+               "domain": args.domain}
+    if args.what == "rate" and not args.remove:
+        if args.hits is None:
+            raise CrawlClusterError("rate needs --hits (requests allowed per --window seconds)")
+        request.update(rate=args.hits, window=args.window)
+    return _query(args, settings, request)
+
+
+def cmd_watch(args, settings):
+    from message_processing.client import watch
+
+    request = {"type": "info", "crawlid": args.crawlid, "userid": args.user}
+    return _with_client(settings, args,
+                        lambda client: watch(client, request, args.every, as_json=args.json))
+
+
 def cmd_proxy(args, settings):
     """Validate the proxy pool (once or every N seconds), or serve its API."""
     from crawler.proxy import ProxyPool
@@ -106,6 +192,14 @@ def build_parser():
         "master", help="run the dispatcher: seeds to job queues by weighted round robin")
     master.set_defaults(func=cmd_master)
 
+    commands.add_parser(
+        "preprocess", help="run the Kafka intake: validate requests, store them in Redis"
+    ).set_defaults(func=cmd_preprocess)
+    commands.add_parser(
+        "monitor", help="answer info/stats/stop/config requests and expire crawls"
+    ).set_defaults(func=cmd_monitor)
+    _client_commands(commands)
+
     proxy = commands.add_parser("proxy", help="validate the proxy pool or serve its HTTP API")
     proxy.add_argument("action", choices=["validate", "serve"])
     proxy.add_argument("--every", type=float, metavar="SECONDS",
@@ -117,6 +211,40 @@ def build_parser():
                       help="print the defaults as the README's Markdown table")
     show.set_defaults(func=cmd_settings)
     return parser
+
+
+def _client_commands(commands):
+    def client_parser(name, help_text, func):
+        parser = commands.add_parser(name, help=help_text)
+        parser.add_argument("--json", action="store_true", help="print replies as JSON")
+        parser.add_argument("--timeout", type=float, metavar="SECONDS",
+                            help="wait this long for a reply (CRAWLCLUSTER_REPLY_TIMEOUT)")
+        parser.add_argument("--user", default="cli", help="userid sent with the request")
+        parser.set_defaults(func=func, quiet_clients=True)
+        return parser
+
+    submit = client_parser("submit", "send JSON requests from FILE (or - for stdin), "
+                                     "print each ack or error", cmd_submit)
+    submit.add_argument("file", metavar="FILE|-")
+    for name, help_text, func in (("info", "a crawl's pending tasks and counts", cmd_info),
+                                  ("stop", "stop a crawl and purge its pending tasks", cmd_stop),
+                                  ("watch", "live progress of a crawl until it drains",
+                                   cmd_watch)):
+        parser = client_parser(name, help_text, func)
+        parser.add_argument("--crawlid", required=True)
+        if name == "watch":
+            parser.add_argument("--every", type=float, default=2.0, metavar="SECONDS")
+    stats = client_parser("stats", "rolling counts, status codes, heartbeats, queues", cmd_stats)
+    stats.add_argument("module", nargs="?", default="all",
+                       choices=["all", "preprocess", "monitor", "crawler", "spider", "machine",
+                                "queue"])
+    config = client_parser("config", "change a domain's rate limit or the blacklist", cmd_config)
+    config.add_argument("what", choices=["rate", "blacklist"])
+    config.add_argument("domain")
+    config.add_argument("--hits", type=int, help="requests allowed per window (rate)")
+    config.add_argument("--window", type=float, default=60.0, help="window in seconds (rate)")
+    config.add_argument("--remove", action="store_true",
+                        help="remove the domain's limit, or take it off the blacklist")
 
 
 def main(argv=None):
@@ -148,6 +276,9 @@ def configure_logging(settings, quiet_clients=False):
         format="%(asctime)s %(levelname)s %(name)s: %(message)s",
         stream=sys.stderr,
     )
+    if settings["CRAWLCLUSTER_LOG_LEVEL"] != "DEBUG":
+        # kafka-python logs every connection at INFO.
+        logging.getLogger("kafka").setLevel(logging.WARNING)
     if quiet_clients:
         # Checks report a dead server in one line; the client libraries would
         # otherwise log every failed connection attempt as well.

@@ -160,7 +160,8 @@ class BloomFilter:
     def add_many(self, urls, scope=""):
         """Check-and-add: for each URL, True if it was not in the filter (now it is).
 
-        ``scope`` (a crawl id) keeps one crawl's URLs apart from another's.
+        ``scope`` (a crawl id) keeps one crawl's URLs apart from another's; a
+        list gives each URL its own (several crawls in one call).
         """
         if self.params.counting or self.hash_in == "lua":
             return self._run_script("add", urls, scope)
@@ -232,7 +233,7 @@ class BloomFilter:
         template, extra, params = op * self.params.positions_per_url, op.offset_extra, self.params
         by_block = {}
         for index in range(start, min(stop, len(urls))):
-            block, offsets = positions(url_digest(urls[index], scope), params)
+            block, offsets = positions(url_digest(urls[index], _scope_of(scope, index)), params)
             fields = []
             for offset in offsets:
                 text = b"%d" % offset
@@ -282,7 +283,7 @@ class BloomFilter:
         """``{block: ([url indexes], [positions or digests])}``, URL order kept per block."""
         by_block = {}
         for index, url in enumerate(urls):
-            digest = url_digest(url, scope)
+            digest = url_digest(url, _scope_of(scope, index))
             if self.hash_in == "lua":
                 block = int.from_bytes(digest[10:14], "big") % self.params.blocks
                 data = [digest.hex()]
@@ -292,6 +293,10 @@ class BloomFilter:
             indexes.append(index)
             block_data.extend(data)
         return by_block
+
+
+def _scope_of(scope, index):
+    return scope[index] if isinstance(scope, list) else scope
 
 
 class _Op(bytes):

@@ -10,6 +10,7 @@ makes harmless for its links.
 import json
 
 from master.keys import Keys
+from master.siteconfig import domain_of
 from master.tasks import check_name, make_task
 
 
@@ -46,13 +47,21 @@ class CrawlStore:
         when given: one transaction); the seed URL goes into the filter so the crawl
         does not fetch it again when a page links back to it."""
         target = pipe if pipe is not None else self.client.pipeline()
-        self.save(config, pipe=target)
-        if config.get("userid"):
-            target.sadd(self.keys.user_crawls(config["userid"]), config["crawlid"])
-        frontier.push_seeds([self.seed_task(config)], pipe=target)
+        self.stage(config, frontier, target)
         if pipe is None:
             target.execute()
         bloom.add_many([config["url"]], scope=config["crawlid"])
+
+    def stage(self, config, frontier, pipe):
+        """Queue the crawl's writes on a transaction: config, user index, seed, hubs."""
+        self.save(config, pipe=pipe)
+        if config.get("userid"):
+            pipe.sadd(self.keys.user_crawls(config["userid"]), config["crawlid"])
+        seed = self.seed_task(config)
+        frontier.push_seeds([seed], pipe=pipe)
+        for url in config.get("hubs") or ():
+            hub = dict(seed, url=url, domain=domain_of(url), id=f"hub:{url}")
+            frontier.add_hub(hub, config.get("hub_span", 3600.0), pipe=pipe)
 
     def progress(self, crawlid):
         """A crawl's pending tasks per domain, its counts, whether it was stopped."""

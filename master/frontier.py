@@ -129,10 +129,11 @@ class Frontier:
 
     # --- hubs ---------------------------------------------------------------------------
 
-    def add_hub(self, task, span):
+    def add_hub(self, task, span, pipe=None):
         """Re-issue this task every ``span`` seconds, bypassing the filter."""
         hub = dict(task, hub_span=float(span))
-        self.client.zadd(self.keys.hubs(), {encode_task(hub): self.clock() + span})
+        target = pipe if pipe is not None else self.client
+        return target.zadd(self.keys.hubs(), {encode_task(hub): self.clock() + span})
 
     def issue_due_hubs(self, limit=1000):
         keys = [self.keys.hubs(), self.keys.seeds()]

@@ -94,3 +94,43 @@ class JobRegistry:
         for job in jobs:
             self.done_counter(job).increment(0, pipe=pipe)
         return dict(zip(jobs, pipe.execute(), strict=True))
+
+
+class Heartbeats:
+    """Liveness of the cluster's roles (master, preprocess, monitor, manager): a key
+    with a TTL per role instance, and a sorted set of every instance's last beat so
+    ``stats`` can list the ones that went silent too."""
+
+    def __init__(self, client, keys, ttl=30.0, clock=time.time):
+        self.client = client
+        self.keys = keys
+        self.ttl = ttl
+        self.clock = clock
+
+    @classmethod
+    def from_settings(cls, client, settings, **kwargs):
+        return cls(client, Keys.from_settings(settings),
+                   ttl=settings.getfloat("CRAWLCLUSTER_HEARTBEAT_TTL"), **kwargs)
+
+    def beat(self, role, instance):
+        pipe = self.client.pipeline(transaction=False)
+        pipe.set(self.keys.heartbeat(role, instance), repr(self.clock()),
+                 px=int(self.ttl * 1000))
+        pipe.zadd(self.keys.heartbeats(), {f"{role}:{instance}": self.clock()})
+        pipe.execute()
+
+    def stop(self, role, instance):
+        self.client.delete(self.keys.heartbeat(role, instance))
+
+    def status(self):
+        """``{role: {instance: {"up": bool, "last_beat": seconds ago}}}``."""
+        beats = self.client.zrange(self.keys.heartbeats(), 0, -1, withscores=True)
+        pipe = self.client.pipeline(transaction=False)
+        for member, _ in beats:
+            pipe.exists(self.keys.heartbeat(*member.split(":", 1)))
+        status = {}
+        for (member, at), alive in zip(beats, pipe.execute(), strict=True):
+            role, instance = member.split(":", 1)
+            status.setdefault(role, {})[instance] = {
+                "up": bool(alive), "last_beat": round(self.clock() - at, 1)}
+        return status

@@ -150,6 +150,28 @@ def kafka_admin(settings, role):
     return _build_kafka(settings, role, lambda: KafkaAdminClient(**config))
 
 
+def ensure_topics(settings, role):
+    """Create the requests and replies topics if the broker does not have them."""
+    from kafka.admin import NewTopic
+    from kafka.errors import TopicAlreadyExistsError
+
+    wanted = {settings["CRAWLCLUSTER_KAFKA_REQUESTS_TOPIC"]:
+              settings.getint("CRAWLCLUSTER_KAFKA_PARTITIONS"),
+              settings["CRAWLCLUSTER_KAFKA_REPLIES_TOPIC"]: 1}
+    admin = kafka_admin(settings, role)
+    try:
+        missing = set(wanted) - set(admin.list_topics())
+        for name in sorted(missing):
+            try:
+                admin.create_topics([NewTopic(name, num_partitions=wanted[name],
+                                              replication_factor=1)])
+                logger.info("created Kafka topic %s (%d partitions)", name, wanted[name])
+            except TopicAlreadyExistsError:
+                pass
+    finally:
+        admin.close()
+
+
 def _kafka_version(settings):
     admin = kafka_admin(settings, "ping")
     try:

@@ -34,6 +34,8 @@ CRAWLCLUSTER_KEY_PREFIX = "cc"
 CRAWLCLUSTER_KAFKA_REQUESTS_TOPIC = "crawl.requests"
 # Kafka topic replies are produced to.
 CRAWLCLUSTER_KAFKA_REPLIES_TOPIC = "crawl.replies"
+# Partitions of the requests topic when the cluster creates it (preprocess instances share them).
+CRAWLCLUSTER_KAFKA_PARTITIONS = 4
 # Kafka consumer group of the preprocess role.
 CRAWLCLUSTER_KAFKA_GROUP_ID = "crawlcluster-preprocess"
 # Kafka consumer session timeout (ms); heartbeats go out at a sixth of it.
@@ -124,6 +126,34 @@ CRAWLCLUSTER_PROXY_REFRESH = 30.0
 CRAWLCLUSTER_PROXY_SOURCES = []
 # Address `crawlcluster proxy serve` listens on.
 CRAWLCLUSTER_PROXY_API = "127.0.0.1:6801"
+
+# --- message processing (message_processing/) -------------------------------------
+# Preprocess plugins by request type, {class path: order}; null disables one.
+CRAWLCLUSTER_PREPROCESS_PLUGINS = {
+    "message_processing.preprocess.plugins.crawl.CrawlPlugin": 100,
+    "message_processing.preprocess.plugins.info.InfoPlugin": 200,
+    "message_processing.preprocess.plugins.stats.StatsPlugin": 300,
+    "message_processing.preprocess.plugins.stop.StopPlugin": 400,
+    "message_processing.preprocess.plugins.site_config.SiteConfigPlugin": 500,
+}
+# Messages preprocess takes from Kafka per poll (one Redis transaction per partition).
+CRAWLCLUSTER_PREPROCESS_BATCH = 500
+# Monitor plugins, {class path: order}; null disables one.
+CRAWLCLUSTER_MONITOR_PLUGINS = {
+    "message_processing.monitor.plugins.info.InfoPlugin": 100,
+    "message_processing.monitor.plugins.stats.StatsPlugin": 200,
+    "message_processing.monitor.plugins.zookeeper.ZookeeperPlugin": 300,
+    "message_processing.monitor.plugins.stop.StopPlugin": 400,
+    "message_processing.monitor.plugins.expire.ExpirePlugin": 500,
+}
+# Seconds the monitor sleeps when no stored request is due.
+CRAWLCLUSTER_MONITOR_SLEEP = 0.1
+# Seconds a monitor holds a claimed request before another instance may answer it.
+CRAWLCLUSTER_MONITOR_CLAIM_SECONDS = 60.0
+# Seconds a role's heartbeat lives; a role silent longer is reported down.
+CRAWLCLUSTER_HEARTBEAT_TTL = 30.0
+# Seconds the CLI waits for a reply on the replies topic.
+CRAWLCLUSTER_REPLY_TIMEOUT = 30.0
 
 # --- logging -----------------------------------------------------------------
 # Log level of every role (DEBUG, INFO, WARNING, ERROR).

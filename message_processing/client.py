@@ -1,0 +1,185 @@
+"""The CLI client: send requests to the requests topic, wait for their replies.
+
+A reply is matched to its request by ``uuid`` (the client adds one when the
+request has none) or, for a message too broken to carry one, by the
+``topic/partition/offset`` preprocess names it with.
+"""
+
+import json
+import sys
+import time
+import uuid as uuid_module
+
+from settings.errors import CrawlClusterError
+
+ROLE = "client"
+
+
+class ReplyTimeout(CrawlClusterError):
+    pass
+
+
+class RequestClient:
+    def __init__(self, settings, producer, consumer, timeout):
+        self.requests_topic = settings["CRAWLCLUSTER_KAFKA_REQUESTS_TOPIC"]
+        self.replies_topic = settings["CRAWLCLUSTER_KAFKA_REPLIES_TOPIC"]
+        self.producer = producer
+        self.consumer = consumer
+        self.timeout = timeout
+
+    @classmethod
+    def from_settings(cls, settings, timeout=None):
+        from kafka import TopicPartition
+
+        from settings.clients import ensure_topics, kafka_consumer, kafka_producer
+
+        ensure_topics(settings, ROLE)
+        producer = kafka_producer(settings, ROLE)
+        consumer = kafka_consumer(settings, ROLE, group_id=None, enable_auto_commit=False)
+        topic = settings["CRAWLCLUSTER_KAFKA_REPLIES_TOPIC"]
+        partitions = [TopicPartition(topic, p)
+                      for p in sorted(consumer.partitions_for_topic(topic) or {0})]
+        consumer.assign(partitions)
+        consumer.seek_to_end()
+        for partition in partitions:            # resolve now: replies come after this point
+            consumer.position(partition)
+        timeout = timeout or settings.getfloat("CRAWLCLUSTER_REPLY_TIMEOUT")
+        return cls(settings, producer, consumer, timeout)
+
+    def close(self):
+        self.producer.close()
+        self.consumer.close()
+
+    def send(self, request):
+        """Produce one request; return the key its reply will match (uuid or source)."""
+        if isinstance(request, dict) and not request.get("uuid"):
+            request = dict(request, uuid=uuid_module.uuid4().hex)
+        raw = request if isinstance(request, bytes) else json.dumps(request).encode("utf-8")
+        metadata = self.producer.send(self.requests_topic, raw).get(timeout=self.timeout)
+        source = f"{metadata.topic}/{metadata.partition}/{metadata.offset}"
+        return request["uuid"] if isinstance(request, dict) else source, source
+
+    def replies(self, waiting):
+        """Yield ``(key, reply)`` for each awaited key until all came or time ran out.
+
+        ``waiting`` maps uuid -> source; a reply matches by uuid or by source.
+        """
+        by_source = {source: key for key, source in waiting.items()}
+        pending = set(waiting)
+        deadline = time.monotonic() + self.timeout
+        while pending and time.monotonic() < deadline:
+            for records in self.consumer.poll(timeout_ms=200).values():
+                for record in records:
+                    reply = _decode(record.value)
+                    key = reply.get("uuid") if reply.get("uuid") in pending else \
+                        by_source.get(reply.get("message"))
+                    if key in pending:
+                        pending.discard(key)
+                        yield key, reply
+        for key in pending:
+            yield key, None
+
+    def ask(self, request):
+        """Send one request and return its reply, or raise ReplyTimeout."""
+        key, source = self.send(request)
+        for _, reply in self.replies({key: source}):
+            if reply is None:
+                raise ReplyTimeout(f"no reply to {key} within {self.timeout:.0f} s "
+                                   "(are preprocess and monitor running?)")
+            return reply
+        raise ReplyTimeout(f"no reply to {key}")
+
+
+def _decode(raw):
+    try:
+        reply = json.loads(raw)
+    except (ValueError, UnicodeDecodeError):
+        return {}
+    return reply if isinstance(reply, dict) else {}
+
+
+def read_requests(text):
+    """Requests in a file: one JSON value, a JSON array of them, or JSON lines. A line
+    that is not JSON is sent as it is (preprocess will say what is wrong with it)."""
+    try:
+        value = json.loads(text)
+        return value if isinstance(value, list) else [value]
+    except ValueError:
+        return [json.loads(line) if _is_json(line) else line.encode("utf-8")
+                for line in text.splitlines() if line.strip()]
+
+
+def _is_json(line):
+    try:
+        json.loads(line)
+        return True
+    except ValueError:
+        return False
+
+
+# --- printing ----------------------------------------------------------------------------
+
+def describe(reply):
+    """One readable line (or a few) for a reply."""
+    if reply is None:
+        return "no reply (timed out)"
+    if reply.get("status") == "error":
+        field = f" [{reply['field']}]" if reply.get("field") else ""
+        name = reply.get("uuid") or reply.get("crawlid") or reply.get("message")
+        return f"error {name}{field}: {reply.get('error')}"
+    action = reply.get("action")
+    if action == "crawl":
+        return f"accepted crawl {reply.get('crawlid')} ({reply.get('spider_type')})"
+    if action == "info" and "domains" in reply:
+        return (f"crawl {reply.get('crawlid')}: {reply['total_pending']} pending over "
+                f"{reply['total_domains']} domains; done {reply.get('done', 0)}, failed "
+                f"{reply.get('failed', 0)}{', stopped' if reply.get('stopped') else ''}")
+    if action in ("stop", "expired"):
+        total = reply.get("total_purged", reply.get("total_expired"))
+        return f"crawl {reply.get('crawlid', '(all of the app)')} {action}: {total} purged"
+    if reply.get("status") == "ok":
+        return f"{action} {reply.get('domain')}: done ({reply.get('znode')})"
+    return json.dumps(reply, indent=2, sort_keys=True, ensure_ascii=False)
+
+
+def print_reply(reply, as_json, out=sys.stdout):
+    print(json.dumps(reply, sort_keys=True, ensure_ascii=False) if as_json else describe(reply),
+          file=out, flush=True)
+
+
+def submit(client, requests, as_json, out=sys.stdout):
+    """Send every request, then print each reply; exit status 1 if any failed."""
+    waiting = dict(client.send(request) for request in requests)
+    failed = 0
+    for _, reply in client.replies(waiting):
+        print_reply(reply, as_json, out)
+        failed += reply is None or reply.get("status") == "error"
+    return 1 if failed else 0
+
+
+def watch(client, request, every=2.0, out=sys.stderr, as_json=False):
+    """Poll ``info`` until the crawl has nothing pending; a live progress line."""
+    history = []
+    while True:
+        reply = client.ask(dict(request, uuid=uuid_module.uuid4().hex))
+        if reply.get("status") == "error":
+            print_reply(reply, as_json, out)
+            return 1
+        now = time.monotonic()
+        finished = reply.get("done", 0) + reply.get("failed", 0)
+        history = [(at, n) for at, n in history if now - at <= 60] + [(now, finished)]
+        span = history[-1][0] - history[0][0]
+        rate = (history[-1][1] - history[0][1]) / span * 60 if span > 0 else 0.0
+        line = (f"crawl {reply.get('crawlid')}: pending {reply['total_pending']}  done "
+                f"{reply.get('done', 0)}  failed {reply.get('failed', 0)}  "
+                f"{rate:.0f} pages/min")
+        if as_json:
+            print(json.dumps(reply, sort_keys=True), file=out, flush=True)
+        else:
+            print("\r" + line.ljust(79), end="", file=out, flush=True)
+        drained = reply["total_pending"] == 0 and (finished or reply.get("stopped"))
+        if drained:
+            if not as_json:
+                print(file=out)
+            return 0
+        time.sleep(every)

@@ -1,0 +1,1 @@
+"""Monitor: answers stored queries and runs stored commands (``crawlcluster monitor``)."""

@@ -1,0 +1,37 @@
+"""``info``: a crawl's pending tasks per domain and its counts, from maintained counts
+(one read per crawl, however long its queues), in scrapy-cluster's reply shape.
+Without a crawl id (scrapy-cluster only) every crawl of the app is reported."""
+
+from message_processing.monitor.plugins import MonitorPlugin
+from message_processing.replies import reply_to
+
+
+class InfoPlugin(MonitorPlugin):
+    handles = ("info",)
+
+    def answer(self, entry):
+        request = entry["request"]
+        if request.get("crawlid"):
+            return reply_to(request, action="info", **self.crawl_info(request["crawlid"]))
+        crawls = {crawlid: self.crawl_info(crawlid)
+                  for crawlid in self.context.crawls.user_crawls(request["appid"])}
+        domains = {domain for info in crawls.values() for domain in info["domains"]}
+        return reply_to(request, action="info", crawlids=crawls, total_crawlids=len(crawls),
+                        total_domains=len(domains),
+                        total_pending=sum(info["total_pending"] for info in crawls.values()))
+
+    def crawl_info(self, crawlid):
+        progress = self.context.crawls.progress(crawlid)
+        counts = progress["counts"]
+        return {
+            "total_pending": progress["total_pending"],
+            "total_domains": len(progress["pending"]),
+            "domains": {domain: {"total": count} for domain, count in progress["pending"].items()},
+            "queued": counts.get("queued", 0),
+            "done": counts.get("done", 0),
+            "failed": counts.get("failed", 0),
+            "dropped": counts.get("dropped", 0),
+            "purged": counts.get("purged", 0),
+            "stopped": progress["stopped"],
+            "known": self.context.crawls.load(crawlid) is not None,
+        }

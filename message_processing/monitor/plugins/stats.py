@@ -1,0 +1,112 @@
+"""``stats``: rolling counts of preprocess and monitor (total, fail, per plugin),
+status codes per spider type and per machine, module heartbeats, queue sizes,
+nodes and jobs, in scrapy-cluster's reply shape (windows 900 s ... 7 days and
+``lifetime``)."""
+
+from message_processing.monitor.plugins import MonitorPlugin
+from message_processing.replies import reply_to
+
+# scrapy-cluster's module names, and ours
+ALIASES = {"kafka-monitor": "preprocess", "redis-monitor": "monitor"}
+SECTIONS = {"preprocess": ("preprocess",), "monitor": ("monitor",), "spider": ("spiders",),
+            "machine": ("machines",), "crawler": ("spiders", "machines", "nodes"),
+            "queue": ("queues",),
+            "all": ("preprocess", "monitor", "spiders", "machines", "nodes", "queues")}
+SETTING = {"preprocess": "CRAWLCLUSTER_PREPROCESS_PLUGINS",
+           "monitor": "CRAWLCLUSTER_MONITOR_PLUGINS"}
+
+
+class StatsPlugin(MonitorPlugin):
+    handles = ("stats",)
+
+    def answer(self, entry):
+        request = entry["request"]
+        module = ALIASES.get(request["stats"], request["stats"])
+        scrapy_cluster = entry.get("format") == "scrapy-cluster"
+        reply = reply_to(request, stats=request["stats"])
+        for section in SECTIONS[module]:
+            name = section
+            if scrapy_cluster and section in ("preprocess", "monitor"):
+                name = {v: k for k, v in ALIASES.items()}[section]
+            reply[name] = getattr(self, section)()
+        reply["modules"] = self.context.heartbeats.status()
+        return reply
+
+    # --- sections ------------------------------------------------------------------
+
+    def _role(self, role):
+        counts = self.context.window_counts
+        plugins = [path.rsplit(".", 1)[-1]
+                   for path, order in self.context.settings[SETTING[role]].items()
+                   if order is not None]
+        return {"total": counts(f"{role}:total").values(),
+                "fail": counts(f"{role}:fail").values(),
+                "plugins": {name: counts(f"{role}:plugin:{name}").values() for name in plugins},
+                "instances": self.context.heartbeats.status().get(role, {})}
+
+    def preprocess(self):
+        return self._role("preprocess")
+
+    def monitor(self):
+        return self._role("monitor")
+
+    def _status_counts(self, kind):
+        """``{spider type or host: {status: windows}}`` from the crawlers' counters."""
+        prefix = self.context.keys.window_counts(f"{kind}:")
+        found = {}
+        for key in self.context.redis.scan_iter(match=f"{prefix}*", count=1000):
+            who, status = key[len(prefix):].rsplit(":", 1)
+            found.setdefault(who, {})[status] = self.context.window_counts(
+                f"{kind}:{who}:{status}").values()
+        return found
+
+    def spiders(self):
+        jobs = self.context.registry.live_jobs()
+        by_type = {}
+        for info in jobs.values():
+            by_type[info["spider_type"]] = by_type.get(info["spider_type"], 0) + 1
+        spiders = {"unique_spider_count": len(by_type), "total_spider_count": len(jobs)}
+        for spider_type, statuses in self._status_counts("spider").items():
+            spiders[spider_type] = {"count": by_type.get(spider_type, 0), **statuses}
+        for spider_type, count in by_type.items():
+            spiders.setdefault(spider_type, {"count": count})
+        return spiders
+
+    def machines(self):
+        machines = self._status_counts("machine")
+        return {"count": len(machines), **machines}
+
+    def nodes(self):
+        """Live jobs grouped by the host they run on."""
+        nodes = {}
+        for job, info in sorted(self.context.registry.live_jobs().items()):
+            node = nodes.setdefault(info["host"], {"ip": info["ip"], "jobs": {}})
+            node["jobs"][job] = {"spider_type": info["spider_type"],
+                                 "done_last_minutes": None}
+        counts = self.context.registry.done_counts(
+            [job for node in nodes.values() for job in node["jobs"]])
+        for node in nodes.values():
+            for job, info in node["jobs"].items():
+                info["done_last_minutes"] = counts[job]
+        return nodes
+
+    def queues(self):
+        keys, redis = self.context.keys, self.context.redis
+        jobs = redis.zrange(keys.jobs(), 0, -1)
+        pipe = redis.pipeline(transaction=False)
+        pipe.zcard(keys.seeds())
+        pipe.zcard(keys.leases())
+        pipe.zcard(keys.hubs())
+        pipe.zcard(keys.monitor_work())
+        for job in jobs:
+            pipe.smembers(keys.job_domains(job))
+        seeds, leased, hubs, work, *domains = pipe.execute()
+        pipe = redis.pipeline(transaction=False)
+        for job, names in zip(jobs, domains, strict=True):
+            for domain in names:
+                pipe.zcard(keys.queue(job, domain))
+        sizes = iter(pipe.execute())
+        per_job = {job: sum(next(sizes) for _ in names)
+                   for job, names in zip(jobs, domains, strict=True)}
+        return {"seeds": seeds, "leased": leased, "hubs": hubs, "monitor_work": work,
+                "jobs": per_job, "total_queued": seeds + sum(per_job.values())}

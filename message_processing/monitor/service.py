@@ -1,0 +1,162 @@
+"""The monitor role: claim due entries of the work list, answer them, reply on Kafka.
+
+An entry is removed only after its reply is on the replies topic, so a monitor
+killed in between leaves it to be claimed again when its lease runs out (the
+plugins are idempotent: a stop purges nothing the second time, a config write
+sets the same value). Several monitors share the list safely: a claim is one
+Lua call.
+"""
+
+import logging
+import os
+import signal
+import socket
+import threading
+import time
+
+from redis import RedisError
+
+from master.counters import WindowCounts
+from master.crawls import CrawlStore
+from master.frontier import Frontier
+from master.keys import Keys
+from master.registry import Heartbeats, JobRegistry
+from message_processing.plugins import load_plugins, route_table
+from message_processing.replies import encode, reply_to
+from message_processing.worklist import WorkList
+
+logger = logging.getLogger(__name__)
+ROLE = "monitor"
+HEARTBEAT_EVERY = 5.0
+
+
+class Context:
+    """What monitor plugins read and write through."""
+
+    def __init__(self, settings, redis, zookeeper_factory=None):
+        keys = Keys.from_settings(settings)
+        self.settings = settings
+        self.redis = redis
+        self.keys = keys
+        self.crawls = CrawlStore(redis, keys)
+        self.frontier = Frontier.from_settings(redis, settings)
+        self.registry = JobRegistry.from_settings(redis, settings)
+        self.heartbeats = Heartbeats.from_settings(redis, settings)
+        self.worklist = WorkList.from_settings(redis, settings)
+        self._zookeeper_factory = zookeeper_factory
+        self._zookeeper = None
+
+    @property
+    def zookeeper(self):
+        """A ZooKeeper client, connected on first use (only config changes need it)."""
+        if self._zookeeper is None:
+            from settings.clients import zookeeper_client
+
+            factory = self._zookeeper_factory or (lambda: zookeeper_client(self.settings, ROLE))
+            self._zookeeper = factory()
+        return self._zookeeper
+
+    def window_counts(self, name):
+        return WindowCounts(self.redis, self.keys.window_counts(name))
+
+    def close(self):
+        if self._zookeeper is not None:
+            self._zookeeper.stop()
+            self._zookeeper.close()
+
+
+class Monitor:
+    def __init__(self, settings, redis, producer, instance=None, zookeeper_factory=None):
+        self.settings = settings
+        self.redis = redis
+        self.producer = producer
+        self.context = Context(settings, redis, zookeeper_factory)
+        self.plugins = load_plugins(settings["CRAWLCLUSTER_MONITOR_PLUGINS"], self.context)
+        self.routes = route_table(self.plugins)
+        self.replies_topic = settings["CRAWLCLUSTER_KAFKA_REPLIES_TOPIC"]
+        self.sleep = settings.getfloat("CRAWLCLUSTER_MONITOR_SLEEP")
+        self.instance = instance or f"{socket.gethostname()}:{os.getpid()}"
+        self.stopping = threading.Event()
+        self.last_beat = 0.0
+
+    @classmethod
+    def from_settings(cls, settings):
+        from settings.clients import ensure_topics, kafka_producer, redis_client
+
+        redis = redis_client(settings, ROLE)
+        ensure_topics(settings, ROLE)
+        return cls(settings, redis, kafka_producer(settings, ROLE))
+
+    def run(self):
+        signal.signal(signal.SIGTERM, self.stop)
+        signal.signal(signal.SIGINT, self.stop)
+        logger.info("monitor %s: plugins %s; replies on %s", self.instance,
+                    ", ".join(plugin.name for plugin in self.plugins), self.replies_topic)
+        try:
+            while not self.stopping.is_set():
+                try:
+                    answered = self.run_once()
+                except Exception as exc:  # noqa: BLE001 - the monitor outlives any failure
+                    logger.error("monitor round failed, retrying: %s", exc)
+                    answered = 0
+                    self.stopping.wait(1.0)
+                if answered == 0:
+                    self.stopping.wait(self.sleep)
+        finally:
+            self.close()
+
+    def stop(self, *_):
+        self.stopping.set()
+
+    def close(self):
+        try:
+            self.context.heartbeats.stop(ROLE, self.instance)
+        except RedisError as exc:
+            logger.warning("could not clear the heartbeat: %s", exc)
+        self.context.close()
+        self.producer.close()
+
+    def run_once(self, limit=50):
+        """Answer the entries due now; return how many."""
+        self._heartbeat()
+        claimed = self.context.worklist.claim(limit)
+        if not claimed:
+            return 0
+        answers = [(member, *self.answer(entry)) for member, entry in claimed]
+        for _, reply, _ in answers:
+            if reply is not None:
+                self.producer.send(self.replies_topic, encode(reply))
+        self.producer.flush()
+        pipe = self.redis.pipeline(transaction=False)
+        for member, _, plugin_name in answers:
+            pipe.zrem(self.context.keys.monitor_work(), member)
+            self._count(plugin_name, pipe)
+        pipe.execute()
+        return len(answers)
+
+    def answer(self, entry):
+        """``(reply or None, plugin name or None when it failed)``."""
+        plugin = self.routes.get(entry.get("kind"))
+        request = entry.get("request") or {}
+        if plugin is None:
+            logger.error("no monitor plugin for %r (entry %s)", entry.get("kind"), entry.get("id"))
+            return reply_to(request, status="error", error=f"no monitor plugin handles "
+                            f"{entry.get('kind')!r} requests"), None
+        try:
+            return plugin.answer(entry), plugin.name
+        except Exception as exc:
+            logger.exception("%s failed on %s", plugin.name, entry.get("id"))
+            return reply_to(request, status="error",
+                            error=f"{plugin.name} failed: {type(exc).__name__}: {exc}"), None
+
+    def _count(self, plugin_name, pipe):
+        self.context.window_counts(f"{ROLE}:total").increment(1, pipe=pipe)
+        if plugin_name is None:
+            self.context.window_counts(f"{ROLE}:fail").increment(1, pipe=pipe)
+        else:
+            self.context.window_counts(f"{ROLE}:plugin:{plugin_name}").increment(1, pipe=pipe)
+
+    def _heartbeat(self):
+        if time.monotonic() - self.last_beat >= HEARTBEAT_EVERY:
+            self.context.heartbeats.beat(ROLE, self.instance)
+            self.last_beat = time.monotonic()

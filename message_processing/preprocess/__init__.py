@@ -1,0 +1,1 @@
+"""Preprocess: the Kafka intake (``crawlcluster preprocess``)."""

@@ -1,0 +1,33 @@
+"""Preprocess plugins: one module per request kind.
+
+``prepare(kind, request, source)`` runs before any write and may raise
+``RequestError``; it returns a ``Staged``: the Redis writes to queue on the
+partition's transaction, the reply to send (if the plugin acknowledges), and
+idempotent work to do once the transaction is committed. ``kind`` is the
+validated request type (its schema in ``message_processing/schemas/``),
+``source`` names the Kafka message (``topic/partition/offset``).
+"""
+
+from dataclasses import dataclass
+from typing import Any
+
+from message_processing.plugins import Plugin
+
+
+@dataclass
+class Staged:
+    write: Any                 # callable(pipe): queue the writes on the transaction
+    reply: dict | None = None  # sent on the replies topic after the commit
+    seen: tuple | None = None  # (crawl id, URL) to add to the Bloom filter once committed
+
+
+class StoredRequestPlugin(Plugin):
+    """A query or command the monitor answers: stored in its work list as is."""
+
+    def __init__(self, context):
+        self.context = context
+
+    def prepare(self, kind, request, source):
+        entry = {"id": source, "kind": self.handles[0], "request": request,
+                 "format": "scrapy-cluster" if kind.startswith("sc_") else "thesis"}
+        return Staged(write=lambda pipe: self.context.worklist.add(entry, pipe=pipe))

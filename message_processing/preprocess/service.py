@@ -1,0 +1,253 @@
+"""The preprocess role: Kafka requests in, validated, stored in Redis, replies out.
+
+One loop: poll a batch, and for each partition of it
+
+1. decode and validate every message and let its plugin prepare the writes
+   (nothing is written yet; a bad message becomes an error reply);
+2. run one Redis transaction that skips messages at or below the partition's
+   applied offset (a redelivery), queues the writes, the replies (into the
+   partition's outbox), the counters, and the new applied offset: so Redis
+   holds every result exactly once even when Kafka delivers twice;
+3. send the outbox to the replies topic and trim what was sent;
+
+then add the batch's seed URLs to their crawls' Bloom filters and commit the
+offsets to Kafka. A failure before the commit means the batch is delivered
+again, and step 2 makes that harmless. The loop never stops on bad input or a
+server error: it logs, backs off and takes the same batch again.
+"""
+
+import logging
+import os
+import signal
+import socket
+import time
+from dataclasses import dataclass
+from typing import Any
+
+from redis import RedisError
+
+from master.bloom import BloomFilter
+from master.counters import WindowCounts
+from master.crawls import CrawlStore
+from master.frontier import Frontier
+from master.keys import Keys
+from master.registry import Heartbeats
+from message_processing.plugins import load_plugins, route_table
+from message_processing.replies import encode, error_reply, route
+from message_processing.requests import RequestError, decode, validate
+from message_processing.worklist import WorkList
+
+logger = logging.getLogger(__name__)
+ROLE = "preprocess"
+HEARTBEAT_EVERY = 5.0
+
+
+@dataclass
+class Handled:
+    """One Kafka message after step 1."""
+
+    offset: int
+    source: str
+    plugin: Any = None
+    staged: Any = None
+    error: dict | None = None
+
+
+class Context:
+    """What plugins write through."""
+
+    def __init__(self, redis, settings):
+        keys = Keys.from_settings(settings)
+        self.redis = redis
+        self.keys = keys
+        self.crawls = CrawlStore(redis, keys)
+        self.frontier = Frontier.from_settings(redis, settings)
+        self.worklist = WorkList.from_settings(redis, settings)
+        self.bloom = BloomFilter.from_settings(redis, settings)
+
+
+class Preprocess:
+    def __init__(self, settings, redis, consumer, producer, instance=None):
+        self.settings = settings
+        self.redis = redis
+        self.consumer = consumer
+        self.producer = producer
+        self.context = Context(redis, settings)
+        self.keys = self.context.keys
+        self.plugins = load_plugins(settings["CRAWLCLUSTER_PREPROCESS_PLUGINS"], self.context)
+        self.routes = route_table(self.plugins)
+        self.replies_topic = settings["CRAWLCLUSTER_KAFKA_REPLIES_TOPIC"]
+        self.max_bytes = settings.getint("CRAWLCLUSTER_MAX_MESSAGE_BYTES")
+        self.batch = settings.getint("CRAWLCLUSTER_PREPROCESS_BATCH")
+        self.instance = instance or f"{socket.gethostname()}:{os.getpid()}"
+        self.heartbeats = Heartbeats.from_settings(redis, settings)
+        self.running = True
+        self.last_beat = 0.0
+
+    @classmethod
+    def from_settings(cls, settings):
+        from settings.clients import ensure_topics, kafka_consumer, kafka_producer, redis_client
+
+        redis = redis_client(settings, ROLE)
+        ensure_topics(settings, ROLE)
+        consumer = kafka_consumer(settings, ROLE, settings["CRAWLCLUSTER_KAFKA_REQUESTS_TOPIC"])
+        producer = kafka_producer(settings, ROLE)
+        return cls(settings, redis, consumer, producer)
+
+    def counter(self, name):
+        return WindowCounts(self.redis, self.keys.window_counts(f"{ROLE}:{name}"))
+
+    # --- the loop ------------------------------------------------------------------------
+
+    def run(self):
+        signal.signal(signal.SIGTERM, self.stop)
+        signal.signal(signal.SIGINT, self.stop)
+        logger.info("preprocess %s: %s -> Redis, replies on %s; plugins: %s", self.instance,
+                    self.settings["CRAWLCLUSTER_KAFKA_REQUESTS_TOPIC"], self.replies_topic,
+                    ", ".join(plugin.name for plugin in self.plugins))
+        try:
+            while self.running:
+                self.poll_once()
+        finally:
+            self.close()
+
+    def stop(self, *_):
+        self.running = False
+
+    def close(self):
+        try:
+            self.heartbeats.stop(ROLE, self.instance)
+        except RedisError as exc:   # Redis gone at shutdown: nothing left to tell it
+            logger.warning("could not clear the heartbeat: %s", exc)
+        self.consumer.close()
+        self.producer.close()
+
+    def poll_once(self, timeout_ms=500):
+        """Handle one poll's messages; return how many were new to Redis."""
+        self._heartbeat()
+        batches = self.consumer.poll(timeout_ms=timeout_ms, max_records=self.batch)
+        fresh, offsets, seen = 0, {}, []
+        for partition, records in batches.items():
+            try:
+                applied = self.apply(partition, records)
+                self.send_outbox(partition)
+            except Exception as exc:  # noqa: BLE001 - the intake outlives any failure
+                logger.error("partition %s/%d: %s; taking these %d messages again",
+                             partition.topic, partition.partition, exc, len(records))
+                self.consumer.seek(partition, records[0].offset)
+                time.sleep(1.0)
+                continue
+            fresh += len(applied)
+            seen += [h.staged.seen for h in applied if h.staged is not None and h.staged.seen]
+            offsets[partition] = records[-1].offset + 1
+        self._add_seen(seen)
+        self._commit(offsets)
+        return fresh
+
+    def _heartbeat(self):
+        if time.monotonic() - self.last_beat >= HEARTBEAT_EVERY:
+            try:
+                self.heartbeats.beat(ROLE, self.instance)
+                self.last_beat = time.monotonic()
+            except RedisError as exc:
+                logger.error("heartbeat failed: %s", exc)
+
+    # --- step 1: decode, validate, prepare --------------------------------------------------
+
+    def handle(self, record):
+        source = f"{record.topic}/{record.partition}/{record.offset}"
+        message = None
+        try:
+            message = decode(record.value, self.max_bytes)
+            kind, request = validate(message)
+            plugin = self.routes.get(route(kind, request))
+            if plugin is None:
+                raise RequestError(f"no plugin handles {route(kind, request)!r} requests", "type")
+            return Handled(record.offset, source, plugin, plugin.prepare(kind, request, source))
+        except RequestError as exc:
+            logger.warning("refused %s: %s", source, exc)
+            return Handled(record.offset, source, error=error_reply(source, exc, message))
+        except Exception as exc:
+            logger.exception("plugin failed on %s", source)
+            error = RequestError(f"internal error: {type(exc).__name__}: {exc}")
+            return Handled(record.offset, source, error=error_reply(source, error, message))
+
+    # --- step 2: one transaction per partition -----------------------------------------------
+
+    def apply(self, partition, records):
+        """Store the partition's new messages; return the ``Handled`` ones that were new."""
+        handled = [self.handle(record) for record in records]
+        applied_key = self.keys.intake_applied(partition.topic, partition.partition)
+        outbox = self.keys.intake_outbox(partition.topic, partition.partition)
+
+        def transaction(pipe):
+            applied = pipe.get(applied_key)
+            last = int(applied) if applied is not None else -1
+            fresh = [h for h in handled if h.offset > last]
+            pipe.multi()
+            replies = []
+            for h in fresh:
+                if h.error is None:
+                    h.staged.write(pipe)
+                    replies.append(h.staged.reply)
+                else:
+                    replies.append(h.error)
+            replies = [encode(reply) for reply in replies if reply is not None]
+            if replies:
+                pipe.rpush(outbox, *replies)
+            self._count(fresh, pipe)
+            pipe.set(applied_key, records[-1].offset)
+            return fresh
+
+        return self.redis.transaction(transaction, applied_key, value_from_callable=True)
+
+    def _count(self, fresh, pipe):
+        if not fresh:
+            return
+        failed = sum(1 for h in fresh if h.error is not None)
+        self.counter("total").increment(len(fresh), pipe=pipe)
+        if failed:
+            self.counter("fail").increment(failed, pipe=pipe)
+        per_plugin = {}
+        for h in fresh:
+            if h.plugin is not None:
+                per_plugin[h.plugin.name] = per_plugin.get(h.plugin.name, 0) + 1
+        for name, count in per_plugin.items():
+            self.counter(f"plugin:{name}").increment(count, pipe=pipe)
+
+    # --- step 3 and after ---------------------------------------------------------------------
+
+    def send_outbox(self, partition):
+        """Send the partition's stored replies, then trim those sent."""
+        outbox = self.keys.intake_outbox(partition.topic, partition.partition)
+        replies = self.redis.lrange(outbox, 0, -1)
+        if not replies:
+            return
+        for reply in replies:
+            self.producer.send(self.replies_topic, reply.encode("utf-8"))
+        self.producer.flush()
+        self.redis.ltrim(outbox, len(replies), -1)
+
+    def _add_seen(self, seen):
+        if not seen:
+            return
+        try:
+            self.context.bloom.add_many([url for _, url in seen],
+                                        scope=[crawlid for crawlid, _ in seen])
+        except RedisError as exc:
+            # Only an optimisation (a seed fetched once more if a page links to it).
+            logger.warning("could not add %d seed URLs to their filters: %s", len(seen), exc)
+
+    def _commit(self, offsets):
+        from kafka.errors import KafkaError
+        from kafka.structs import OffsetAndMetadata
+
+        if not offsets:
+            return
+        try:
+            self.consumer.commit({partition: OffsetAndMetadata(offset, "", -1)
+                                  for partition, offset in offsets.items()})
+        except KafkaError as exc:
+            # Redelivered to whoever owns the partition now; the applied offset in
+            # Redis makes that a no-op.
+            logger.warning("offset commit failed (messages will be redelivered): %s", exc)
