@@ -24,6 +24,7 @@ import time
 from dataclasses import dataclass
 from typing import Any
 
+from kafka import ConsumerRebalanceListener
 from redis import RedisError
 
 from master.bloom import BloomFilter
@@ -66,6 +67,18 @@ class Context:
         self.bloom = BloomFilter.from_settings(redis, settings)
 
 
+class _LogAssignments(ConsumerRebalanceListener):
+    def on_partitions_revoked(self, revoked):
+        logger.info("partitions revoked: %s", _names(revoked))
+
+    def on_partitions_assigned(self, assigned):
+        logger.info("partitions assigned: %s", _names(assigned))
+
+
+def _names(partitions):
+    return sorted(f"{p.topic}/{p.partition}" for p in partitions)
+
+
 class Preprocess:
     def __init__(self, settings, redis, consumer, producer, instance=None):
         self.settings = settings
@@ -90,7 +103,9 @@ class Preprocess:
 
         redis = redis_client(settings, ROLE)
         ensure_topics(settings, ROLE)
-        consumer = kafka_consumer(settings, ROLE, settings["CRAWLCLUSTER_KAFKA_REQUESTS_TOPIC"])
+        consumer = kafka_consumer(settings, ROLE)
+        consumer.subscribe([settings["CRAWLCLUSTER_KAFKA_REQUESTS_TOPIC"]],
+                           listener=_LogAssignments())
         producer = kafka_producer(settings, ROLE)
         return cls(settings, redis, consumer, producer)
 

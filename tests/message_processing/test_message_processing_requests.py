@@ -5,6 +5,8 @@ import json
 import pytest
 
 from message_processing.requests import RequestError, crawl_config, decode, validate
+from tests.message_processing.samples import MALFORMED as MALFORMED_SAMPLES
+from tests.message_processing.samples import MAX_BYTES
 
 RULE = {"rules": [{"allow": ["/news/"], "fields": {"title": "//h1/text()"}}]}
 VALID = [
@@ -119,4 +121,11 @@ def test_invalid_requests_name_the_field_and_reason(message, field, reason):
     with pytest.raises(RequestError) as caught:
         validate(json.loads(json.dumps(message)))
     assert caught.value.field == field
+    assert reason in caught.value.reason
+
+
+@pytest.mark.parametrize("raw, reason", MALFORMED_SAMPLES)
+def test_every_malformed_sample_is_refused_with_its_reason(raw, reason):
+    with pytest.raises(RequestError) as caught:
+        validate(decode(raw, MAX_BYTES))
     assert reason in caught.value.reason

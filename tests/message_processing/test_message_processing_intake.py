@@ -1,0 +1,240 @@
+"""Preprocess and monitor as real processes against the real Kafka-API broker and Redis."""
+
+import json
+import signal
+import subprocess
+import sys
+import time
+
+import pytest
+
+from manager.localcluster import cluster_env
+from master.counters import WindowCounts
+from master.keys import Keys
+from settings.clients import kafka_consumer, kafka_producer
+from tests.message_processing.samples import MALFORMED, MAX_BYTES, crawl, valid
+
+
+class Role:
+    """``crawlcluster preprocess|monitor`` in a subprocess with the test's settings."""
+
+    def __init__(self, role, settings, log_path, **extra):
+        self.log_path = log_path
+        env = cluster_env(settings, fast=False, CRAWLCLUSTER_MAX_MESSAGE_BYTES=MAX_BYTES,
+                          CRAWLCLUSTER_MONITOR_SLEEP=0.05, **extra)
+        self.log = open(log_path, "w")  # noqa: SIM115 - closed in stop()
+        self.process = subprocess.Popen([sys.executable, "-m", "manager.cli", role], env=env,
+                                        stdout=self.log, stderr=subprocess.STDOUT,
+                                        stdin=subprocess.DEVNULL)
+
+    def alive(self):
+        return self.process.poll() is None
+
+    def text(self):
+        return self.log_path.read_text()
+
+    def stop(self, sig=signal.SIGTERM):
+        if self.alive():
+            self.process.send_signal(sig)
+            self.process.wait(timeout=30)
+        self.log.close()
+
+
+@pytest.fixture
+def roles(test_settings, kafka_topics, tmp_path):
+    started = []
+
+    def start(role, name=None, **extra):
+        started.append(Role(role, test_settings, tmp_path / f"{name or role}.log", **extra))
+        return started[-1]
+
+    yield start
+    for role in started:
+        role.stop()
+
+
+class Wire:
+    """The test's side of Kafka: produce requests, collect every reply."""
+
+    def __init__(self, settings):
+        from kafka import TopicPartition
+
+        self.topic = settings["CRAWLCLUSTER_KAFKA_REQUESTS_TOPIC"]
+        self.producer = kafka_producer(settings, "test")
+        self.consumer = kafka_consumer(settings, "test", group_id=None)
+        replies = settings["CRAWLCLUSTER_KAFKA_REPLIES_TOPIC"]
+        self.consumer.assign([TopicPartition(replies, p)
+                              for p in self.consumer.partitions_for_topic(replies)])
+        self.consumer.seek_to_beginning()
+        self.replies = []
+
+    def send(self, value):
+        raw = json.dumps(value).encode() if isinstance(value, dict) else value
+        key = b"tombstone" if raw is None else None      # Kafka needs a key or a value
+        meta = self.producer.send(self.topic, raw, key=key).get(timeout=30)
+        return f"{meta.topic}/{meta.partition}/{meta.offset}"
+
+    def collect(self, until, timeout=90.0, settle=0.0):
+        """Poll replies until ``until(replies)`` holds (then ``settle`` s more)."""
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline and not until(self.replies):
+            self._poll()
+        end = time.monotonic() + settle
+        while time.monotonic() < end:
+            self._poll()
+        return self.replies
+
+    def _poll(self):
+        for records in self.consumer.poll(timeout_ms=200).values():
+            self.replies += [json.loads(record.value) for record in records]
+
+    def by_uuid(self):
+        found = {}
+        for reply in self.replies:
+            found.setdefault(reply.get("uuid"), []).append(reply)
+        return found
+
+    def close(self):
+        self.producer.close()
+        self.consumer.close()
+
+
+@pytest.fixture
+def wire(test_settings, kafka_topics):
+    client = Wire(test_settings)
+    yield client
+    client.close()
+
+
+def wait_for(condition, timeout=60.0, what="condition"):
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if condition():
+            return
+        time.sleep(0.1)
+    raise AssertionError(f"timed out waiting for {what}")
+
+
+def test_mixed_valid_and_malformed_messages(redis, test_settings, roles, wire):
+    preprocess = roles("preprocess")
+    roles("monitor")
+    keys = Keys.from_settings(test_settings)
+    malformed = MALFORMED * 3                               # 79 kinds, 237 messages
+    valids = [valid(n) for n in range(1000 - len(malformed))]
+    sources = {}
+    for n in range(1000):                                   # interleaved
+        if n % 4 == 0 and malformed:
+            raw, reason = malformed.pop()
+            sources[wire.send(raw)] = reason
+        else:
+            wire.send(valids.pop())
+    assert not malformed and not valids
+    total = 1000
+    wire.collect(lambda replies: len(replies) >= total, timeout=120, settle=2.0)
+    assert preprocess.alive()
+
+    errors = {reply["message"]: reply for reply in wire.replies if reply.get("status") == "error"}
+    assert set(errors) == set(sources)
+    for source, reason in sources.items():
+        assert reason in errors[source]["error"], (source, errors[source])
+
+    uuids = wire.by_uuid()
+    expected = {f"v{n}" for n in range(total - len(sources))}
+    assert set(uuids) - {None} - {r.get("uuid") for r in errors.values()} == expected
+    assert all(len(uuids[uuid]) == 1 for uuid in expected)     # each answered once
+
+    crawls = [n for n in expected if int(n[1:]) % 10 in (0, 1)]
+    assert redis.zcard(keys.seeds()) == len(crawls)            # each seed stored once
+    stored = redis.mget([keys.crawl(f"c{n[1:]}" if int(n[1:]) % 10 == 0 else f"sc{n[1:]}")
+                         for n in crawls])
+    assert all(stored)
+    counts = WindowCounts(redis, keys.window_counts("preprocess:total")).values()
+    fails = WindowCounts(redis, keys.window_counts("preprocess:fail")).values()
+    assert counts["lifetime"] == total and fails["lifetime"] == len(sources)
+
+
+def test_two_instances_share_the_partitions(redis, test_settings, roles, wire):
+    first = roles("preprocess", "first")
+    second = roles("preprocess", "second")
+
+    def assigned(role):
+        lines = [line for line in role.text().splitlines() if "partitions assigned" in line]
+        return lines and "[]" not in lines[-1]
+
+    wait_for(lambda: assigned(first) and assigned(second), 60, "both instances to own partitions")
+    for n in range(400):
+        wire.send(crawl(n, uuid=f"u{n}"))
+    wire.collect(lambda replies: len(replies) >= 400, settle=2.0)
+    assert sorted(wire.by_uuid()) == sorted(f"u{n}" for n in range(400))
+    assert redis.zcard(Keys.from_settings(test_settings).seeds()) == 400
+
+
+def test_sigkill_mid_batch_loses_and_duplicates_nothing(redis, test_settings, roles, wire):
+    keys = Keys.from_settings(test_settings)
+    total = 4000
+    for n in range(total):
+        wire.send(crawl(n, uuid=f"u{n}"))
+    first = roles("preprocess", "first", CRAWLCLUSTER_PREPROCESS_BATCH=50)
+    wait_for(lambda: redis.zcard(keys.seeds()) > 200, 60, "the intake to start")
+    first.stop(signal.SIGKILL)
+    assert redis.zcard(keys.seeds()) < total                  # killed mid-way
+    roles("preprocess", "second")
+    wait_for(lambda: redis.zcard(keys.seeds()) >= total, 120, "every crawl stored")
+    time.sleep(2.0)
+    assert redis.zcard(keys.seeds()) == total
+    assert all(redis.mget([keys.crawl(f"c{n}") for n in range(total)]))
+    wire.collect(lambda replies: len(wire.by_uuid()) >= total, settle=1.0)
+    assert set(wire.by_uuid()) == {f"u{n}" for n in range(total)}
+
+
+def test_scrapy_cluster_examples_and_every_monitor_plugin(redis, test_settings, roles, wire,
+                                                           zookeeper):
+    roles("preprocess")
+    roles("monitor")
+
+    def ask(request):
+        wire.send(request)
+        wire.collect(lambda replies: request["uuid"] in wire.by_uuid())
+        return wire.by_uuid()[request["uuid"]][-1]
+
+    # scrapy-cluster's documented requests, unchanged but for the uuid on the crawl
+    ack = ask({"url": "http://dmoztools.net", "appid": "testapp", "crawlid": "abc123",
+               "uuid": "crawl1"})
+    assert ack["status"] == "accepted" and ack["crawlid"] == "abc123"
+    info = ask({"action": "info", "appid": "testapp", "uuid": "someuuid", "crawlid": "abc123",
+                "spiderid": "link"})
+    for field in ("server_time", "crawlid", "total_pending", "total_domains", "spiderid",
+                  "appid", "domains", "uuid"):
+        assert field in info
+    assert info["total_pending"] == 1 and info["domains"] == {"dmoztools.net": {"total": 1}}
+    app_info = ask({"action": "info", "appid": "testapp", "uuid": "appwide", "spiderid": "link"})
+    assert app_info["crawlids"]["abc123"]["total_pending"] == 1
+    stats = ask({"stats": "kafka-monitor", "appid": "testapp", "uuid": "myuuid"})
+    assert stats["kafka-monitor"]["total"]["lifetime"] >= 3
+    assert {"total", "fail", "plugins"} <= set(stats["kafka-monitor"])
+    assert set(stats["kafka-monitor"]["total"]) == {"900", "3600", "21600", "43200", "86400",
+                                                    "604800", "lifetime"}
+    everything = ask({"stats": "all", "appid": "testapp", "uuid": "all1"})
+    assert {"kafka-monitor", "redis-monitor", "spiders", "machines", "queues"} <= set(everything)
+    assert everything["modules"]["preprocess"] and everything["modules"]["monitor"]
+    assert everything["queues"]["seeds"] == 1
+    zk = ask({"uuid": "abc123", "appid": "madisonTest", "action": "domain-update",
+              "domain": "dmoz.org", "hits": 60, "window": 60, "scale": 0.9})
+    assert zk["status"] == "ok"
+    config = json.loads(zookeeper.get(zk["znode"])[0])
+    assert config["domains"]["dmoz.org"] == {"hits": 60, "window": 60.0, "scale": 0.9}
+    ask({"type": "site_config", "userid": "u", "action": "blacklist", "domain": "spam.com",
+         "uuid": "bl"})
+    assert "spam.com" in json.loads(zookeeper.get(zk["znode"])[0])["blacklist"]
+    stop = ask({"action": "stop", "appid": "testapp", "uuid": "1ist234", "crawlid": "abc123",
+                "spiderid": "link"})
+    assert stop["action"] == "stop" and stop["total_purged"] == 1
+    after = ask({"type": "info", "userid": "u", "crawlid": "abc123", "uuid": "after"})
+    assert after["total_pending"] == 0 and after["stopped"] and after["purged"] == 1
+
+    # expire: a crawl due to expire in 2 s is purged and announced
+    ask(crawl(9, uuid="soon", expires=time.time() + 2))
+    expired = wire.collect(lambda replies: any(r.get("action") == "expired" for r in replies),
+                           timeout=30)
+    [notice] = [r for r in expired if r.get("action") == "expired"]
+    assert notice["crawlid"] == "c9" and notice["total_expired"] == 1 and notice["uuid"] == "soon"
