@@ -58,6 +58,21 @@ def _path(parts, root="rule"):
 
 def validate_rule(spider_type, rule):
     """Return the rule if valid for the spider type, else raise RuleError."""
+    key = (spider_type, json.dumps(rule, sort_keys=True))
+    if key not in _VALID_RULES:
+        _check_rule(spider_type, rule)
+        if len(_VALID_RULES) >= 4096:
+            _VALID_RULES.clear()
+        _VALID_RULES.add(key)
+    return rule
+
+
+# Rules found valid, by spider type and canonical JSON: crawls resubmit the same
+# rules, and compiling every XPath and regex again costs more than the lookup.
+_VALID_RULES = set()
+
+
+def _check_rule(spider_type, rule):
     if spider_type not in SPIDER_TYPES:
         raise RuleError("spider_type", f"unknown spider type {spider_type!r}; "
                                        f"choose from {', '.join(SPIDER_TYPES)}")
@@ -66,7 +81,6 @@ def validate_rule(spider_type, rule):
         raise RuleError(_path(error.absolute_path), error.message)
     for field, kind, expression in _expressions(spider_type, rule):
         _compile(field, kind, expression)
-    return rule
 
 
 def _expressions(spider_type, rule):

@@ -47,21 +47,26 @@ class CrawlStore:
         when given: one transaction); the seed URL goes into the filter so the crawl
         does not fetch it again when a page links back to it."""
         target = pipe if pipe is not None else self.client.pipeline()
-        self.stage(config, frontier, target)
+        sets = {}
+        frontier.push_seeds(self.stage(config, frontier, target, sets), pipe=target)
+        for key, members in sets.items():
+            target.sadd(key, *members)
         if pipe is None:
             target.execute()
         bloom.add_many([config["url"]], scope=config["crawlid"])
 
-    def stage(self, config, frontier, pipe):
-        """Queue the crawl's writes on a transaction: config, user index, seed, hubs."""
+    def stage(self, config, frontier, pipe, sets, seed=None):
+        """Queue the crawl's writes on a transaction (config, hubs), add its user index
+        entry to ``sets`` (key -> members) and return the tasks for seeds: a caller
+        staging many crawls adds the sets and pushes the seeds in one call each."""
         self.save(config, pipe=pipe)
         if config.get("userid"):
-            pipe.sadd(self.keys.user_crawls(config["userid"]), config["crawlid"])
-        seed = self.seed_task(config)
-        frontier.push_seeds([seed], pipe=pipe)
+            sets.setdefault(self.keys.user_crawls(config["userid"]), []).append(config["crawlid"])
+        seed = seed or self.seed_task(config)
         for url in config.get("hubs") or ():
             hub = dict(seed, url=url, domain=domain_of(url), id=f"hub:{url}")
             frontier.add_hub(hub, config.get("hub_span", 3600.0), pipe=pipe)
+        return [seed]
 
     def progress(self, crawlid):
         """A crawl's pending tasks per domain, its counts, whether it was stopped."""

@@ -15,8 +15,9 @@ requests per ``window`` seconds.
 
 import json
 import logging
+import re
 import threading
-from functools import cache
+from functools import cache, lru_cache
 
 from settings.errors import ConfigError
 
@@ -33,9 +34,19 @@ def _extractor():
     return tldextract.TLDExtract(suffix_list_urls=())
 
 
+_NETLOC = re.compile(r"^[A-Za-z][A-Za-z0-9+.-]*://([^/?#]*)")
+
+
 def domain_of(url):
     """The domain a URL is throttled under: its registered domain, else its host."""
-    parts = _extractor()(url)
+    match = _NETLOC.match(url)
+    return _domain_of_netloc(match.group(1) if match else url)
+
+
+@lru_cache(maxsize=65536)
+def _domain_of_netloc(netloc):
+    # tldextract costs ~20 us a call; a crawl sees the same hosts again and again.
+    parts = _extractor()(netloc)
     return parts.top_domain_under_public_suffix or parts.domain
 
 

@@ -21,7 +21,7 @@ import os
 import signal
 import socket
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from kafka import ConsumerRebalanceListener
@@ -52,6 +52,15 @@ class Handled:
     plugin: Any = None
     staged: Any = None
     error: dict | None = None
+
+
+@dataclass
+class Batch:
+    """One partition's transaction as plugins see it."""
+
+    pipe: Any
+    seeds: list = field(default_factory=list)   # seed tasks, pushed in one call
+    sets: dict = field(default_factory=dict)    # set key -> members, one SADD each
 
 
 class Context:
@@ -106,7 +115,8 @@ class Preprocess:
         consumer = kafka_consumer(settings, ROLE)
         consumer.subscribe([settings["CRAWLCLUSTER_KAFKA_REQUESTS_TOPIC"]],
                            listener=_LogAssignments())
-        producer = kafka_producer(settings, ROLE)
+        # Replies go out a poll at a time: bigger producer batches, fewer requests.
+        producer = kafka_producer(settings, ROLE, batch_size=512 * 1024, linger_ms=20)
         return cls(settings, redis, consumer, producer)
 
     def counter(self, name):
@@ -200,21 +210,26 @@ class Preprocess:
             last = int(applied) if applied is not None else -1
             fresh = [h for h in handled if h.offset > last]
             pipe.multi()
+            batch = Batch(pipe)
             replies = []
             for h in fresh:
                 if h.error is None:
-                    h.staged.write(pipe)
+                    h.staged.write(batch)
                     replies.append(h.staged.reply)
                 else:
                     replies.append(h.error)
-            replies = [encode(reply) for reply in replies if reply is not None]
-            if replies:
-                pipe.rpush(outbox, *replies)
+            self.context.frontier.push_seeds(batch.seeds, pipe=pipe)
+            for key, members in batch.sets.items():
+                pipe.sadd(key, *members)
+            encoded = [encode(reply) for reply in replies if reply is not None]
+            if encoded:
+                pipe.rpush(outbox, *encoded)
             self._count(fresh, pipe)
             pipe.set(applied_key, records[-1].offset)
             return fresh
 
-        return self.redis.transaction(transaction, applied_key, value_from_callable=True)
+        fresh = self.redis.transaction(transaction, applied_key, value_from_callable=True)
+        return fresh
 
     def _count(self, fresh, pipe):
         if not fresh:

@@ -1,11 +1,17 @@
 """Preprocess plugins: one module per request kind.
 
 ``prepare(kind, request, source)`` runs before any write and may raise
-``RequestError``; it returns a ``Staged``: the Redis writes to queue on the
-partition's transaction, the reply to send (if the plugin acknowledges), and
-idempotent work to do once the transaction is committed. ``kind`` is the
-validated request type (its schema in ``message_processing/schemas/``),
-``source`` names the Kafka message (``topic/partition/offset``).
+``RequestError``. It returns a ``Staged``:
+
+- ``write(batch)`` queues the Redis writes on the partition's transaction
+  (``batch.pipe``); seed tasks go into ``batch.seeds``, pushed in one call;
+- ``reply``, sent on the replies topic after the commit (if the plugin acks);
+- ``seen``, a URL added to a crawl's Bloom filter once committed (batched over
+  the poll; adding twice is harmless).
+
+``kind`` is the validated request type (its schema in
+``message_processing/schemas/``); ``source`` names the Kafka message
+(``topic/partition/offset``).
 """
 
 from dataclasses import dataclass
@@ -16,7 +22,7 @@ from message_processing.plugins import Plugin
 
 @dataclass
 class Staged:
-    write: Any                 # callable(pipe): queue the writes on the transaction
+    write: Any                 # callable(batch): queue the writes on the transaction
     reply: dict | None = None  # sent on the replies topic after the commit
     seen: tuple | None = None  # (crawl id, URL) to add to the Bloom filter once committed
 
@@ -30,4 +36,4 @@ class StoredRequestPlugin(Plugin):
     def prepare(self, kind, request, source):
         entry = {"id": source, "kind": self.handles[0], "request": request,
                  "format": "scrapy-cluster" if kind.startswith("sc_") else "thesis"}
-        return Staged(write=lambda pipe: self.context.worklist.add(entry, pipe=pipe))
+        return Staged(write=lambda batch: self.context.worklist.add(entry, pipe=batch.pipe))

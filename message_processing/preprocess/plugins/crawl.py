@@ -17,21 +17,22 @@ class CrawlPlugin(Plugin):
     def prepare(self, kind, request, source):
         config = crawl_config(kind, request)
         try:
-            self.context.crawls.seed_task(config)         # names checked before any write
+            seed = self.context.crawls.seed_task(config)  # names checked before any write
         except ValueError as exc:
             raise RequestError(str(exc), "crawlid") from None
         reply = reply_to(request, action="crawl", status="accepted",
                          spider_type=config["spider_type"])
-        return Staged(write=lambda pipe: self._write(config, request, source, pipe),
+        return Staged(write=lambda batch: self._write(config, request, seed, batch),
                       reply=reply, seen=(config["crawlid"], config["url"]))
 
-    def _write(self, config, request, source, pipe):
+    def _write(self, config, request, seed, batch):
         context = self.context
-        context.crawls.stage(config, context.frontier, pipe)
+        batch.seeds += context.crawls.stage(config, context.frontier, batch.pipe, batch.sets,
+                                            seed)
         if config.get("expires"):
             entry = {"id": f"expire:{config['crawlid']}", "kind": "expire",
                      "format": "scrapy-cluster" if "appid" in request else "thesis",
                      "request": {name: request[name] for name in
                                  ("crawlid", "uuid", "appid", "userid", "spiderid")
                                  if name in request}}
-            context.worklist.add(entry, due=config["expires"], pipe=pipe)
+            context.worklist.add(entry, due=config["expires"], pipe=batch.pipe)

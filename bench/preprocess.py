@@ -1,0 +1,199 @@
+"""Intake benchmark: valid crawl requests per second through preprocess into Redis,
+and how long ``info`` takes on a crawl with 100,000 pending tasks.
+
+  python bench/preprocess.py [--messages N]
+
+1. N valid crawl requests (thesis and scrapy-cluster formats, each with a
+   rule) are produced to a fresh topic with 4 partitions, then consumed by
+   the preprocess role (validation, one Redis transaction per partition and
+   poll, acks on the replies topic, offsets committed) until Redis holds every
+   crawl (timed from the first poll that brings messages: the consumer group
+   join before it is a one-time cost, printed apart). The peer, on the same
+   messages from the same broker: the intake the way scrapy-cluster's
+   kafka-monitor does it, one message at a time
+   (``json.loads``, jsonschema validation, one Redis write per message, no
+   replies), reported as ``vs_naive``.
+2. 100,000 tasks of one crawl over 50 domains are queued; an ``info``
+   request is produced to Kafka and the time until its reply arrives (through
+   preprocess and monitor) is measured.
+The last line is one JSON object.
+"""
+
+import argparse
+import json
+import sys
+import threading
+import time
+import uuid
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from bench.common import bench_redis, bench_settings, finish, machine, rate
+from master.frontier import Frontier
+from master.keys import Keys
+from master.tasks import make_task
+from message_processing.client import RequestClient
+from message_processing.monitor.service import Monitor
+from message_processing.preprocess.service import Preprocess
+from message_processing.requests import crawl_config, validate
+from settings.clients import ensure_topics, kafka_admin, kafka_consumer, kafka_producer
+
+RULE = {"rules": [{"allow": ["/news/\\d+"], "deny": ["/login"], "follow": True},
+                  {"allow": ["/article/"], "fields": {"title": "//h1/text()",
+                                                      "body": {"css": "div.content"}}}],
+        "required": ["title"]}
+
+
+def requests(count, run):
+    for n in range(count):
+        if n % 2:
+            yield {"url": f"http://sc{n % 97}.example.org/{n}", "appid": "bench",
+                   "crawlid": f"{run}-sc{n}", "allow_regex": [r".*\.html"], "maxdepth": 2,
+                   "uuid": f"{run}-{n}"}
+        else:
+            yield {"type": "crawl", "userid": "bench", "crawlid": f"{run}-c{n}",
+                   "url": f"http://site{n % 97}.example.com/news/{n}", "spider_type": "universal",
+                   "rule": RULE, "maxdepth": 3, "priority": 60, "uuid": f"{run}-{n}"}
+
+
+def produce(settings, count, run):
+    producer = kafka_producer(settings, "bench", linger_ms=20, batch_size=256 * 1024)
+    topic = settings["CRAWLCLUSTER_KAFKA_REQUESTS_TOPIC"]
+    for request in requests(count, run):
+        producer.send(topic, json.dumps(request).encode())
+    producer.flush()
+    producer.close()
+
+
+def measure_preprocess(settings, client, count):
+    keys = Keys.from_settings(settings)
+    produce(settings, count, "pp")
+    preprocess = Preprocess.from_settings(settings)
+    joined = time.perf_counter()
+    started = None                  # from the poll that first brought messages
+    while started is None or client.zcard(keys.seeds()) < count:
+        before = time.perf_counter()
+        if preprocess.poll_once(timeout_ms=100) and started is None:
+            started = before
+    seconds = time.perf_counter() - started
+    preprocess.close()
+    return seconds, started - joined
+
+
+def measure_naive(settings, client, count):
+    """scrapy-cluster's kafka-monitor loop: a message at a time, jsonschema, one write."""
+    from jsonschema import Draft202012Validator
+
+    from message_processing.requests import SCHEMA_DIR, request_type
+
+    validators = {}
+    keys = Keys.from_settings(settings)
+    consumer = kafka_consumer(settings, "bench", settings["CRAWLCLUSTER_KAFKA_REQUESTS_TOPIC"],
+                              group_id=f"naive-{uuid.uuid4().hex[:6]}")
+    done = 0
+    started = None
+    while done < count:
+        before = time.perf_counter()
+        batches = consumer.poll(timeout_ms=100)
+        if batches and started is None:
+            started = before
+        for records in batches.values():
+            for record in records:
+                message = json.loads(record.value)
+                kind = request_type(message)
+                if kind not in validators:
+                    schema = json.loads((SCHEMA_DIR / f"{kind}.json").read_text())
+                    validators[kind] = Draft202012Validator(schema)
+                validators[kind].validate(message)
+                _, request = validate(message)          # the rule checks
+                config = crawl_config(kind, request)
+                client.zadd(keys.prefix + ":naive", {json.dumps(config): 0})
+                done += 1
+    seconds = time.perf_counter() - started
+    consumer.close()
+    return seconds
+
+
+def measure_info(settings, client, pending):
+    keys = Keys.from_settings(settings)
+    frontier = Frontier.from_settings(client, settings)
+    for start in range(0, pending, 5000):
+        frontier.push_seeds([make_task(f"http://www.site{n % 50}.com/{n}", "big", "universal")
+                             for n in range(start, min(pending, start + 5000))])
+    assert client.hlen(keys.crawl_pending("big")) == 50
+    preprocess = Preprocess.from_settings(settings)
+    monitor = Monitor.from_settings(settings)
+    stop = threading.Event()
+
+    def serve():
+        while not stop.is_set():
+            preprocess.poll_once(timeout_ms=50)
+            monitor.run_once()
+
+    thread = threading.Thread(target=serve, daemon=True)
+    thread.start()
+    asker = RequestClient.from_settings(settings, timeout=30)
+    timings = []
+    for _ in range(5):
+        started = time.perf_counter()
+        reply = asker.ask({"type": "info", "userid": "bench", "crawlid": "big"})
+        timings.append(time.perf_counter() - started)
+        assert reply["total_pending"] == pending, reply
+    stop.set()
+    thread.join()
+    asker.close()
+    preprocess.close()
+    monitor.close()
+    plugin_started = time.perf_counter()
+    monitor.context.crawls.progress("big")
+    return sorted(timings)[len(timings) // 2], time.perf_counter() - plugin_started
+
+
+def fresh_topics(settings):
+    token = uuid.uuid4().hex[:8]
+    settings = settings.copy_with(CRAWLCLUSTER_KAFKA_REQUESTS_TOPIC=f"bench.{token}.requests",
+                                  CRAWLCLUSTER_KAFKA_REPLIES_TOPIC=f"bench.{token}.replies",
+                                  CRAWLCLUSTER_KAFKA_GROUP_ID=f"bench-{token}")
+    ensure_topics(settings, "bench")
+    return settings
+
+
+def drop_topics(settings):
+    admin = kafka_admin(settings, "bench")
+    admin.delete_topics([settings["CRAWLCLUSTER_KAFKA_REQUESTS_TOPIC"],
+                         settings["CRAWLCLUSTER_KAFKA_REPLIES_TOPIC"]])
+    admin.close()
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--messages", type=int, default=20_000)
+    args = parser.parse_args()
+    import logging
+
+    logging.basicConfig(level=logging.WARNING)
+    settings = fresh_topics(bench_settings(("redis", "kafka")))
+    summary = {"machine": machine(), "messages": args.messages}
+    try:
+        with bench_redis(settings) as client:
+            ours, join_seconds = measure_preprocess(settings, client, args.messages)
+            naive = measure_naive(settings, client, args.messages)
+            print(f"preprocess: {args.messages} valid crawl requests in {ours:.2f} s "
+                  f"= {rate(args.messages, ours):,.0f}/s; one-at-a-time intake "
+                  f"{rate(args.messages, naive):,.0f}/s (after the consumer group join, "
+                  f"{join_seconds:.1f} s, which neither count)")
+            info_seconds, plugin_seconds = measure_info(settings, client, 100_000)
+            print(f"info on a crawl with 100,000 pending tasks: {info_seconds * 1000:.1f} ms "
+                  f"through Kafka, preprocess and monitor (the count itself "
+                  f"{plugin_seconds * 1000:.2f} ms)")
+    finally:
+        drop_topics(settings)
+    summary.update(valid_per_s=rate(args.messages, ours), naive_per_s=rate(args.messages, naive),
+                   vs_naive=naive / ours, info_seconds_100k=info_seconds,
+                   info_count_seconds=plugin_seconds)
+    finish(summary)
+
+
+if __name__ == "__main__":
+    main()
