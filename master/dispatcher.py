@@ -16,14 +16,16 @@ call. SIGTERM and SIGINT stop it after the current tick.
 
 import logging
 import math
+import os
 import signal
+import socket
 import threading
 import time
 
 from master.frontier import Frontier
 from master.keys import Keys
 from master.lua import LuaScripts
-from master.registry import JobRegistry
+from master.registry import Heartbeats, JobRegistry
 from master.wrr import WeightedRoundRobin
 
 logger = logging.getLogger(__name__)
@@ -48,6 +50,7 @@ class Dispatcher:
         self.stopping = threading.Event()
         self._window_started = None
         self._window_totals = {}
+        self.heartbeat = None     # callable beating the role's heartbeat (main sets it)
 
     @classmethod
     def from_settings(cls, client, settings, clock=time.time):
@@ -146,8 +149,12 @@ class Dispatcher:
                     self.window, self.headroom, self.batch)
         import redis
 
+        last_beat = 0.0
         while not self.stopping.is_set():
             try:
+                if self.heartbeat and time.monotonic() - last_beat >= 5.0:
+                    self.heartbeat()
+                    last_beat = time.monotonic()
                 moved = self.tick()
             except redis.RedisError as exc:
                 logger.error("Redis error, retrying in %.1f s: %s", self.idle_sleep * 4, exc)
@@ -168,6 +175,9 @@ def main(settings):
 
     client = redis_client(settings, "master")
     dispatcher = Dispatcher.from_settings(client, settings)
+    beats = Heartbeats.from_settings(client, settings)
+    instance = f"{socket.gethostname()}:{os.getpid()}"
+    dispatcher.heartbeat = lambda: beats.beat("master", instance)
     signal.signal(signal.SIGTERM, dispatcher.stop)
     signal.signal(signal.SIGINT, dispatcher.stop)
     dispatcher.run()

@@ -238,3 +238,46 @@ def test_scrapy_cluster_examples_and_every_monitor_plugin(redis, test_settings, 
                            timeout=30)
     [notice] = [r for r in expired if r.get("action") == "expired"]
     assert notice["crawlid"] == "c9" and notice["total_expired"] == 1 and notice["uuid"] == "soon"
+
+
+def run_cli(settings, *args, timeout=60):
+    env = cluster_env(settings, fast=False)
+    return subprocess.run([sys.executable, "-m", "manager.cli", *args, "--timeout", "30"],
+                          env=env, capture_output=True, text=True, timeout=timeout,
+                          stdin=subprocess.DEVNULL)
+
+
+def test_cli_client_submit_info_config_stats_watch_stop(test_settings, roles, tmp_path):
+    roles("preprocess")
+    roles("monitor")
+    requests = tmp_path / "requests.jsonl"
+    requests.write_text("\n".join([json.dumps(crawl(1)), json.dumps(crawl(2, url="ftp://x.com/")),
+                                   "not json"]) + "\n")
+    submitted = run_cli(test_settings, "submit", str(requests))
+    assert submitted.returncode == 1, submitted.stderr               # some were refused
+    lines = sorted(submitted.stdout.splitlines())
+    assert lines[0] == "accepted crawl c1 (universal)"
+    assert "[url]: URL scheme must be http or https, not 'ftp'" in lines[1]
+    assert lines[2].startswith("error ") and "not JSON" in lines[2]
+
+    info = run_cli(test_settings, "info", "--crawlid", "c1")
+    assert info.stdout.strip() == ("crawl c1: 1 pending over 1 domains; done 0, failed 0"), info
+    raw = json.loads(run_cli(test_settings, "info", "--crawlid", "c1", "--json").stdout)
+    assert raw["domains"] == {"site1.com": {"total": 1}}
+    config = run_cli(test_settings, "config", "rate", "site1.com", "--hits", "3")
+    assert config.returncode == 0 and "rate site1.com: done" in config.stdout
+    stats = json.loads(run_cli(test_settings, "stats", "queue", "--json").stdout)
+    assert stats["queues"]["seeds"] == 1
+
+    env = cluster_env(test_settings, fast=False)
+    watcher = subprocess.Popen([sys.executable, "-m", "manager.cli", "watch", "--crawlid", "c1",
+                                "--every", "0.5"], env=env, stdout=subprocess.PIPE,
+                               stderr=subprocess.PIPE, text=True, stdin=subprocess.DEVNULL)
+    time.sleep(3)
+    assert watcher.poll() is None                                     # still pending
+    stopped = run_cli(test_settings, "stop", "--crawlid", "c1")
+    assert stopped.stdout.strip() == "crawl c1 stop: 1 purged"
+    _, progress = watcher.communicate(timeout=30)
+    assert watcher.returncode == 0
+    assert "crawl c1: pending 1  done 0  failed 0" in progress
+    assert "crawl c1: pending 0" in progress
