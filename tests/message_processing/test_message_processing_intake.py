@@ -243,8 +243,8 @@ def test_scrapy_cluster_examples_and_every_monitor_plugin(redis, test_settings, 
 def run_cli(settings, *args, timeout=60):
     env = cluster_env(settings, fast=False)
     return subprocess.run([sys.executable, "-m", "manager.cli", *args, "--timeout", "30"],
-                          env=env, capture_output=True, text=True, timeout=timeout,
-                          stdin=subprocess.DEVNULL)
+                          check=False, env=env, capture_output=True, text=True,
+                          timeout=timeout, stdin=subprocess.DEVNULL)
 
 
 def test_cli_client_submit_info_config_stats_watch_stop(test_settings, roles, tmp_path):
