@@ -16,11 +16,13 @@ and how long ``info`` takes on a crawl with 100,000 pending tasks.
 2. 100,000 tasks of one crawl over 50 domains are queued; an ``info``
    request is produced to Kafka and the time until its reply arrives (through
    preprocess and monitor) is measured.
+Figures are the medians of ``--rounds`` interleaved rounds (default 3).
 The last line is one JSON object.
 """
 
 import argparse
 import json
+import statistics
 import sys
 import threading
 import time
@@ -68,7 +70,6 @@ def produce(settings, count, run):
 
 def measure_preprocess(settings, client, count):
     keys = Keys.from_settings(settings)
-    produce(settings, count, "pp")
     preprocess = Preprocess.from_settings(settings)
     joined = time.perf_counter()
     started = None                  # from the poll that first brought messages
@@ -169,20 +170,33 @@ def drop_topics(settings):
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--messages", type=int, default=20_000)
+    parser.add_argument("--rounds", type=int, default=3)
     args = parser.parse_args()
     import logging
 
     logging.basicConfig(level=logging.WARNING)
     settings = fresh_topics(bench_settings(("redis", "kafka")))
-    summary = {"machine": machine(), "messages": args.messages}
+    summary = {"machine": machine(), "messages": args.messages, "rounds": args.rounds}
+    produce(settings, args.messages, "pp")
+    ours, naive = [], []
     try:
-        with bench_redis(settings) as client:
-            ours, join_seconds = measure_preprocess(settings, client, args.messages)
-            naive = measure_naive(settings, client, args.messages)
-            print(f"preprocess: {args.messages} valid crawl requests in {ours:.2f} s "
-                  f"= {rate(args.messages, ours):,.0f}/s; one-at-a-time intake "
-                  f"{rate(args.messages, naive):,.0f}/s (after the consumer group join, "
+        for round_number in range(args.rounds):
+            # Each round reads the same messages afresh: its own group and key prefix.
+            token = uuid.uuid4().hex[:6]
+            fresh = settings.copy_with(CRAWLCLUSTER_KAFKA_GROUP_ID=f"bench-{token}",
+                                       CRAWLCLUSTER_KEY_PREFIX=f"bench:{token}")
+            with bench_redis(fresh) as client:
+                seconds, join_seconds = measure_preprocess(fresh, client, args.messages)
+                ours.append(seconds)
+                naive.append(measure_naive(fresh, client, args.messages))
+            print(f"round {round_number + 1}: preprocess {rate(args.messages, ours[-1]):,.0f} "
+                  f"valid crawl requests/s, one-at-a-time intake "
+                  f"{rate(args.messages, naive[-1]):,.0f}/s (after the consumer group join, "
                   f"{join_seconds:.1f} s, which neither count)")
+        ours, naive = statistics.median(ours), statistics.median(naive)
+        print(f"median: {rate(args.messages, ours):,.0f}/s, {naive / ours:.2f}x the "
+              f"one-at-a-time intake")
+        with bench_redis(settings) as client:
             info_seconds, plugin_seconds = measure_info(settings, client, 100_000)
             print(f"info on a crawl with 100,000 pending tasks: {info_seconds * 1000:.1f} ms "
                   f"through Kafka, preprocess and monitor (the count itself "

@@ -25,11 +25,6 @@ class CrawlStore:
     def from_settings(cls, client, settings):
         return cls(client, Keys.from_settings(settings))
 
-    def save(self, config, pipe=None):
-        check_name("crawl id", config["crawlid"])
-        target = pipe if pipe is not None else self.client
-        return target.set(self.keys.crawl(config["crawlid"]), json.dumps(config, sort_keys=True))
-
     def load(self, crawlid):
         """The crawl's config (cached in this process once found), or None if unknown."""
         config = self._cache.get(crawlid)
@@ -42,31 +37,28 @@ class CrawlStore:
             config = self._cache[crawlid] = json.loads(raw)
         return config
 
-    def submit(self, config, bloom, frontier, pipe=None):
-        """Store the crawl, index it under its user and queue its seed (on ``pipe``
-        when given: one transaction); the seed URL goes into the filter so the crawl
-        does not fetch it again when a page links back to it."""
-        target = pipe if pipe is not None else self.client.pipeline()
-        sets = {}
-        frontier.push_seeds(self.stage(config, frontier, target, sets), pipe=target)
-        for key, members in sets.items():
-            target.sadd(key, *members)
-        if pipe is None:
-            target.execute()
+    def submit(self, config, bloom, frontier):
+        """Store the crawl, index it under its user and queue its seed in one
+        transaction; the seed URL goes into the filter so the crawl does not fetch it
+        again when a page links back to it."""
+        batch = WriteBatch(self.client.pipeline())
+        self.stage(config, frontier, batch)
+        batch.flush(frontier)
+        batch.pipe.execute()
         bloom.add_many([config["url"]], scope=config["crawlid"])
 
-    def stage(self, config, frontier, pipe, sets, seed=None):
-        """Queue the crawl's writes on a transaction (config, hubs), add its user index
-        entry to ``sets`` (key -> members) and return the tasks for seeds: a caller
-        staging many crawls adds the sets and pushes the seeds in one call each."""
-        self.save(config, pipe=pipe)
+    def stage(self, config, frontier, batch, seed=None):
+        """Add the crawl's writes to ``batch``: config, user index, seed task, hubs."""
+        check_name("crawl id", config["crawlid"])
+        batch.strings[self.keys.crawl(config["crawlid"])] = json.dumps(config, sort_keys=True)
         if config.get("userid"):
-            sets.setdefault(self.keys.user_crawls(config["userid"]), []).append(config["crawlid"])
+            batch.sets.setdefault(self.keys.user_crawls(config["userid"]),
+                                  []).append(config["crawlid"])
         seed = seed or self.seed_task(config)
+        batch.seeds.append(seed)
         for url in config.get("hubs") or ():
             hub = dict(seed, url=url, domain=domain_of(url), id=f"hub:{url}")
-            frontier.add_hub(hub, config.get("hub_span", 3600.0), pipe=pipe)
-        return [seed]
+            frontier.add_hub(hub, config.get("hub_span", 3600.0), pipe=batch.pipe)
 
     def progress(self, crawlid):
         """A crawl's pending tasks per domain, its counts, whether it was stopped."""
@@ -88,3 +80,22 @@ class CrawlStore:
         return make_task(config["url"], config["crawlid"], config["spider_type"],
                          priority=config.get("priority", 0), depth=0,
                          userid=config.get("userid"))
+
+
+class WriteBatch:
+    """Writes of many requests gathered for one transaction: per-request commands go
+    on ``pipe`` as they come; strings, set members and seed tasks are gathered and
+    written with one command each by ``flush`` (fewer commands, same result)."""
+
+    def __init__(self, pipe):
+        self.pipe = pipe
+        self.strings = {}      # key -> value (MSET)
+        self.sets = {}         # key -> members (SADD)
+        self.seeds = []        # tasks (one seeds_push call)
+
+    def flush(self, frontier):
+        if self.strings:
+            self.pipe.mset(self.strings)
+        for key, members in self.sets.items():
+            self.pipe.sadd(key, *members)
+        frontier.push_seeds(self.seeds, pipe=self.pipe)

@@ -21,7 +21,7 @@ import os
 import signal
 import socket
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 from kafka import ConsumerRebalanceListener
@@ -29,7 +29,7 @@ from redis import RedisError
 
 from master.bloom import BloomFilter
 from master.counters import WindowCounts
-from master.crawls import CrawlStore
+from master.crawls import CrawlStore, WriteBatch
 from master.frontier import Frontier
 from master.keys import Keys
 from master.registry import Heartbeats
@@ -52,15 +52,6 @@ class Handled:
     plugin: Any = None
     staged: Any = None
     error: dict | None = None
-
-
-@dataclass
-class Batch:
-    """One partition's transaction as plugins see it."""
-
-    pipe: Any
-    seeds: list = field(default_factory=list)   # seed tasks, pushed in one call
-    sets: dict = field(default_factory=dict)    # set key -> members, one SADD each
 
 
 class Context:
@@ -210,7 +201,7 @@ class Preprocess:
             last = int(applied) if applied is not None else -1
             fresh = [h for h in handled if h.offset > last]
             pipe.multi()
-            batch = Batch(pipe)
+            batch = WriteBatch(pipe)
             replies = []
             for h in fresh:
                 if h.error is None:
@@ -218,9 +209,7 @@ class Preprocess:
                     replies.append(h.staged.reply)
                 else:
                     replies.append(h.error)
-            self.context.frontier.push_seeds(batch.seeds, pipe=pipe)
-            for key, members in batch.sets.items():
-                pipe.sadd(key, *members)
+            batch.flush(self.context.frontier)
             encoded = [encode(reply) for reply in replies if reply is not None]
             if encoded:
                 pipe.rpush(outbox, *encoded)

@@ -3,8 +3,9 @@
 ``prepare(kind, request, source)`` runs before any write and may raise
 ``RequestError``. It returns a ``Staged``:
 
-- ``write(batch)`` queues the Redis writes on the partition's transaction
-  (``batch.pipe``); seed tasks go into ``batch.seeds``, pushed in one call;
+- ``write(batch)`` adds the Redis writes to the partition's transaction, a
+  ``master.crawls.WriteBatch`` (commands on ``batch.pipe``; strings, set
+  members and seed tasks gathered and written with one command each);
 - ``reply``, sent on the replies topic after the commit (if the plugin acks);
 - ``seen``, a URL added to a crawl's Bloom filter once committed (batched over
   the poll; adding twice is harmless).

@@ -27,8 +27,7 @@ class CrawlPlugin(Plugin):
 
     def _write(self, config, request, seed, batch):
         context = self.context
-        batch.seeds += context.crawls.stage(config, context.frontier, batch.pipe, batch.sets,
-                                            seed)
+        context.crawls.stage(config, context.frontier, batch, seed)
         if config.get("expires"):
             entry = {"id": f"expire:{config['crawlid']}", "kind": "expire",
                      "format": "scrapy-cluster" if "appid" in request else "thesis",
