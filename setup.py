@@ -33,6 +33,8 @@ setup(
         "jsonschema>=4.18",  # referencing-based validators (exact errors)
         "fastjsonschema>=2.19",  # compiled validators (fast path for valid input)
         "twisted>=23.10",
+        "scrapyd>=1.6,<1.7",  # the manager is scrapyd, configured (manager/node.py)
+        "setuptools<81",  # scrapyd's runner imports pkg_resources
         "tldextract>=5.0",
     ],
     extras_require={

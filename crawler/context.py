@@ -57,6 +57,7 @@ class JobContext:
         self.spider_type = spider.name
         self.host = socket.gethostname()
         self.ip = node_ip(settings)
+        self.node = settings["CRAWLCLUSTER_NODE_NAME"] or self.host
         self.job = (settings["CRAWLCLUSTER_JOB_ID"] or getattr(spider, "_job", None)
                     or f"{spider.name}-{self.host}-{os.getpid()}")
         self.redis = redis_client(settings, ROLE)

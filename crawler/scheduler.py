@@ -65,7 +65,8 @@ class ClusterScheduler:
     def open(self, spider):
         self.spider = spider
         context = self.context
-        context.registry.register(context.job, context.spider_type, context.host, context.ip)
+        context.registry.register(context.job, context.spider_type, context.host, context.ip,
+                                  node=context.node)
         logger.info("job %s (%s on %s, ip %s) registered", context.job, context.spider_type,
                     context.host, context.ip)
         self.loop = twisted_task.LoopingCall(self.round)
@@ -158,7 +159,7 @@ class ClusterScheduler:
             if not context.registry.heartbeat(context.job):
                 logger.warning("job %s was declared dead; registering again", context.job)
                 context.registry.register(context.job, context.spider_type, context.host,
-                                          context.ip)
+                                          context.ip, node=context.node)
             self.last_beat = now
 
     def _take(self):

@@ -51,6 +51,13 @@ def cmd_master(args, settings):
     return run_dispatcher(settings)
 
 
+def cmd_manager(args, settings):
+    """Run this node's scrapyd-compatible spider manager until SIGTERM/SIGINT."""
+    from manager.node import main as run_manager
+
+    return run_manager(settings)
+
+
 def cmd_preprocess(args, settings):
     """Run the Kafka intake until SIGTERM/SIGINT."""
     from message_processing.preprocess.service import Preprocess
@@ -192,6 +199,9 @@ def build_parser():
         "master", help="run the dispatcher: seeds to job queues by weighted round robin")
     master.set_defaults(func=cmd_master)
 
+    commands.add_parser(
+        "manager", help="run this node's spider manager (scrapyd-compatible API, web UI)"
+    ).set_defaults(func=cmd_manager)
     commands.add_parser(
         "preprocess", help="run the Kafka intake: validate requests, store them in Redis"
     ).set_defaults(func=cmd_preprocess)

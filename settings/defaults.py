@@ -155,6 +155,20 @@ CRAWLCLUSTER_HEARTBEAT_TTL = 30.0
 # Seconds the CLI waits for a reply on the replies topic.
 CRAWLCLUSTER_REPLY_TIMEOUT = 30.0
 
+# --- spider manager (crawlcluster manager) ---------------------------------------
+# Address the manager's scrapyd-compatible API and web UI listen on.
+CRAWLCLUSTER_MANAGER_ADDRESS = "127.0.0.1:6800"
+# HTTP basic auth user for the manager ("" = no authentication; set both).
+CRAWLCLUSTER_MANAGER_USERNAME = ""
+# HTTP basic auth password for the manager.
+CRAWLCLUSTER_MANAGER_PASSWORD = ""
+# Spider processes a manager runs at once (0 = 4 per CPU, as scrapyd).
+CRAWLCLUSTER_MANAGER_MAX_PROC = 0
+# Seconds between the manager's polls of its pending-job queue.
+CRAWLCLUSTER_MANAGER_POLL_INTERVAL = 1.0
+# This node's name in the registry ("" = host name and manager port).
+CRAWLCLUSTER_NODE_NAME = ""
+
 # --- logging -----------------------------------------------------------------
 # Log level of every role (DEBUG, INFO, WARNING, ERROR).
 CRAWLCLUSTER_LOG_LEVEL = "INFO"

@@ -1,0 +1,220 @@
+"""The spider manager of one node (``crawlcluster manager``): scrapyd, configured.
+
+scrapyd 1.6 already is the service this node needs: a Twisted HTTP API whose
+endpoints existing clients and dashboards speak, a SQLite queue of pending
+jobs that survives restarts, a poller, a launcher that caps running processes
+and gives each its job id and log file. Its components are chosen by config,
+so this module only writes that config from our settings and adds what
+scrapyd has no slot for:
+
+* the installed crawler project is served without eggs (scrapyd's
+  ``[settings]`` projects: ``crawlcluster = crawler.settings``);
+* ``manager.web.Root`` (scrapyd's Root plus ``cluster.json`` and the UI) and
+  ``manager.web.Schedule`` (scrapyd's, refusing unsafe names) replace theirs;
+* finished jobs are kept in SQLite too (``SqliteJobStorage``);
+* the node registers itself: an ephemeral znode and a Redis heartbeat.
+
+Spider processes inherit the manager's effective settings through their
+environment, plus ``CRAWLCLUSTER_NODE_NAME``, and register their own jobs
+with the master's job registry (crawler/scheduler.py).
+"""
+
+import json
+import logging
+import os
+import socket
+from pathlib import Path
+
+from master.registry import Heartbeats
+from settings.errors import ConfigError
+
+logger = logging.getLogger(__name__)
+ROLE = "manager"
+PROJECT = "crawlcluster"
+
+
+def listen_address(settings):
+    host, _, port = settings["CRAWLCLUSTER_MANAGER_ADDRESS"].rpartition(":")
+    if not host or not port.isdigit():
+        raise ConfigError(f"CRAWLCLUSTER_MANAGER_ADDRESS must be host:port, "
+                          f"not {settings['CRAWLCLUSTER_MANAGER_ADDRESS']!r}")
+    return host, int(port)
+
+
+def node_name(settings):
+    return settings["CRAWLCLUSTER_NODE_NAME"] or (
+        f"{socket.gethostname()}-{listen_address(settings)[1]}")
+
+
+def state_dir(settings):
+    """This manager's directory: logs, the SQLite job queues, eggs."""
+    path = settings.getpath("CRAWLCLUSTER_STATE_DIR") / f"manager-{node_name(settings)}"
+    path.mkdir(parents=True, exist_ok=True)
+    return path
+
+
+def scrapyd_config(settings):
+    """scrapyd's Config for this node, from our settings only (no scrapyd.conf read)."""
+    from scrapyd.config import Config
+
+    host, port = listen_address(settings)
+    base = state_dir(settings)
+    values = {
+        "bind_address": host,
+        "http_port": str(port),
+        "username": settings["CRAWLCLUSTER_MANAGER_USERNAME"],
+        "password": settings["CRAWLCLUSTER_MANAGER_PASSWORD"],
+        "max_proc": str(settings.getint("CRAWLCLUSTER_MANAGER_MAX_PROC")),
+        "max_proc_per_cpu": "4",
+        "poll_interval": str(settings.getfloat("CRAWLCLUSTER_MANAGER_POLL_INTERVAL")),
+        "logs_dir": str(base / "logs"),
+        "dbs_dir": str(base / "dbs"),
+        "eggs_dir": "eggs",     # relative: the runner in a spider process reads it too
+        "items_dir": "",
+        "jobs_to_keep": "20",
+        "finished_to_keep": "200",
+        "node_name": node_name(settings),
+        "runner": "scrapyd.runner",
+        "application": "scrapyd.app.application",
+        "launcher": "scrapyd.launcher.Launcher",
+        "poller": "scrapyd.poller.QueuePoller",
+        "spiderqueue": "scrapyd.spiderqueue.SqliteSpiderQueue",
+        "jobstorage": "scrapyd.jobstorage.SqliteJobStorage",
+        "eggstorage": "scrapyd.eggstorage.FilesystemEggStorage",
+        "webroot": "manager.web.Root",
+        "prefix_header": "x-forwarded-prefix",
+        "debug": "off",
+    }
+    config = Config(values={})
+    for option, value in values.items():
+        config.cp.set(Config.SECTION, option, value)
+    config.cp.add_section("settings")
+    config.cp.set("settings", PROJECT, "crawler.settings")
+    config.cp.add_section("services")
+    for endpoint, path in SERVICES.items():
+        config.cp.set("services", endpoint, path)
+    return config
+
+
+SERVICES = {
+    "schedule.json": "manager.web.Schedule",
+    "cancel.json": "scrapyd.webservice.Cancel",
+    "status.json": "scrapyd.webservice.Status",
+    "addversion.json": "scrapyd.webservice.AddVersion",
+    "listprojects.json": "scrapyd.webservice.ListProjects",
+    "listversions.json": "scrapyd.webservice.ListVersions",
+    "listspiders.json": "scrapyd.webservice.ListSpiders",
+    "delproject.json": "scrapyd.webservice.DeleteProject",
+    "delversion.json": "scrapyd.webservice.DeleteVersion",
+    "listjobs.json": "scrapyd.webservice.ListJobs",
+    "daemonstatus.json": "scrapyd.webservice.DaemonStatus",
+    "cluster.json": "manager.web.ClusterView",
+}
+
+
+class NodeRegistry:
+    """This node in the cluster view: an ephemeral znode (gone when the manager's
+    ZooKeeper session ends) and a Redis heartbeat (gone after its TTL)."""
+
+    def __init__(self, settings, zookeeper, redis, info):
+        self.zookeeper = zookeeper
+        self.path = nodes_path(settings) + "/" + info["node"]
+        self.info = info
+        self.heartbeats = Heartbeats.from_settings(redis, settings)
+
+    def start(self):
+        from kazoo.exceptions import NodeExistsError
+
+        self.zookeeper.ensure_path(self.path.rsplit("/", 1)[0])
+        data = json.dumps(self.info).encode()
+        try:
+            self.zookeeper.create(self.path, data, ephemeral=True)
+        except NodeExistsError:
+            # A previous manager of this name whose session has not expired yet.
+            self.zookeeper.delete(self.path)
+            self.zookeeper.create(self.path, data, ephemeral=True)
+        self.beat()
+
+    def beat(self):
+        self.heartbeats.beat(ROLE, self.info["node"])
+
+    def stop(self):
+        self.heartbeats.stop(ROLE, self.info["node"])
+        self.zookeeper.delete(self.path)
+
+
+def nodes_path(settings):
+    return settings["CRAWLCLUSTER_ZOOKEEPER_ROOT"].rstrip("/") + "/nodes"
+
+
+def node_info(settings):
+    from crawler.context import node_ip
+
+    host, port = listen_address(settings)
+    return {"node": node_name(settings), "host": socket.gethostname(), "ip": node_ip(settings),
+            "http_port": port, "bind_address": host, "pid": os.getpid(),
+            "max_proc": settings.getint("CRAWLCLUSTER_MANAGER_MAX_PROC") or 4 * os.cpu_count()}
+
+
+def spider_environment(settings):
+    """The environment spider processes start with: exactly the manager's settings."""
+    from manager.localcluster import cluster_env
+
+    return cluster_env(settings, fast=False, CRAWLCLUSTER_NODE_NAME=node_name(settings),
+                       SCRAPY_SETTINGS_MODULE="crawler.settings")
+
+
+def main(settings):
+    """Run the manager until SIGTERM/SIGINT (Twisted's reactor handles both)."""
+    from twisted.application.service import IServiceCollection
+    from twisted.internet import reactor, task
+    from twisted.python import log as twisted_log
+
+    from settings.clients import redis_client, zookeeper_client
+
+    twisted_log.PythonLoggingObserver().start()
+    redis = redis_client(settings, ROLE)
+    zookeeper = zookeeper_client(settings, ROLE)
+    os.environ.clear()
+    os.environ.update(spider_environment(settings))
+    config = scrapyd_config(settings)
+    # scrapyd's runner, in each spider process, reads eggs from ./eggs: the state dir.
+    os.chdir(state_dir(settings))
+    from scrapyd.app import application
+
+    app = application(config)
+    app.crawlcluster = {"settings": settings, "redis": redis, "zookeeper": zookeeper}
+    registry = NodeRegistry(settings, zookeeper, redis, node_info(settings))
+    registry.start()
+    beat = task.LoopingCall(_beat_safely, registry)
+    beat.start(5.0, now=False)
+    services = IServiceCollection(app)
+    services.startService()
+    host, port = listen_address(settings)
+    logger.info("manager %s: scrapyd API and UI on http://%s:%d/ (%s); logs in %s",
+                registry.info["node"], host, port,
+                "basic auth" if settings["CRAWLCLUSTER_MANAGER_USERNAME"] else "no auth",
+                Path(config.get("logs_dir")))
+
+    def shutdown():
+        beat.stop()
+        try:
+            registry.stop()
+        finally:
+            zookeeper.stop()
+            zookeeper.close()
+            redis.close()
+
+    reactor.addSystemEventTrigger("before", "shutdown", services.stopService)
+    reactor.addSystemEventTrigger("after", "shutdown", shutdown)
+    reactor.run()
+    return 0
+
+
+def _beat_safely(registry):
+    import redis
+
+    try:
+        registry.beat()
+    except redis.RedisError as exc:
+        logger.error("manager heartbeat failed: %s", exc)

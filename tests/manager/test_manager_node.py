@@ -1,0 +1,206 @@
+"""The spider manager as a real process: scrapyd's API running real spider processes,
+the node and job registry, basic auth, pending jobs across a restart."""
+
+import base64
+import json
+import signal
+import subprocess
+import sys
+import time
+import urllib.error
+import urllib.parse
+import urllib.request
+
+import pytest
+
+from manager.localcluster import cluster_env
+from manager.services import free_port, port_open
+from master.registry import Heartbeats, JobRegistry
+
+PROJECT = "crawlcluster"
+
+
+class Manager:
+    def __init__(self, settings, tmp_path, **extra):
+        self.port = extra.pop("port", None) or free_port()
+        values = {"CRAWLCLUSTER_MANAGER_ADDRESS": f"127.0.0.1:{self.port}",
+                  "CRAWLCLUSTER_STATE_DIR": str(tmp_path / "state"),
+                  "CRAWLCLUSTER_NODE_NAME": extra.pop("node", f"node-{self.port}"),
+                  "CRAWLCLUSTER_MANAGER_POLL_INTERVAL": 0.5,
+                  "CRAWLCLUSTER_HEARTBEAT_TTL": 3.0, "CRAWLCLUSTER_JOB_HEARTBEAT_TTL": 5.0}
+        self.settings = settings.copy_with(**{**values, **extra})
+        self.auth = None
+        self.log = tmp_path / f"manager-{self.port}.log"
+        self.process = None
+
+    def start(self):
+        env = cluster_env(self.settings, fast=False)
+        with open(self.log, "a") as log:
+            self.process = subprocess.Popen([sys.executable, "-m", "manager.cli", "manager"],
+                                            env=env, stdout=log, stderr=subprocess.STDOUT,
+                                            stdin=subprocess.DEVNULL)
+        deadline = time.monotonic() + 30
+        while not port_open("127.0.0.1", self.port):
+            assert self.process.poll() is None, self.log.read_text()
+            assert time.monotonic() < deadline, "manager did not start"
+            time.sleep(0.1)
+        return self
+
+    def stop(self, sig=signal.SIGTERM):
+        if self.process and self.process.poll() is None:
+            self.process.send_signal(sig)
+            self.process.wait(timeout=30)
+
+    def call(self, endpoint, method="GET", auth=True, **params):
+        data = urllib.parse.urlencode(params, doseq=True)
+        url = f"http://127.0.0.1:{self.port}/{endpoint}"
+        request = urllib.request.Request(url + ("?" + data if method == "GET" and data else ""),
+                                         data=data.encode() if method == "POST" else None,
+                                         method=method)
+        if auth and self.auth:
+            token = base64.b64encode(":".join(self.auth).encode()).decode()
+            request.add_header("Authorization", f"Basic {token}")
+        with urllib.request.urlopen(request, timeout=30) as response:
+            return json.loads(response.read())
+
+    def wait_job(self, jobid, state, timeout=60):
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            jobs = self.call("listjobs.json", project=PROJECT)
+            for job in jobs[state]:
+                if job["id"] == jobid:
+                    return job
+            time.sleep(0.3)
+        raise AssertionError(f"job {jobid} never {state}: {jobs}\n{self.log.read_text()[-3000:]}")
+
+
+@pytest.fixture
+def managers(test_settings, zookeeper, redis, tmp_path):
+    started = []
+
+    def start(**extra):
+        started.append(Manager(test_settings, tmp_path, **extra).start())
+        return started[-1]
+
+    yield start
+    for manager in started:
+        if manager.process.poll() is None:
+            for job in manager.call("listjobs.json")["running"]:
+                manager.call("cancel.json", "POST", project=PROJECT, job=job["id"])
+        manager.stop()
+
+
+def schedule(manager, jobid, spider="universal", **params):
+    reply = manager.call("schedule.json", "POST", project=PROJECT, spider=spider, jobid=jobid,
+                         setting=["CRAWLCLUSTER_IDLE_TIMEOUT=120", "LOG_LEVEL=INFO"], **params)
+    assert reply == {"status": "ok", "jobid": jobid, "node_name": manager.settings[
+        "CRAWLCLUSTER_NODE_NAME"]}, reply
+    return reply
+
+
+def test_schedule_run_cancel_a_real_spider_with_its_log_and_registry(managers, redis):
+    manager = managers()
+    node = manager.settings["CRAWLCLUSTER_NODE_NAME"]
+    assert manager.call("listspiders.json", project=PROJECT)["spiders"] == [
+        "precise", "proxylist", "universal"]
+    schedule(manager, "job-1")
+    running = manager.wait_job("job-1", "running")
+    assert {"id", "project", "spider", "pid", "start_time", "log_url"} <= set(running)
+    registry = JobRegistry.from_settings(redis, manager.settings)
+    deadline = time.monotonic() + 60
+    while "job-1" not in registry.live_jobs() and time.monotonic() < deadline:
+        time.sleep(0.3)
+    cluster = manager.call("cluster.json")
+    assert cluster["nodes"][node]["jobs"]["job-1"]["spider_type"] == "universal"
+    assert cluster["nodes"][node]["http_port"] == manager.port
+    assert cluster["modules"]["manager"][node]["up"]
+    assert manager.call("status.json", job="job-1")["currstate"] == "running"
+
+    cancel = manager.call("cancel.json", "POST", project=PROJECT, job="job-1")
+    assert cancel["status"] == "ok" and cancel["prevstate"] == "running"
+    finished = manager.wait_job("job-1", "finished")
+    assert finished["end_time"] >= finished["start_time"]
+    with urllib.request.urlopen(f"http://127.0.0.1:{manager.port}{finished['log_url']}") as log:
+        text = log.read().decode()
+    assert "Spider opened" in text and "Spider closed" in text
+    assert "job-1" not in manager.call("cluster.json")["nodes"][node]["jobs"]
+    assert "job-1" not in registry.live_jobs()
+
+
+def test_pending_jobs_survive_a_manager_restart(managers):
+    # scrapyd polls its queue when it starts, then every interval: an hour here, so
+    # the jobs stay pending until the restart, which launches one (max_proc 1).
+    manager = managers(CRAWLCLUSTER_MANAGER_POLL_INTERVAL=3600.0, CRAWLCLUSTER_MANAGER_MAX_PROC=1)
+    schedule(manager, "later-1")
+    schedule(manager, "later-2", priority=5)
+    assert manager.call("daemonstatus.json")["pending"] == 2
+    manager.stop()
+    manager.start()
+    manager.wait_job("later-2", "running")                               # the higher priority
+    pending = manager.call("listjobs.json", project=PROJECT)["pending"]
+    assert [job["id"] for job in pending] == ["later-1"]
+
+
+def test_basic_auth_is_enforced(managers):
+    manager = managers(CRAWLCLUSTER_MANAGER_USERNAME="ops", CRAWLCLUSTER_MANAGER_PASSWORD="s3cret")
+    with pytest.raises(urllib.error.HTTPError) as refused:
+        manager.call("daemonstatus.json")
+    assert refused.value.code == 401
+    manager.auth = ("ops", "wrong")
+    with pytest.raises(urllib.error.HTTPError) as refused:
+        manager.call("daemonstatus.json")
+    assert refused.value.code == 401
+    manager.auth = ("ops", "s3cret")
+    assert manager.call("daemonstatus.json")["status"] == "ok"
+
+
+def test_unsafe_names_are_refused(managers):
+    manager = managers()
+    for field, value in (("jobid", "../../etc/x"), ("spider", "a/b"), ("project", "..")):
+        params = {"project": PROJECT, "spider": "universal", "jobid": "ok-1", field: value}
+        reply = manager.call("schedule.json", "POST", **params)
+        assert reply["status"] == "error" and f"{field} '{value}' is not allowed" in \
+            reply["message"]
+
+
+def test_a_dead_manager_leaves_the_registry(managers, zookeeper, redis):
+    manager = managers()
+    node = manager.settings["CRAWLCLUSTER_NODE_NAME"]
+    path = manager.settings["CRAWLCLUSTER_ZOOKEEPER_ROOT"] + "/nodes/" + node
+    assert zookeeper.exists(path)
+    beats = Heartbeats.from_settings(redis, manager.settings)
+    assert beats.status()["manager"][node]["up"]
+    manager.stop(signal.SIGKILL)
+    deadline = time.monotonic() + 40
+    while (zookeeper.exists(path) or beats.status()["manager"][node]["up"]) and \
+            time.monotonic() < deadline:
+        time.sleep(0.5)
+    assert not zookeeper.exists(path)                  # the session ended with the process
+    assert not beats.status()["manager"][node]["up"]   # the heartbeat's TTL ran out
+
+
+def test_response_shapes_match_scrapyd(managers):
+    manager = managers(CRAWLCLUSTER_MANAGER_POLL_INTERVAL=3600.0)
+    node = manager.settings["CRAWLCLUSTER_NODE_NAME"]
+    shapes = {
+        "daemonstatus.json": {"status", "running", "pending", "finished", "node_name"},
+        "listprojects.json": {"status", "projects", "node_name"},
+        "listversions.json": {"status", "versions", "node_name"},
+        "listspiders.json": {"status", "spiders", "node_name"},
+        "listjobs.json": {"status", "pending", "running", "finished", "node_name"},
+    }
+    for endpoint, fields in shapes.items():
+        reply = manager.call(endpoint, project=PROJECT)
+        assert set(reply) == fields and reply["status"] == "ok" and reply["node_name"] == node
+    schedule(manager, "shape-1")
+    assert manager.call("status.json", job="shape-1") == {"status": "ok", "currstate": "pending",
+                                                          "node_name": node}
+    [pending] = manager.call("listjobs.json", project=PROJECT)["pending"]
+    assert set(pending) >= {"id", "project", "spider"}
+    assert manager.call("cancel.json", "POST", project=PROJECT, job="shape-1") == {
+        "status": "ok", "prevstate": "pending", "node_name": node}
+    missing = manager.call("schedule.json", "POST", project="nope", spider="universal")
+    assert missing == {"status": "error", "message": "project 'nope' not found",
+                       "node_name": node}
+    bad_egg = manager.call("addversion.json", "POST", project="p", version="1", egg="not an egg")
+    assert bad_egg["status"] == "error" and bad_egg["message"]
