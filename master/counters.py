@@ -148,3 +148,14 @@ class WindowCounts:
                   for window in self.WINDOWS}
         counts["lifetime"] = int(raw.get("lifetime", 0))
         return counts
+
+
+def grouped_window_counts(client, keys, kind):
+    """``{who: {status: windows}}`` of the ``<kind>:<who>:<status>`` counters (kind is
+    ``spider`` or ``machine``: the crawlers' status codes per spider type or host)."""
+    prefix = keys.window_counts(f"{kind}:")
+    found = {}
+    for key in client.scan_iter(match=f"{prefix}*", count=1000):
+        who, status = key[len(prefix):].rsplit(":", 1)
+        found.setdefault(who, {})[status] = WindowCounts(client, key).values()
+    return found

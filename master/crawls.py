@@ -8,6 +8,7 @@ makes harmless for its links.
 """
 
 import json
+import time
 
 from master.keys import Keys
 from master.siteconfig import domain_of
@@ -51,6 +52,7 @@ class CrawlStore:
         """Add the crawl's writes to ``batch``: config, user index, seed task, hubs."""
         check_name("crawl id", config["crawlid"])
         batch.strings[self.keys.crawl(config["crawlid"])] = json.dumps(config, sort_keys=True)
+        batch.index[config["crawlid"]] = time.time()
         if config.get("userid"):
             batch.sets.setdefault(self.keys.user_crawls(config["userid"]),
                                   []).append(config["crawlid"])
@@ -75,6 +77,10 @@ class CrawlStore:
     def user_crawls(self, userid):
         return sorted(self.client.smembers(self.keys.user_crawls(userid)))
 
+    def recent_crawls(self, limit=50):
+        """The crawl ids submitted last, newest first."""
+        return self.client.zrevrange(self.keys.crawls(), 0, limit - 1)
+
     def seed_task(self, config):
         """The crawl's first task (depth 0) for its ``url``."""
         return make_task(config["url"], config["crawlid"], config["spider_type"],
@@ -92,10 +98,13 @@ class WriteBatch:
         self.strings = {}      # key -> value (MSET)
         self.sets = {}         # key -> members (SADD)
         self.seeds = []        # tasks (one seeds_push call)
+        self.index = {}        # crawl id -> submitted at (one ZADD to the crawl index)
 
     def flush(self, frontier):
         if self.strings:
             self.pipe.mset(self.strings)
+        if self.index:
+            self.pipe.zadd(frontier.keys.crawls(), self.index)
         for key, members in self.sets.items():
             self.pipe.sadd(key, *members)
         frontier.push_seeds(self.seeds, pipe=self.pipe)

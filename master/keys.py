@@ -103,6 +103,10 @@ class Keys:
         """``crawl_<kind>(crawlid)`` as a Lua string.format template (crawlid)."""
         return getattr(self, f"crawl_{kind}")("%s")
 
+    def crawls(self):
+        """zset crawl id -> when it was (last) submitted: every crawl."""
+        return f"{self.tag}:crawls"
+
     def user_crawls(self, userid):
         """set of the crawl ids a user (scrapy-cluster: appid) submitted."""
         return f"{self.tag}:user:{userid}:crawls"

@@ -134,3 +134,12 @@ class Heartbeats:
             status.setdefault(role, {})[instance] = {
                 "up": bool(alive), "last_beat": round(self.clock() - at, 1)}
         return status
+
+
+def finished_last_minute(client, keys, jobs, clock=time.time):
+    """``{job: tasks finished in the last 60 s}`` from the jobs' done counters."""
+    pipe = client.pipeline(transaction=False)
+    since = clock() - 60
+    for job in jobs:
+        pipe.zcount(keys.rolling_counter(keys.job_done(job)), f"({since!r}", "+inf")
+    return dict(zip(jobs, pipe.execute(), strict=True))

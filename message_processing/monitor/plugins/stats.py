@@ -3,6 +3,7 @@ status codes per spider type and per machine, module heartbeats, queue sizes,
 nodes and jobs, in scrapy-cluster's reply shape (windows 900 s ... 7 days and
 ``lifetime``)."""
 
+from master.counters import grouped_window_counts
 from message_processing.monitor.plugins import MonitorPlugin
 from message_processing.replies import reply_to
 
@@ -51,14 +52,7 @@ class StatsPlugin(MonitorPlugin):
         return self._role("monitor")
 
     def _status_counts(self, kind):
-        """``{spider type or host: {status: windows}}`` from the crawlers' counters."""
-        prefix = self.context.keys.window_counts(f"{kind}:")
-        found = {}
-        for key in self.context.redis.scan_iter(match=f"{prefix}*", count=1000):
-            who, status = key[len(prefix):].rsplit(":", 1)
-            found.setdefault(who, {})[status] = self.context.window_counts(
-                f"{kind}:{who}:{status}").values()
-        return found
+        return grouped_window_counts(self.context.redis, self.context.keys, kind)
 
     def spiders(self):
         jobs = self.context.registry.live_jobs()

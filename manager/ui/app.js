@@ -1,0 +1,310 @@
+// crawlcluster web UI: three pages over the manager's JSON endpoints.
+"use strict";
+
+const $ = (selector, root = document) => root.querySelector(selector);
+const PROJECT = "crawlcluster";
+
+async function getJSON(url) {
+  const response = await fetch(url, { credentials: "same-origin" });
+  return response.json();
+}
+
+async function postForm(url, fields) {
+  const body = new URLSearchParams();
+  for (const [key, value] of fields) body.append(key, value);
+  const response = await fetch(url, { method: "POST", body, credentials: "same-origin" });
+  return response.json();
+}
+
+async function postJSON(url, data) {
+  const response = await fetch(url, {
+    method: "POST", body: JSON.stringify(data), credentials: "same-origin",
+    headers: { "Content-Type": "application/json" },
+  });
+  return response.json();
+}
+
+function cell(row, text) {
+  const td = document.createElement("td");
+  if (text instanceof Node) td.append(text); else td.textContent = text;
+  row.append(td);
+  return td;
+}
+
+function fillTable(table, rows) {
+  const body = $("tbody", table);
+  body.replaceChildren();
+  for (const values of rows) {
+    const row = document.createElement("tr");
+    values.forEach((value) => cell(row, value));
+    body.append(row);
+  }
+}
+
+function showResult(element, ok, text) {
+  element.className = "result " + (ok ? "ok" : "error");
+  element.textContent = text;
+}
+
+// --- pages ---------------------------------------------------------------------------
+
+const pages = { submit: null, spiders: refreshJobs, status: refreshStatus };
+let timer = null;
+
+function showPage() {
+  const name = (location.hash || "#submit").slice(1);
+  const page = name in pages ? name : "submit";
+  document.querySelectorAll(".page").forEach((el) => el.classList.toggle("active", el.id === "page-" + page));
+  document.querySelectorAll("nav a").forEach((el) => el.classList.toggle("active", el.dataset.page === page));
+  clearInterval(timer);
+  if (pages[page]) {
+    pages[page]();
+    timer = setInterval(pages[page], 2000);
+  }
+}
+
+// --- Submit ------------------------------------------------------------------------------
+
+function crawlRequest(form) {
+  const data = new FormData(form);
+  const request = {
+    type: "crawl", url: data.get("url"), crawlid: data.get("crawlid"), userid: data.get("userid"),
+    spider_type: data.get("spider_type"), maxdepth: Number(data.get("maxdepth")),
+    priority: Number(data.get("priority")),
+  };
+  try {
+    request.rule = JSON.parse(data.get("rule"));
+  } catch (error) {
+    throw { field: "rule", error: "not JSON: " + error.message };
+  }
+  if (data.get("cookie")) request.cookie = data.get("cookie");
+  if (data.get("expires")) request.expires = Math.floor(new Date(data.get("expires")).getTime() / 1000);
+  return request;
+}
+
+function showFieldErrors(form, field, message) {
+  form.querySelectorAll(".field-error").forEach((el) => { el.textContent = ""; });
+  form.querySelectorAll(".invalid").forEach((el) => el.classList.remove("invalid"));
+  if (!message) return;
+  const name = (field || "").split(/[.[]/)[0];
+  const slot = form.querySelector(`.field-error[data-for="${name}"]`) || $("#submit-result");
+  slot.textContent = (field ? field + ": " : "") + message;
+  const input = form.elements[name];
+  if (input) input.classList.add("invalid");
+}
+
+async function checkForm(form) {
+  let request;
+  try {
+    request = crawlRequest(form);
+  } catch (problem) {
+    showFieldErrors(form, problem.field, problem.error);
+    return null;
+  }
+  const verdict = await postJSON("../validate.json", request);
+  showFieldErrors(form, verdict.field, verdict.valid ? "" : verdict.error);
+  return verdict.valid ? request : null;
+}
+
+function setUpSubmit() {
+  const form = $("#crawl-form");
+  let pending = null;
+  form.addEventListener("input", () => {
+    clearTimeout(pending);
+    pending = setTimeout(() => checkForm(form), 400);
+  });
+  form.addEventListener("submit", async (event) => {
+    event.preventDefault();
+    const result = $("#submit-result");
+    const request = await checkForm(form);
+    if (!request) {
+      showResult(result, false, "Fix the fields marked in red.");
+      return;
+    }
+    showResult(result, true, "Sending through Kafka...");
+    const answer = await postJSON("../submit.json", request);
+    const reply = answer.reply || {};
+    if (answer.status !== "ok" || reply.status === "error") {
+      showFieldErrors(form, reply.field, reply.error);
+      showResult(result, false, "Refused: " + (reply.error || answer.message));
+    } else {
+      showResult(result, true, `Accepted crawl ${reply.crawlid} (${reply.spider_type}); uuid ${reply.uuid}`);
+    }
+  });
+}
+
+// --- Spiders -----------------------------------------------------------------------------
+
+let nodes = {};
+
+function nodeURL(node) {
+  const host = !node.bind_address || node.bind_address === "0.0.0.0" ? location.hostname : node.bind_address;
+  return `${location.protocol}//${host}:${node.http_port}/`;
+}
+
+function runtime(job) {
+  if (!job.start_time) return "";
+  const start = new Date(job.start_time.replace(" ", "T"));
+  const end = job.end_time ? new Date(job.end_time.replace(" ", "T")) : new Date();
+  return Math.max(0, Math.round((end - start) / 1000)) + " s";
+}
+
+async function refreshJobs() {
+  const cluster = await getJSON("../cluster.json");
+  nodes = Object.fromEntries(Object.entries(cluster.nodes).filter(([, node]) => node.http_port));
+  const select = $("#start-form select[name=node]");
+  const chosen = select.value;
+  select.replaceChildren(...Object.keys(nodes).map((name) => new Option(name, name)));
+  if (chosen in nodes) select.value = chosen;
+  const rows = [];
+  for (const [name, node] of Object.entries(nodes)) {
+    const base = nodeURL(node);
+    let jobs;
+    try {
+      jobs = await getJSON(base + "listjobs.json?project=" + PROJECT);
+    } catch (error) {
+      rows.push([name, "(unreachable)", "", "", "", "", ""]);
+      continue;
+    }
+    for (const state of ["pending", "running", "finished"]) {
+      for (const job of jobs[state] || []) {
+        const log = document.createElement("a");
+        if (job.log_url) { log.href = base + job.log_url.replace(/^\//, ""); log.textContent = "log"; }
+        let action = "";
+        if (state !== "finished") {
+          action = document.createElement("button");
+          action.className = "stop";
+          action.textContent = "Stop";
+          action.dataset.job = job.id;
+          action.onclick = async () => {
+            await postForm(base + "cancel.json", [["project", PROJECT], ["job", job.id]]);
+            refreshJobs();
+          };
+        }
+        rows.push([name, job.id, job.spider, state, runtime(job), log, action]);
+      }
+    }
+  }
+  fillTable($("#jobs"), rows);
+  const body = $("#jobs tbody");
+  body.querySelectorAll("tr").forEach((row) => { row.dataset.job = row.children[1].textContent; row.dataset.state = row.children[3].textContent; });
+}
+
+function setUpSpiders() {
+  $("#start-form").addEventListener("submit", async (event) => {
+    event.preventDefault();
+    const data = new FormData(event.target);
+    const node = nodes[data.get("node")];
+    const result = $("#start-result");
+    if (!node) { showResult(result, false, "No node registered."); return; }
+    const fields = [["project", PROJECT], ["spider", data.get("spider")], ["priority", data.get("priority") || "0"]];
+    for (const pair of (data.get("args") || "").split(",")) {
+      const [key, ...rest] = pair.split("=");
+      if (key.trim()) fields.push([key.trim(), rest.join("=").trim()]);
+    }
+    const reply = await postForm(nodeURL(node) + "schedule.json", fields);
+    showResult(result, reply.status === "ok", reply.status === "ok"
+      ? `Scheduled job ${reply.jobid} on ${reply.node_name}` : "Refused: " + reply.message);
+    refreshJobs();
+  });
+}
+
+// --- Status ------------------------------------------------------------------------------
+
+const history = {};   // node -> [pages per minute, ...] (last 60 samples)
+const COLORS = ["#3b5bdb", "#2b8a3e", "#e8590c", "#9c36b5", "#c92a2a", "#0b7285"];
+
+function drawLines(canvas, series) {
+  const context = canvas.getContext("2d");
+  const { width, height } = canvas;
+  context.clearRect(0, 0, width, height);
+  const values = Object.values(series).flat();
+  const top = Math.max(10, ...values);
+  context.fillStyle = "#556";
+  context.font = "12px sans-serif";
+  context.fillText(top.toFixed(0) + " pages/min", 6, 14);
+  Object.entries(series).forEach(([name, points], index) => {
+    context.strokeStyle = COLORS[index % COLORS.length];
+    context.lineWidth = 2;
+    context.beginPath();
+    points.forEach((value, i) => {
+      const x = (i / 59) * (width - 10) + 5;
+      const y = height - 5 - (value / top) * (height - 25);
+      if (i === 0) context.moveTo(x, y); else context.lineTo(x, y);
+    });
+    context.stroke();
+    context.fillStyle = context.strokeStyle;
+    points.forEach((value, i) => {    // a dot per sample: one sample shows too
+      const x = (i / 59) * (width - 10) + 5;
+      const y = height - 5 - (value / top) * (height - 25);
+      context.fillRect(x - 2, y - 2, 4, 4);
+    });
+    context.fillText(name, width - 150, 16 + index * 14);
+  });
+}
+
+function drawBars(canvas, counts) {
+  const context = canvas.getContext("2d");
+  const { width, height } = canvas;
+  context.clearRect(0, 0, width, height);
+  const entries = Object.entries(counts);
+  const top = Math.max(1, ...entries.map(([, value]) => value));
+  const slot = (width - 20) / Math.max(entries.length, 1);
+  context.font = "12px sans-serif";
+  entries.forEach(([code, value], index) => {
+    const barHeight = (value / top) * (height - 40);
+    context.fillStyle = code.startsWith("2") ? "#2b8a3e" : code.startsWith("3") ? "#3b5bdb" : "#c92a2a";
+    context.fillRect(10 + index * slot + 4, height - 20 - barHeight, slot - 8, barHeight);
+    context.fillStyle = "#334";
+    context.fillText(`${code}: ${value}`, 10 + index * slot + 4, height - 5);
+  });
+}
+
+async function refreshStatus() {
+  const overview = await getJSON("../overview.json");
+  const nodeRows = [];
+  for (const [name, node] of Object.entries(overview.nodes)) {
+    history[name] = (history[name] || []).concat([node.pages_per_min]).slice(-60);
+    nodeRows.push([name, node.jobs, node.pages_per_min]);
+  }
+  fillTable($("#nodes"), nodeRows);
+  drawLines($("#pages-chart"), history);
+  const crawlRows = [];
+  for (const [crawlid, progress] of Object.entries(overview.crawls)) {
+    const counts = progress.counts || {};
+    const domains = Object.entries(progress.pending);
+    if (!domains.length) crawlRows.push([crawlid, "(none pending)", 0, counts.done || 0, counts.failed || 0]);
+    for (const [domain, pending] of domains) {
+      crawlRows.push([crawlid, domain, pending, counts.done || 0, counts.failed || 0]);
+    }
+  }
+  fillTable($("#crawls"), crawlRows);
+  const codes = {};
+  for (const statuses of Object.values(overview.status_codes)) {
+    for (const [code, windows] of Object.entries(statuses)) codes[code] = (codes[code] || 0) + windows["900"];
+  }
+  drawBars($("#codes-chart"), codes);
+  const moduleRows = [];
+  for (const [role, instances] of Object.entries(overview.modules)) {
+    for (const [instance, beat] of Object.entries(instances)) {
+      const state = document.createElement("span");
+      state.className = beat.up ? "up" : "down";
+      state.textContent = beat.up ? "up" : "down";
+      moduleRows.push([role, instance, state, beat.last_beat + " s ago"]);
+    }
+  }
+  fillTable($("#modules"), moduleRows);
+}
+
+// --- start ---------------------------------------------------------------------------------
+
+async function start() {
+  const status = await getJSON("../daemonstatus.json");
+  $("#node-name").textContent = "node " + status.node_name;
+  setUpSubmit();
+  setUpSpiders();
+  window.addEventListener("hashchange", showPage);
+  showPage();
+}
+
+start();

@@ -1,0 +1,93 @@
+"""The web UI in headless Chromium against a real local cluster: submit a crawl through
+the form, start a spider, see it running, see pages per minute, stop it."""
+
+import json
+import re
+import shutil
+
+import pytest
+
+from tests.crawler.test_crawler_crawl import UNIVERSAL_RULE
+from tests.manager.test_manager_node import PROJECT, Manager
+from tests.message_processing.test_message_processing_intake import Role
+
+CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
+FAST = {"CRAWLCLUSTER_THROTTLE_HITS": 100000, "CRAWLCLUSTER_THROTTLE_WINDOW": 1.0,
+        "CRAWLCLUSTER_DISPATCH_WINDOW": 1.0, "CRAWLCLUSTER_DISPATCH_HEADROOM": 100.0,
+        "CRAWLCLUSTER_DISPATCH_DEFAULT_WEIGHT": 600000}
+
+
+@pytest.fixture
+def browser():
+    from playwright.sync_api import sync_playwright
+
+    assert shutil.which(CHROMIUM), "the UI test needs Debian's chromium (apt-get install chromium)"
+    with sync_playwright() as playwright:
+        chromium = playwright.chromium.launch(executable_path=CHROMIUM,
+                                              args=["--no-sandbox", "--disable-gpu"])
+        yield chromium
+        chromium.close()
+
+
+@pytest.fixture
+def cluster(test_settings, kafka_topics, zookeeper, redis, mongo_db, static_site, tmp_path):
+    settings = test_settings.copy_with(**FAST)
+    roles = [Role(name, settings, tmp_path / f"{name}.log")
+             for name in ("preprocess", "monitor", "master")]
+    manager = Manager(settings, tmp_path, node="ui-node").start()
+    yield manager
+    if manager.process.poll() is None:
+        for job in manager.call("listjobs.json")["running"]:
+            manager.call("cancel.json", "POST", project=PROJECT, job=job["id"])
+    manager.stop()
+    for role in roles:
+        role.stop()
+
+
+def test_submit_start_watch_and_stop_in_a_browser(cluster, browser, static_site, tmp_path):
+    manifest, _ = static_site
+    page = browser.new_page(viewport={"width": 1100, "height": 900})
+    page.goto(f"http://127.0.0.1:{cluster.port}/ui/#submit")
+    page.wait_for_selector("#node-name:has-text('ui-node')")
+
+    # Submit: a bad rule is caught inline, the fixed one is acknowledged through Kafka.
+    page.fill("input[name=url]", manifest["start_url"])
+    page.fill("input[name=crawlid]", "ui-crawl")
+    page.fill("textarea[name=rule]", json.dumps({"rules": [{"allow": ["(unclosed"]}]}))
+    page.wait_for_selector(".field-error[data-for=rule]:has-text('invalid regex')")
+    page.fill("textarea[name=rule]", json.dumps(UNIVERSAL_RULE))
+    page.wait_for_selector(".field-error[data-for=rule]:empty", state="attached")
+    page.click("#crawl-form button[type=submit]")
+    page.wait_for_selector("#submit-result.ok:has-text('Accepted crawl ui-crawl')", timeout=60000)
+    page.screenshot(path=str(tmp_path / "submit.png"), full_page=True)
+
+    # Spiders: start one on the node, see it running.
+    page.click("nav a[data-page=spiders]")
+    page.wait_for_selector("#start-form select[name=node] option[value=ui-node]", state="attached")
+    page.click("#start-form button[type=submit]")
+    page.wait_for_selector("#start-result.ok:has-text('Scheduled job')")
+    jobid = re.search(r"Scheduled job (\S+)", page.inner_text("#start-result")).group(1)
+    page.wait_for_selector(f"#jobs tr[data-job='{jobid}'][data-state=running]", timeout=60000)
+    page.screenshot(path=str(tmp_path / "spiders.png"), full_page=True)
+
+    # Status: the node's pages per minute go above zero while it crawls.
+    page.click("nav a[data-page=status]")
+    page.wait_for_function("""() => [...document.querySelectorAll('#nodes tbody tr')]
+        .some(row => row.children[0].textContent === 'ui-node'
+                     && Number(row.children[2].textContent) > 0)""", timeout=90000)
+    page.wait_for_selector("#crawls tbody tr td:has-text('ui-crawl')")
+    page.wait_for_selector("#modules tbody tr td:has-text('manager')")
+    page.screenshot(path=str(tmp_path / "status.png"), full_page=True)
+
+    # Spiders: stop it; it shows as finished.
+    page.click("nav a[data-page=spiders]")
+    page.click(f"#jobs tr[data-job='{jobid}'] button.stop")
+    page.wait_for_selector(f"#jobs tr[data-job='{jobid}'][data-state=finished]", timeout=60000)
+
+    # A narrow window keeps every page usable.
+    page.set_viewport_size({"width": 380, "height": 800})
+    for name in ("submit", "spiders", "status"):
+        page.click(f"nav a[data-page={name}]")
+        assert page.is_visible(f"#page-{name}")
+    for name in ("submit", "spiders", "status"):
+        assert (tmp_path / f"{name}.png").stat().st_size > 10_000
