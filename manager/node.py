@@ -111,6 +111,7 @@ SERVICES = {
     "cluster.json": "manager.web.ClusterView",
     "overview.json": "manager.web.Overview",
     "validate.json": "manager.web.Validate",
+    "crawl.json": "manager.web.CrawlControl",
 }
 
 

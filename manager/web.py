@@ -17,13 +17,14 @@ from pathlib import Path
 
 from scrapyd import website
 from scrapyd.webservice import Schedule as ScrapydSchedule
-from scrapyd.webservice import WsResource
+from scrapyd.webservice import WsResource, param
 from twisted.internet import threads
 from twisted.web import error, http, resource, server, static
 
 from manager.node import nodes_path
 from master.counters import grouped_window_counts
 from master.crawls import CrawlStore
+from master.frontier import Frontier
 from master.keys import Keys
 from master.registry import Heartbeats, JobRegistry, finished_last_minute
 from message_processing.requests import RequestError, decode, validate
@@ -153,3 +154,23 @@ class Submit(resource.Resource):
         txrequest.setHeader("Content-Type", "application/json")
         txrequest.write(json.dumps(data).encode())
         txrequest.finish()
+
+
+class CrawlControl(WsResource):
+    """Pause or resume a crawl (``POST crawlid=...&action=pause|resume``)."""
+
+    @param("crawlid")
+    @param("action")
+    def render_POST(self, txrequest, crawlid, action):
+        if action not in ("pause", "resume"):
+            raise error.Error(code=http.OK, message=b"action must be pause or resume")
+        if not _NAME.fullmatch(crawlid.encode()):
+            raise error.Error(code=http.OK, message=b"crawlid is not a crawl id")
+        clients = self.root.crawlcluster
+        settings, redis = clients["settings"], clients["redis"]
+        frontier = Frontier.from_settings(redis, settings)
+        if action == "pause":
+            jobs = redis.zrange(Keys.from_settings(settings).jobs(), 0, -1)
+            return {"crawlid": crawlid, "action": action,
+                    "parked": frontier.pause_crawl(crawlid, jobs)}
+        return {"crawlid": crawlid, "action": action, "resumed": frontier.resume_crawl(crawlid)}

@@ -63,16 +63,19 @@ class CrawlStore:
             frontier.add_hub(hub, config.get("hub_span", 3600.0), pipe=batch.pipe)
 
     def progress(self, crawlid):
-        """A crawl's pending tasks per domain, its counts, whether it was stopped."""
+        """A crawl's pending tasks per domain, its counts, whether it is stopped or
+        paused (and how many of its tasks are parked)."""
         pipe = self.client.pipeline(transaction=False)
         pipe.hgetall(self.keys.crawl_pending(crawlid))
         pipe.hgetall(self.keys.crawl_counts(crawlid))
         pipe.exists(self.keys.crawl_stopped(crawlid))
-        pending, counts, stopped = pipe.execute()
+        pipe.exists(self.keys.crawl_paused(crawlid))
+        pipe.zcard(self.keys.crawl_parked(crawlid))
+        pending, counts, stopped, paused, parked = pipe.execute()
         pending = {domain: int(n) for domain, n in pending.items() if int(n) > 0}
         return {"pending": pending, "total_pending": sum(pending.values()),
                 "counts": {name: int(n) for name, n in counts.items()},
-                "stopped": bool(stopped)}
+                "stopped": bool(stopped), "paused": bool(paused), "parked": parked}
 
     def user_crawls(self, userid):
         return sorted(self.client.smembers(self.keys.user_crawls(userid)))

@@ -55,7 +55,7 @@ class Frontier:
         """
         if not tasks:
             return pipe if pipe is not None else [0, 0]
-        args = self._crawl_templates()
+        args = [*self._crawl_templates(), self.keys.crawl_template("parked")]
         for task in tasks:
             args += [seed_score(task), encode_task(task)]
         return self.scripts.run("seeds_push", [self.keys.seeds()], args, pipe=pipe)
@@ -70,14 +70,15 @@ class Frontier:
 
         Returns 0 if the lease was no longer held, 1 done, 2 queued again,
         3 failed for good, 4 purged (its crawl was stopped) (or the pipeline,
-        with ``pipe``).
+        with ``pipe``). A paused crawl's task that goes back is parked instead.
         """
         if outcome not in ("done", "retry", "failed", "release"):
             raise ValueError(f"outcome must be done, retry, failed or release, not {outcome!r}")
         crawlid = decode_task(member)["crawlid"]
         keys = [self.keys.leases(), self.keys.seeds(), self.keys.failed(crawlid),
                 self.keys.crawl_pending(crawlid), self.keys.crawl_counts(crawlid),
-                self.keys.crawl_stopped(crawlid)]
+                self.keys.crawl_stopped(crawlid), self.keys.crawl_paused(crawlid),
+                self.keys.crawl_parked(crawlid)]
         args = [member, outcome, reason, self.max_retries + 1]
         return self.scripts.run("lease_finish", keys, args, pipe=pipe)
 
@@ -90,7 +91,7 @@ class Frontier:
         """Re-issue expired leases; return (re-issued, failed for good or purged)."""
         keys = [self.keys.leases(), self.keys.seeds()]
         args = [repr(self.clock()), limit, self.max_retries + 1, self.keys.failed("%s"),
-                *self._crawl_templates()]
+                *self._crawl_templates(), self.keys.crawl_template("parked")]
         requeued, failed = self.scripts.run("lease_reap", keys, args)
         return requeued, failed
 
@@ -110,20 +111,43 @@ class Frontier:
         (lease_finish, lease_reap) and new links of the crawl are refused
         (seeds_push). Returns the pending tasks removed."""
         self.client.set(self.keys.crawl_stopped(crawlid), repr(self.clock()))
-        domains = list(self.client.hkeys(self.keys.crawl_pending(crawlid)))
-        queues = [self.keys.seeds()] + [self.keys.queue(job, domain)
-                                        for job in jobs for domain in domains]
-        purged = sum(self._purge_set(queue, crawlid, slice_size, True) for queue in queues)
-        self._purge_set(self.keys.hubs(), crawlid, slice_size, False)
+        purged = sum(self._take_out(queue, crawlid, "purge", slice_size)
+                     for queue in [self.keys.crawl_parked(crawlid), *self._queues(crawlid, jobs)])
+        self._take_out(self.keys.hubs(), crawlid, "purge-schedule", slice_size)
         return purged
 
-    def _purge_set(self, key, crawlid, slice_size, pending):
-        keys = [key, self.keys.crawl_pending(crawlid), self.keys.crawl_counts(crawlid)]
+    def pause_crawl(self, crawlid, jobs, slice_size=1000):
+        """Pause a crawl: flag it and park its waiting tasks (seeds, job queues); tasks
+        in flight finish, and whatever of it would be queued again is parked too.
+        Returns the tasks parked now."""
+        self.client.set(self.keys.crawl_paused(crawlid), repr(self.clock()))
+        return sum(self._take_out(queue, crawlid, "park", slice_size)
+                   for queue in self._queues(crawlid, jobs))
+
+    def resume_crawl(self, crawlid, slice_size=1000):
+        """Resume a paused crawl: its parked tasks go back to seeds. Returns how many."""
+        self.client.delete(self.keys.crawl_paused(crawlid))
+        keys = [self.keys.crawl_parked(crawlid), self.keys.seeds()]
+        moved, total = None, 0
+        while moved != 0:
+            moved = self.scripts.run("parked_release", keys, [slice_size])
+            total += moved
+        return total
+
+    def _queues(self, crawlid, jobs):
+        """Where a crawl's waiting tasks can be: seeds and the jobs' queues for its domains."""
+        domains = list(self.client.hkeys(self.keys.crawl_pending(crawlid)))
+        return [self.keys.seeds()] + [self.keys.queue(job, domain)
+                                      for job in jobs for domain in domains]
+
+    def _take_out(self, key, crawlid, mode, slice_size):
+        keys = [key, self.keys.crawl_pending(crawlid), self.keys.crawl_counts(crawlid),
+                self.keys.crawl_parked(crawlid)]
         cursor, total = "0", 0
         while True:
-            cursor, removed = self.scripts.run(
-                "queue_purge", keys, [crawlid, cursor, slice_size, "1" if pending else "0"])
-            total += removed
+            cursor, taken = self.scripts.run("queue_purge", keys,
+                                             [crawlid, cursor, slice_size, mode])
+            total += taken
             if str(cursor) == "0":
                 return total
 
@@ -141,4 +165,5 @@ class Frontier:
                                                    *self._crawl_templates()])
 
     def _crawl_templates(self):
-        return [self.keys.crawl_template(kind) for kind in ("pending", "counts", "stopped")]
+        return [self.keys.crawl_template(kind)
+                for kind in ("pending", "counts", "stopped", "paused")]

@@ -99,6 +99,14 @@ class Keys:
         """string: present once a crawl is stopped or expired; its tasks are dropped."""
         return f"{self.tag}:crawl:{crawlid}:stopped"
 
+    def crawl_paused(self, crawlid):
+        """string: present while a crawl is paused; its waiting tasks are parked."""
+        return f"{self.tag}:crawl:{crawlid}:paused"
+
+    def crawl_parked(self, crawlid):
+        """zset of a paused crawl's task JSON (score -priority), back to seeds on resume."""
+        return f"{self.tag}:crawl:{crawlid}:parked"
+
     def crawl_template(self, kind):
         """``crawl_<kind>(crawlid)`` as a Lua string.format template (crawlid)."""
         return getattr(self, f"crawl_{kind}")("%s")

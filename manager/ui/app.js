@@ -186,8 +186,33 @@ async function refreshJobs() {
     }
   }
   fillTable($("#jobs"), rows);
+  await refreshCrawlControl();
   const body = $("#jobs tbody");
   body.querySelectorAll("tr").forEach((row) => { row.dataset.job = row.children[1].textContent; row.dataset.state = row.children[3].textContent; });
+}
+
+async function refreshCrawlControl() {
+  const overview = await getJSON("../overview.json");
+  const rows = [];
+  for (const [crawlid, progress] of Object.entries(overview.crawls)) {
+    const state = progress.stopped ? "stopped" : progress.paused ? "paused" : "running";
+    let action = "";
+    if (!progress.stopped) {
+      action = document.createElement("button");
+      action.textContent = progress.paused ? "Resume" : "Pause";
+      action.className = progress.paused ? "resume" : "pause";
+      action.onclick = async () => {
+        await postForm("../crawl.json", [["crawlid", crawlid], ["action", progress.paused ? "resume" : "pause"]]);
+        refreshCrawlControl();
+      };
+    }
+    rows.push([crawlid, progress.total_pending, (progress.counts || {}).done || 0, state, action]);
+  }
+  fillTable($("#crawl-control"), rows);
+  $("#crawl-control tbody").querySelectorAll("tr").forEach((row) => {
+    row.dataset.crawl = row.children[0].textContent;
+    row.dataset.state = row.children[3].textContent;
+  });
 }
 
 function setUpSpiders() {

@@ -1,6 +1,7 @@
 -- Re-issue hub pages (seed 000) whose refresh span has passed, bypassing the filter,
 -- so new links on index pages are found; each is due again a span later. A hub
--- still waiting in seeds is not issued twice; a stopped crawl's hubs are dropped.
+-- still waiting in seeds is not issued twice; a stopped crawl's hubs are dropped, a
+-- paused crawl's wait for the next span.
 -- KEYS[1]  hubs (zset of hub task JSON, score = when next due)
 -- KEYS[2]  seeds (zset of task JSON, score -priority)
 -- ARGV[1]  now (seconds)
@@ -8,6 +9,7 @@
 -- ARGV[3]  pending hash key template, string.format(template, crawlid)
 -- ARGV[4]  counts hash key template, string.format(template, crawlid)
 -- ARGV[5]  stopped flag key template, string.format(template, crawlid)
+-- ARGV[6]  paused flag key template, string.format(template, crawlid)
 -- Returns: hubs re-issued.
 local due = redis.call('ZRANGEBYSCORE', KEYS[1], '-inf', ARGV[1], 'LIMIT', 0, tonumber(ARGV[2]))
 local issued = 0
@@ -16,7 +18,8 @@ for _, member in ipairs(due) do
   if redis.call('EXISTS', string.format(ARGV[5], task['crawlid'])) == 1 then
     redis.call('ZREM', KEYS[1], member)
   else
-    if redis.call('ZADD', KEYS[2], -(task['priority'] or 0), member) == 1 then
+    local paused = redis.call('EXISTS', string.format(ARGV[6], task['crawlid'])) == 1
+    if not paused and redis.call('ZADD', KEYS[2], -(task['priority'] or 0), member) == 1 then
       redis.call('HINCRBY', string.format(ARGV[3], task['crawlid']), task['domain'], 1)
       redis.call('HINCRBY', string.format(ARGV[4], task['crawlid']), 'queued', 1)
       issued = issued + 1

@@ -1,6 +1,6 @@
 -- Re-issue tasks whose lease expired unacknowledged (seed 000's pending timeout): back
 -- to seeds with one more attempt, or failed for good once the attempts are used up;
--- a task of a stopped crawl is purged.
+-- a task of a stopped crawl is purged, one of a paused crawl parked.
 -- KEYS[1]  leases (zset of task JSON, score = lease expiry)
 -- KEYS[2]  seeds (zset of task JSON, score -priority)
 -- ARGV[1]  now (seconds)
@@ -10,6 +10,8 @@
 -- ARGV[5]  pending hash key template, string.format(template, crawlid)
 -- ARGV[6]  counts hash key template, string.format(template, crawlid)
 -- ARGV[7]  stopped flag key template, string.format(template, crawlid)
+-- ARGV[8]  paused flag key template, string.format(template, crawlid)
+-- ARGV[9]  parked set key template, string.format(template, crawlid)
 -- Returns: {tasks re-issued, tasks failed for good or purged}
 local expired = redis.call('ZRANGEBYSCORE', KEYS[1], '-inf', ARGV[1], 'LIMIT', 0, tonumber(ARGV[2]))
 local requeued, failed = 0, 0
@@ -20,7 +22,11 @@ for _, member in ipairs(expired) do
   task['attempts'] = (task['attempts'] or 0) + 1
   local stopped = redis.call('EXISTS', string.format(ARGV[7], crawlid)) == 1
   if task['attempts'] < tonumber(ARGV[3]) and not stopped then
-    redis.call('ZADD', KEYS[2], -(task['priority'] or 0), cjson.encode(task))
+    local back = KEYS[2]
+    if redis.call('EXISTS', string.format(ARGV[8], crawlid)) == 1 then
+      back = string.format(ARGV[9], crawlid)
+    end
+    redis.call('ZADD', back, -(task['priority'] or 0), cjson.encode(task))
     requeued = requeued + 1
   else
     local field = 'purged'

@@ -79,8 +79,12 @@ def test_submit_start_watch_and_stop_in_a_browser(cluster, browser, static_site,
     page.wait_for_selector("#modules tbody tr td:has-text('manager')")
     page.screenshot(path=str(tmp_path / "status.png"), full_page=True)
 
-    # Spiders: stop it; it shows as finished.
+    # Spiders: pause the crawl and resume it; stop the spider, it shows as finished.
     page.click("nav a[data-page=spiders]")
+    page.click("#crawl-control tr[data-crawl=ui-crawl] button.pause")
+    page.wait_for_selector("#crawl-control tr[data-crawl=ui-crawl][data-state=paused]")
+    page.click("#crawl-control tr[data-crawl=ui-crawl] button.resume")
+    page.wait_for_selector("#crawl-control tr[data-crawl=ui-crawl][data-state=running]")
     page.click(f"#jobs tr[data-job='{jobid}'] button.stop")
     page.wait_for_selector(f"#jobs tr[data-job='{jobid}'][data-state=finished]", timeout=60000)
 

@@ -83,3 +83,38 @@ def test_encoded_tasks_are_found_by_the_scripts_field_match():
     # The scripts read crawlid and domain with a pattern over canonical JSON.
     encoded = encode_task(tasks(1)[0])
     assert '"crawlid":"c1"' in encoded and '"domain":"site0.com"' in encoded
+
+
+def test_pause_parks_waiting_and_returning_tasks_and_resume_brings_them_back(redis, parts):
+    store, frontier = CrawlStore(redis, parts.keys), parts.frontier
+    frontier.push_seeds(tasks(12) + tasks(4, crawlid="other"))
+    members = lease_all(parts)
+    leased = [m for m in members if '"crawlid":"c1"' in m][:2]
+    for member in [m for m in members if m not in leased]:
+        frontier.finish(member, "release")
+    parts.dispatcher.tick()                                  # some in queues, some in seeds
+    frontier.push_seeds(tasks(3))
+    parked = frontier.pause_crawl("c1", ["a"])
+    assert parked == 13                                      # 10 waiting + 3 new, not the leased
+    assert frontier.push_seeds(tasks(2)) == [2, 0]           # new links: parked too
+    assert frontier.finish(leased[0], "retry", "HTTP 500") == 2
+    frontier.finish(leased[1], "done")
+    progress = store.progress("c1")
+    assert progress["paused"] and progress["parked"] == 16
+    assert progress["total_pending"] == 16                   # parked tasks still pending
+    assert not any('"crawlid":"c1"' in m for m in redis.zrange(parts.keys.seeds(), 0, -1))
+    assert store.progress("other")["total_pending"] == 4     # other crawls untouched
+
+    assert frontier.resume_crawl("c1") == 16
+    progress = store.progress("c1")
+    assert not progress["paused"] and progress["parked"] == 0
+    c1_seeds = [m for m in redis.zrange(parts.keys.seeds(), 0, -1) if '"crawlid":"c1"' in m]
+    assert len(c1_seeds) == 16 and progress["total_pending"] == 16
+
+
+def test_stopping_a_paused_crawl_purges_its_parked_tasks(redis, parts):
+    frontier = parts.frontier
+    frontier.push_seeds(tasks(5))
+    frontier.pause_crawl("c1", [])
+    assert frontier.purge_crawl("c1", []) == 5
+    assert CrawlStore(redis, parts.keys).progress("c1")["total_pending"] == 0

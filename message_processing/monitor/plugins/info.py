@@ -33,5 +33,7 @@ class InfoPlugin(MonitorPlugin):
             "dropped": counts.get("dropped", 0),
             "purged": counts.get("purged", 0),
             "stopped": progress["stopped"],
+            "paused": progress["paused"],
+            "parked": progress["parked"],
             "known": self.context.crawls.load(crawlid) is not None,
         }
