@@ -33,7 +33,7 @@ def push_tasks(client, keys, count, tag):
     for start in range(0, count, 10_000):
         tasks = [make_task(f"http://site{n % 50}.com/{tag}/{n}", "bench", "universal")
                  for n in range(start, min(count, start + 10_000))]
-        client.zadd(keys.seeds(), {encode_task(t): seed_score(t) for t in tasks})
+        client.zadd(keys.seeds("universal"), {encode_task(t): seed_score(t) for t in tasks})
 
 
 class Clock:
@@ -67,11 +67,11 @@ def throughput(client, keys):
     started = time.perf_counter()
     order = dispatcher.robin.sequence(weights, 5_000)
     for job in order:
-        [(member, score)] = client.zpopmin(keys.seeds())
+        [(member, score)] = client.zpopmin(keys.seeds("universal"))
         client.zadd(keys.queue(job, "site.com"), {member: score})
     naive = rate(5_000, time.perf_counter() - started)
     print(f"  one round trip per task:       {naive:>9,.0f} tasks/s")
-    client.delete(keys.seeds())
+    client.delete(keys.seeds("universal"))
     return ours, naive
 
 

@@ -69,11 +69,11 @@ def produce(settings, count, run):
 
 
 def measure_preprocess(settings, client, count):
-    keys = Keys.from_settings(settings)
     preprocess = Preprocess.from_settings(settings)
     joined = time.perf_counter()
     started = None                  # from the poll that first brought messages
-    while started is None or client.zcard(keys.seeds()) < count:
+    frontier = Frontier.from_settings(client, settings)
+    while started is None or frontier.seeds_count() < count:
         before = time.perf_counter()
         if preprocess.poll_once(timeout_ms=100) and started is None:
             started = before

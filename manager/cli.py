@@ -51,6 +51,41 @@ def cmd_master(args, settings):
     return run_dispatcher(settings)
 
 
+def cmd_up(args, settings):
+    """Start a local cluster; in the foreground until Ctrl-C unless --detach."""
+    from manager.cluster import LocalCluster
+
+    cluster = LocalCluster(settings, nodes=args.nodes, procs=args.procs)
+    try:
+        for line in cluster.describe(cluster.up()):
+            print(line, flush=True)
+        if args.detach:
+            print("running in the background; `crawlcluster down` stops it")
+            return 0
+        print("Ctrl-C stops the cluster", flush=True)
+        while True:
+            time.sleep(3600)
+    except KeyboardInterrupt:
+        print("\nstopping...", flush=True)
+        cluster.down()
+        return 0
+
+
+def cmd_down(args, settings):
+    """Stop what `up` (or `demo --keep`) started."""
+    from manager.cluster import LocalCluster
+
+    stopped = LocalCluster(settings).down(servers=not args.keep_servers)
+    print("stopped: " + (", ".join(stopped) or "no cluster processes were recorded"))
+    return 0
+
+
+def cmd_demo(args, settings):
+    from manager.demo import main as run_demo
+
+    return run_demo(settings, args)
+
+
 def cmd_manager(args, settings):
     """Run this node's scrapyd-compatible spider manager until SIGTERM/SIGINT."""
     from manager.node import main as run_manager
@@ -199,6 +234,21 @@ def build_parser():
         "master", help="run the dispatcher: seeds to job queues by weighted round robin")
     master.set_defaults(func=cmd_master)
 
+    up = commands.add_parser("up", help="start a local cluster: servers, master, preprocess, "
+                                        "monitor, N nodes with M spiders each")
+    up.add_argument("--nodes", type=int, default=1, help="managers (nodes) to start")
+    up.add_argument("--procs", type=int, default=1, help="spider processes per type per node")
+    up.add_argument("-d", "--detach", action="store_true", help="return once it is up")
+    up.set_defaults(func=cmd_up)
+    down = commands.add_parser("down", help="stop what `up` or `demo --keep` started")
+    down.add_argument("--keep-servers", action="store_true",
+                      help="leave Redis, Kafka, ZooKeeper and MongoDB running")
+    down.set_defaults(func=cmd_down)
+    demo = commands.add_parser("demo", help="a local cluster crawls a demo site through Kafka")
+    demo.add_argument("--nodes", type=int, default=2)
+    demo.add_argument("--procs", type=int, default=1)
+    demo.add_argument("--keep", action="store_true", help="leave the cluster running (UI)")
+    demo.set_defaults(func=cmd_demo)
     commands.add_parser(
         "manager", help="run this node's spider manager (scrapyd-compatible API, web UI)"
     ).set_defaults(func=cmd_manager)

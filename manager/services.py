@@ -339,7 +339,7 @@ class LocalServers:
         return stopped
 
 
-def spawn(command, log_path, cwd=None):
+def spawn(command, log_path, cwd=None, env=None):
     """Start a background process in its own session, output to ``log_path``.
 
     stdin is /dev/null and stdout a file of its own, so a piped CI step never
@@ -347,7 +347,8 @@ def spawn(command, log_path, cwd=None):
     """
     with open(log_path, "ab") as log:
         return subprocess.Popen(command, stdin=subprocess.DEVNULL, stdout=log,
-                                stderr=subprocess.STDOUT, cwd=cwd, start_new_session=True)
+                                stderr=subprocess.STDOUT, cwd=cwd, env=env,
+                                start_new_session=True)
 
 
 def stop_process(pid, timeout=10.0):

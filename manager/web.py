@@ -102,7 +102,7 @@ class Overview(WsResource):
         return {"nodes": nodes, "crawls": crawls,
                 "status_codes": grouped_window_counts(redis, keys, "spider"),
                 "modules": Heartbeats.from_settings(redis, settings).status(),
-                "queues": {"seeds": redis.zcard(keys.seeds()),
+                "queues": {"seeds": Frontier.from_settings(redis, settings).seeds_count(),
                            "leased": redis.zcard(keys.leases())}}
 
 

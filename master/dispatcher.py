@@ -6,9 +6,10 @@ Each tick it
   3. weighs the live jobs: tasks each finished per minute over the last
      ``k`` minutes (thesis formula 4-2), a job younger than that measured over
      its age, a job with nothing measured yet given the mean weight;
-  4. moves tasks from ``seeds`` by weighted round robin (thesis 4.2.1.1), in
-     atomic batches, paced so that a window gets at most ``headroom`` times
-     what the live jobs finish in it (thesis 4.2.1.2): queues never run far
+  4. moves tasks from each spider type's ``seeds`` to the live jobs of that
+     type by weighted round robin (thesis 4.2.1.1), in atomic batches, paced
+     so that a window gets at most ``headroom`` times what the live jobs
+     finish in it (thesis 4.2.1.2): queues never run far
      ahead of the jobs, so the weights stay current.
 Killing it at any instant loses and duplicates nothing: every move is one Lua
 call. SIGTERM and SIGINT stop it after the current tick.
@@ -34,7 +35,7 @@ logger = logging.getLogger(__name__)
 class Dispatcher:
     def __init__(self, client, keys, registry, frontier, window=600.0, headroom=1.25,
                  default_weight=600, batch=500, idle_sleep=0.5, clock=time.time,
-                 scripts=None):
+                 scripts=None, min_age=60.0):
         self.client = client
         self.keys = keys
         self.registry = registry
@@ -42,11 +43,12 @@ class Dispatcher:
         self.window = window
         self.headroom = headroom
         self.default_weight = default_weight
+        self.min_age = min_age
         self.batch = batch
         self.idle_sleep = idle_sleep
         self.clock = clock
         self.scripts = scripts or LuaScripts(client)
-        self.robin = WeightedRoundRobin()
+        self.robins = {}          # spider type -> its jobs' weighted round robin
         self.stopping = threading.Event()
         self._window_started = None
         self._window_totals = {}
@@ -64,6 +66,7 @@ class Dispatcher:
                    default_weight=settings.getint("CRAWLCLUSTER_DISPATCH_DEFAULT_WEIGHT"),
                    batch=settings.getint("CRAWLCLUSTER_DISPATCH_BATCH"),
                    idle_sleep=settings.getfloat("CRAWLCLUSTER_DISPATCH_IDLE_SLEEP"),
+                   min_age=settings.getfloat("CRAWLCLUSTER_WEIGHT_MIN_AGE"),
                    **common)
 
     # --- weights ---------------------------------------------------------------------
@@ -76,9 +79,9 @@ class Dispatcher:
         minutes = self.registry.weight_minutes
         measured = {}
         for job, done in self.registry.done_counts(list(jobs)).items():
-            age = (now - jobs[job].get("registered", now)) / 60
-            if done and age >= 1:
-                measured[job] = done / min(minutes, age)
+            age = now - jobs[job].get("registered", now)
+            if done and age >= self.min_age:
+                measured[job] = done / min(minutes, age / 60)
         mean = (sum(measured.values()) / len(measured)) if measured else self.default_weight
         return {job: max(1, round(measured.get(job, mean))) for job in jobs}
 
@@ -97,12 +100,20 @@ class Dispatcher:
             return 0
         weights = self.weights(jobs)
         allowance = self._allowance(weights)
-        moved = 0
-        while moved < allowance and not self.stopping.is_set():
-            count = self._dispatch(weights, min(self.batch, allowance - moved))
-            moved += count
-            if count == 0:
-                break
+        by_type = {}
+        for job, info in jobs.items():
+            by_type.setdefault(info["spider_type"], {})[job] = weights[job]
+        moved, busy = 0, set(by_type)
+        while moved < allowance and busy and not self.stopping.is_set():
+            # A spider type's seeds go to that type's jobs only; types take turns.
+            for spider_type in sorted(busy):
+                count = self._dispatch(spider_type, by_type[spider_type],
+                                       min(self.batch, allowance - moved))
+                moved += count
+                if count == 0:
+                    busy.discard(spider_type)
+                if moved >= allowance:
+                    break
         return moved
 
     def _allowance(self, weights):
@@ -117,13 +128,14 @@ class Dispatcher:
         dispatched = int(self.client.get(self.keys.dispatched(start)) or 0)
         return max(0, int(paced) - dispatched)
 
-    def _dispatch(self, weights, count):
-        order = self.robin.sequence(weights, count)
-        keys = [self.keys.seeds(), self.keys.dispatched(self._window_started)]
+    def _dispatch(self, spider_type, weights, count):
+        robin = self.robins.setdefault(spider_type, WeightedRoundRobin())
+        order = robin.sequence(weights, count)
+        keys = [self.keys.seeds(spider_type), self.keys.dispatched(self._window_started)]
         args = [self.keys.queue_template(), self.keys.job_domains_template(), count,
                 int(self.window * 2), *order]
         moved, _ = self.scripts.run("dispatch", keys, args)
-        self.robin.advance(weights, moved)
+        robin.advance(weights, moved)
         for job in order[:moved]:
             self._window_totals[job] = self._window_totals.get(job, 0) + 1
         if moved:

@@ -55,13 +55,22 @@ class Frontier:
         """
         if not tasks:
             return pipe if pipe is not None else [0, 0]
-        args = [*self._crawl_templates(), self.keys.crawl_template("parked")]
+        args = [*self._crawl_templates(), self.keys.crawl_template("parked"),
+                self.keys.seeds_template()]
         for task in tasks:
             args += [seed_score(task), encode_task(task)]
-        return self.scripts.run("seeds_push", [self.keys.seeds()], args, pipe=pipe)
+        return self.scripts.run("seeds_push", [self.keys.seed_types()], args, pipe=pipe)
 
-    def seeds_count(self):
-        return self.client.zcard(self.keys.seeds())
+    def seed_types(self):
+        return sorted(self.client.smembers(self.keys.seed_types()))
+
+    def seeds_count(self, spider_type=None):
+        """Tasks waiting in seeds, of one spider type or of all."""
+        types = [spider_type] if spider_type else self.seed_types()
+        pipe = self.client.pipeline(transaction=False)
+        for name in types:
+            pipe.zcard(self.keys.seeds(name))
+        return sum(pipe.execute())
 
     # --- finishing a leased task ------------------------------------------------------
 
@@ -74,8 +83,10 @@ class Frontier:
         """
         if outcome not in ("done", "retry", "failed", "release"):
             raise ValueError(f"outcome must be done, retry, failed or release, not {outcome!r}")
-        crawlid = decode_task(member)["crawlid"]
-        keys = [self.keys.leases(), self.keys.seeds(), self.keys.failed(crawlid),
+        task = decode_task(member)
+        crawlid = task["crawlid"]
+        keys = [self.keys.leases(), self.keys.seeds(task["spider_type"]),
+                self.keys.failed(crawlid),
                 self.keys.crawl_pending(crawlid), self.keys.crawl_counts(crawlid),
                 self.keys.crawl_stopped(crawlid), self.keys.crawl_paused(crawlid),
                 self.keys.crawl_parked(crawlid)]
@@ -89,10 +100,10 @@ class Frontier:
 
     def reap_leases(self, limit=1000):
         """Re-issue expired leases; return (re-issued, failed for good or purged)."""
-        keys = [self.keys.leases(), self.keys.seeds()]
         args = [repr(self.clock()), limit, self.max_retries + 1, self.keys.failed("%s"),
-                *self._crawl_templates(), self.keys.crawl_template("parked")]
-        requeued, failed = self.scripts.run("lease_reap", keys, args)
+                *self._crawl_templates(), self.keys.crawl_template("parked"),
+                self.keys.seeds_template()]
+        requeued, failed = self.scripts.run("lease_reap", [self.keys.leases()], args)
         return requeued, failed
 
     def leased_count(self):
@@ -127,18 +138,19 @@ class Frontier:
     def resume_crawl(self, crawlid, slice_size=1000):
         """Resume a paused crawl: its parked tasks go back to seeds. Returns how many."""
         self.client.delete(self.keys.crawl_paused(crawlid))
-        keys = [self.keys.crawl_parked(crawlid), self.keys.seeds()]
+        keys = [self.keys.crawl_parked(crawlid)]
         moved, total = None, 0
         while moved != 0:
-            moved = self.scripts.run("parked_release", keys, [slice_size])
+            moved = self.scripts.run("parked_release", keys,
+                                     [slice_size, self.keys.seeds_template()])
             total += moved
         return total
 
     def _queues(self, crawlid, jobs):
         """Where a crawl's waiting tasks can be: seeds and the jobs' queues for its domains."""
         domains = list(self.client.hkeys(self.keys.crawl_pending(crawlid)))
-        return [self.keys.seeds()] + [self.keys.queue(job, domain)
-                                      for job in jobs for domain in domains]
+        seeds = [self.keys.seeds(spider_type) for spider_type in self.seed_types()]
+        return seeds + [self.keys.queue(job, domain) for job in jobs for domain in domains]
 
     def _take_out(self, key, crawlid, mode, slice_size):
         keys = [key, self.keys.crawl_pending(crawlid), self.keys.crawl_counts(crawlid),
@@ -157,12 +169,12 @@ class Frontier:
         """Re-issue this task every ``span`` seconds, bypassing the filter."""
         hub = dict(task, hub_span=float(span))
         target = pipe if pipe is not None else self.client
+        target.sadd(self.keys.seed_types(), task["spider_type"])    # where it will be issued
         return target.zadd(self.keys.hubs(), {encode_task(hub): self.clock() + span})
 
     def issue_due_hubs(self, limit=1000):
-        keys = [self.keys.hubs(), self.keys.seeds()]
-        return self.scripts.run("hubs_due", keys, [repr(self.clock()), limit,
-                                                   *self._crawl_templates()])
+        args = [repr(self.clock()), limit, *self._crawl_templates(), self.keys.seeds_template()]
+        return self.scripts.run("hubs_due", [self.keys.hubs()], args)
 
     def _crawl_templates(self):
         return [self.keys.crawl_template(kind)

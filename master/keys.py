@@ -35,9 +35,18 @@ class Keys:
     def tag(self):
         return f"{self.prefix}:{{{self.prefix}}}"
 
-    def seeds(self):
-        """zset of task JSON, score -priority: tasks waiting for the dispatcher."""
-        return f"{self.tag}:seeds"
+    def seeds(self, spider_type):
+        """zset of task JSON, score -priority: one spider type's tasks waiting for the
+        dispatcher (only jobs of that type get them)."""
+        return f"{self.tag}:seeds:{spider_type}"
+
+    def seeds_template(self):
+        """``seeds(spider_type)`` as a Lua string.format template (spider type)."""
+        return self.seeds("%s")
+
+    def seed_types(self):
+        """set of the spider types that have (had) seeds."""
+        return f"{self.tag}:seed_types"
 
     def queue(self, job, domain):
         """zset of task JSON, score -priority: one job's tasks for one domain."""

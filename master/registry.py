@@ -73,9 +73,8 @@ class JobRegistry:
         return {job: count for job, count in moved.items() if count >= 0}
 
     def requeue(self, job, cutoff):
-        keys = [self.keys.seeds(), self.keys.job_domains(job), self.keys.jobs(),
-                self.keys.job_info(job)]
-        args = [self.keys.queue_template(), job, repr(cutoff)]
+        keys = [self.keys.job_domains(job), self.keys.jobs(), self.keys.job_info(job)]
+        args = [self.keys.queue_template(), job, repr(cutoff), self.keys.seeds_template()]
         return self.scripts.run("requeue_job", keys, args)
 
     # --- finished tasks: the dispatcher's feedback ---------------------------------

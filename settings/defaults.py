@@ -88,6 +88,8 @@ CRAWLCLUSTER_MAX_RETRIES = 3
 CRAWLCLUSTER_JOB_HEARTBEAT_TTL = 30.0
 # Minutes of finished tasks a job's dispatch weight is measured over (thesis k).
 CRAWLCLUSTER_WEIGHT_MINUTES = 10
+# Seconds a job runs before its own speed is its weight (until then: the mean weight).
+CRAWLCLUSTER_WEIGHT_MIN_AGE = 60.0
 # Length (s) of a dispatch window; the tasks dispatched in one are capped.
 CRAWLCLUSTER_DISPATCH_WINDOW = 600.0
 # The cap: this many times what the live jobs finish in a window.

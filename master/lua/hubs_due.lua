@@ -3,13 +3,13 @@
 -- still waiting in seeds is not issued twice; a stopped crawl's hubs are dropped, a
 -- paused crawl's wait for the next span.
 -- KEYS[1]  hubs (zset of hub task JSON, score = when next due)
--- KEYS[2]  seeds (zset of task JSON, score -priority)
 -- ARGV[1]  now (seconds)
 -- ARGV[2]  hubs to handle at most
 -- ARGV[3]  pending hash key template, string.format(template, crawlid)
 -- ARGV[4]  counts hash key template, string.format(template, crawlid)
 -- ARGV[5]  stopped flag key template, string.format(template, crawlid)
 -- ARGV[6]  paused flag key template, string.format(template, crawlid)
+-- ARGV[7]  seeds key template, string.format(template, spider type)
 -- Returns: hubs re-issued.
 local due = redis.call('ZRANGEBYSCORE', KEYS[1], '-inf', ARGV[1], 'LIMIT', 0, tonumber(ARGV[2]))
 local issued = 0
@@ -19,7 +19,8 @@ for _, member in ipairs(due) do
     redis.call('ZREM', KEYS[1], member)
   else
     local paused = redis.call('EXISTS', string.format(ARGV[6], task['crawlid'])) == 1
-    if not paused and redis.call('ZADD', KEYS[2], -(task['priority'] or 0), member) == 1 then
+    local seeds = string.format(ARGV[7], task['spider_type'])
+    if not paused and redis.call('ZADD', seeds, -(task['priority'] or 0), member) == 1 then
       redis.call('HINCRBY', string.format(ARGV[3], task['crawlid']), task['domain'], 1)
       redis.call('HINCRBY', string.format(ARGV[4], task['crawlid']), 'queued', 1)
       issued = issued + 1

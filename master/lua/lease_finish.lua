@@ -5,7 +5,7 @@
 -- task of a stopped crawl that would go back to seeds is purged instead; one of a
 -- paused crawl is parked.
 -- KEYS[1]  leases (zset of task JSON, score = lease expiry)
--- KEYS[2]  seeds (zset of task JSON, score -priority)
+-- KEYS[2]  seeds of the task's spider type (zset of task JSON, score -priority)
 -- KEYS[3]  the task's crawl's failed URLs (hash url -> JSON reason)
 -- KEYS[4]  the crawl's pending hash (domain -> tasks)
 -- KEYS[5]  the crawl's counts hash

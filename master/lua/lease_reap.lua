@@ -2,7 +2,6 @@
 -- to seeds with one more attempt, or failed for good once the attempts are used up;
 -- a task of a stopped crawl is purged, one of a paused crawl parked.
 -- KEYS[1]  leases (zset of task JSON, score = lease expiry)
--- KEYS[2]  seeds (zset of task JSON, score -priority)
 -- ARGV[1]  now (seconds)
 -- ARGV[2]  leases to handle at most
 -- ARGV[3]  attempts allowed per URL
@@ -12,6 +11,7 @@
 -- ARGV[7]  stopped flag key template, string.format(template, crawlid)
 -- ARGV[8]  paused flag key template, string.format(template, crawlid)
 -- ARGV[9]  parked set key template, string.format(template, crawlid)
+-- ARGV[10] seeds key template, string.format(template, spider type)
 -- Returns: {tasks re-issued, tasks failed for good or purged}
 local expired = redis.call('ZRANGEBYSCORE', KEYS[1], '-inf', ARGV[1], 'LIMIT', 0, tonumber(ARGV[2]))
 local requeued, failed = 0, 0
@@ -22,7 +22,7 @@ for _, member in ipairs(expired) do
   task['attempts'] = (task['attempts'] or 0) + 1
   local stopped = redis.call('EXISTS', string.format(ARGV[7], crawlid)) == 1
   if task['attempts'] < tonumber(ARGV[3]) and not stopped then
-    local back = KEYS[2]
+    local back = string.format(ARGV[10], task['spider_type'])
     if redis.call('EXISTS', string.format(ARGV[8], crawlid)) == 1 then
       back = string.format(ARGV[9], crawlid)
     end

@@ -1,30 +1,35 @@
 -- Queue new tasks for dispatch and count them as pending for their crawl and domain
 -- (the counts `info` answers from). A task of a stopped crawl is not queued; one of a
 -- paused crawl is parked (pending, not dispatched) until the crawl resumes.
--- KEYS[1]  seeds (zset of task JSON, score -priority)
+-- KEYS[1]  the spider types that have seeds (set)
 -- ARGV[1]  pending hash key template, string.format(template, crawlid)
 -- ARGV[2]  counts hash key template, string.format(template, crawlid)
 -- ARGV[3]  stopped flag key template, string.format(template, crawlid)
 -- ARGV[4]  paused flag key template, string.format(template, crawlid)
 -- ARGV[5]  parked set key template, string.format(template, crawlid)
--- ARGV[6..] score, task JSON, score, task JSON, ...
+-- ARGV[6]  seeds key template, string.format(template, spider type)
+-- ARGV[7..] score, task JSON, score, task JSON, ...
 -- Returns: {tasks queued, tasks refused because their crawl is stopped}
-local queued, refused, stopped, target = 0, 0, {}, {}
-for i = 6, #ARGV, 2 do
+local queued, refused, stopped, parked = 0, 0, {}, {}
+for i = 7, #ARGV, 2 do
   local member = ARGV[i + 1]
   -- Tasks are canonical JSON; reading two fields beats decoding the whole task.
   local crawlid = string.match(member, '"crawlid":"([^"]*)"')
   local domain = string.match(member, '"domain":"([^"]*)"')
+  local spider_type = string.match(member, '"spider_type":"([^"]*)"')
   if stopped[crawlid] == nil then
     stopped[crawlid] = redis.call('EXISTS', string.format(ARGV[3], crawlid)) == 1
-    target[crawlid] = KEYS[1]
-    if redis.call('EXISTS', string.format(ARGV[4], crawlid)) == 1 then
-      target[crawlid] = string.format(ARGV[5], crawlid)
-    end
+    parked[crawlid] = redis.call('EXISTS', string.format(ARGV[4], crawlid)) == 1
+  end
+  local target = string.format(ARGV[6], spider_type)
+  if parked[crawlid] then
+    target = string.format(ARGV[5], crawlid)
+  else
+    redis.call('SADD', KEYS[1], spider_type)
   end
   if stopped[crawlid] then
     refused = refused + 1
-  elseif redis.call('ZADD', target[crawlid], ARGV[i], member) == 1 then
+  elseif redis.call('ZADD', target, ARGV[i], member) == 1 then
     redis.call('HINCRBY', string.format(ARGV[1], crawlid), domain, 1)
     redis.call('HINCRBY', string.format(ARGV[2], crawlid), 'queued', 1)
     queued = queued + 1

@@ -73,7 +73,7 @@ def test_expired_lease_is_reissued(redis, parts):
     assert frontier.leased_count() == 1
     clock.now += 61
     assert frontier.reap_leases() == (1, 0)
-    [again] = redis.zrange(keys.seeds(), 0, -1)
+    [again] = redis.zrange(keys.seeds("universal"), 0, -1)
     assert decode_task(again)["attempts"] == 1
     assert decode_task(again)["url"] == decode_task(member)["url"]
     assert frontier.finish(member, "done") == 0       # the old lease is gone
@@ -119,7 +119,7 @@ def test_hubs_are_reissued_every_span(redis, parts):
     clock.now += 61
     assert frontier.issue_due_hubs() == 1
     assert frontier.seeds_count() == 1
-    redis.delete(keys.seeds())
+    redis.delete(keys.seeds("universal"))
     clock.now += 30
     assert frontier.issue_due_hubs() == 0
     clock.now += 31
@@ -173,7 +173,7 @@ def test_killed_dispatcher_never_loses_or_duplicates(redis, test_settings):
         process.wait(10)
     finally:
         beating.set()
-    places = [keys.seeds()] + [keys.queue(job, domain) for job in ("j1", "j2", "j3")
+    places = [keys.seeds("universal")] + [keys.queue(job, domain) for job in ("j1", "j2", "j3")
                                for domain in redis.smembers(keys.job_domains(job))]
     members = [m for key in places for m in redis.zrange(key, 0, -1)]
     assert len(members) == 20_000
@@ -188,3 +188,19 @@ def test_sigterm_stops_the_dispatcher_cleanly(test_settings, local_servers):
     _, stderr = process.communicate(timeout=10)
     assert process.returncode == 0
     assert "dispatcher stopped" in stderr
+
+
+def test_tasks_go_only_to_jobs_of_their_spider_type(redis, parts):
+    registry, frontier, dispatcher = parts.registry, parts.frontier, parts.dispatcher
+    registry.register("u1", "universal", "h", "10.0.0.1")
+    registry.register("p1", "precise", "h", "10.0.0.1")
+    frontier.push_seeds(tasks(20) + [make_task(f"http://p.com/{n}", "c2", "precise")
+                                     for n in range(10)])
+    assert frontier.seeds_count() == 30 and frontier.seeds_count("precise") == 10
+    dispatcher.tick()
+    assert frontier.seeds_count() == 0
+    for job, spider_type, count in (("u1", "universal", 20), ("p1", "precise", 10)):
+        members = [m for d in redis.smembers(parts.keys.job_domains(job))
+                   for m in redis.zrange(parts.keys.queue(job, d), 0, -1)]
+        assert len(members) == count
+        assert {decode_task(m)["spider_type"] for m in members} == {spider_type}

@@ -102,13 +102,14 @@ def test_pause_parks_waiting_and_returning_tasks_and_resume_brings_them_back(red
     progress = store.progress("c1")
     assert progress["paused"] and progress["parked"] == 16
     assert progress["total_pending"] == 16                   # parked tasks still pending
-    assert not any('"crawlid":"c1"' in m for m in redis.zrange(parts.keys.seeds(), 0, -1))
+    seeds = parts.keys.seeds("universal")
+    assert not any('"crawlid":"c1"' in m for m in redis.zrange(seeds, 0, -1))
     assert store.progress("other")["total_pending"] == 4     # other crawls untouched
 
     assert frontier.resume_crawl("c1") == 16
     progress = store.progress("c1")
     assert not progress["paused"] and progress["parked"] == 0
-    c1_seeds = [m for m in redis.zrange(parts.keys.seeds(), 0, -1) if '"crawlid":"c1"' in m]
+    c1_seeds = [m for m in redis.zrange(seeds, 0, -1) if '"crawlid":"c1"' in m]
     assert len(c1_seeds) == 16 and progress["total_pending"] == 16
 
 

@@ -144,7 +144,7 @@ def test_mixed_valid_and_malformed_messages(redis, test_settings, roles, wire):
     assert all(len(uuids[uuid]) == 1 for uuid in expected)     # each answered once
 
     crawls = [n for n in expected if int(n[1:]) % 10 in (0, 1)]
-    assert redis.zcard(keys.seeds()) == len(crawls)            # each seed stored once
+    assert redis.zcard(keys.seeds("universal")) == len(crawls)            # each seed stored once
     stored = redis.mget([keys.crawl(f"c{n[1:]}" if int(n[1:]) % 10 == 0 else f"sc{n[1:]}")
                          for n in crawls])
     assert all(stored)
@@ -166,7 +166,7 @@ def test_two_instances_share_the_partitions(redis, test_settings, roles, wire):
         wire.send(crawl(n, uuid=f"u{n}"))
     wire.collect(lambda replies: len(replies) >= 400, settle=2.0)
     assert sorted(wire.by_uuid()) == sorted(f"u{n}" for n in range(400))
-    assert redis.zcard(Keys.from_settings(test_settings).seeds()) == 400
+    assert redis.zcard(Keys.from_settings(test_settings).seeds("universal")) == 400
 
 
 def test_sigkill_mid_batch_loses_and_duplicates_nothing(redis, test_settings, roles, wire):
@@ -175,13 +175,13 @@ def test_sigkill_mid_batch_loses_and_duplicates_nothing(redis, test_settings, ro
     for n in range(total):
         wire.send(crawl(n, uuid=f"u{n}"))
     first = roles("preprocess", "first", CRAWLCLUSTER_PREPROCESS_BATCH=50)
-    wait_for(lambda: redis.zcard(keys.seeds()) > 200, 60, "the intake to start")
+    wait_for(lambda: redis.zcard(keys.seeds("universal")) > 200, 60, "the intake to start")
     first.stop(signal.SIGKILL)
-    assert redis.zcard(keys.seeds()) < total                  # killed mid-way
+    assert redis.zcard(keys.seeds("universal")) < total                  # killed mid-way
     roles("preprocess", "second")
-    wait_for(lambda: redis.zcard(keys.seeds()) >= total, 120, "every crawl stored")
+    wait_for(lambda: redis.zcard(keys.seeds("universal")) >= total, 120, "every crawl stored")
     time.sleep(2.0)
-    assert redis.zcard(keys.seeds()) == total
+    assert redis.zcard(keys.seeds("universal")) == total
     assert all(redis.mget([keys.crawl(f"c{n}") for n in range(total)]))
     wire.collect(lambda replies: len(wire.by_uuid()) >= total, settle=1.0)
     assert set(wire.by_uuid()) == {f"u{n}" for n in range(total)}

@@ -74,7 +74,8 @@ class StatsPlugin(MonitorPlugin):
         """Live jobs grouped by the host they run on."""
         nodes = {}
         for job, info in sorted(self.context.registry.live_jobs().items()):
-            node = nodes.setdefault(info["host"], {"ip": info["ip"], "jobs": {}})
+            node = nodes.setdefault(info.get("node") or info["host"],
+                                    {"host": info["host"], "ip": info["ip"], "jobs": {}})
             node["jobs"][job] = {"spider_type": info["spider_type"],
                                  "done_last_minutes": None}
         counts = self.context.registry.done_counts(
@@ -88,13 +89,13 @@ class StatsPlugin(MonitorPlugin):
         keys, redis = self.context.keys, self.context.redis
         jobs = redis.zrange(keys.jobs(), 0, -1)
         pipe = redis.pipeline(transaction=False)
-        pipe.zcard(keys.seeds())
         pipe.zcard(keys.leases())
         pipe.zcard(keys.hubs())
         pipe.zcard(keys.monitor_work())
         for job in jobs:
             pipe.smembers(keys.job_domains(job))
-        seeds, leased, hubs, work, *domains = pipe.execute()
+        leased, hubs, work, *domains = pipe.execute()
+        seeds = self.context.frontier.seeds_count()
         pipe = redis.pipeline(transaction=False)
         for job, names in zip(jobs, domains, strict=True):
             for domain in names:

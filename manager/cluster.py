@@ -1,0 +1,157 @@
+"""A whole cluster on this machine: ``crawlcluster up`` / ``crawlcluster down``.
+
+``up`` starts (or reuses) the servers, then the master, preprocess and
+monitor, then N managers on their own ports (node1, node2, ...; each with its
+own simulated host IP, 127.0.0.<n>, so the per-IP throttle sees N hosts),
+and has each schedule M spider processes per spider type through its own
+scrapyd API. Every process is recorded in the state directory (the same PID
+records ``services`` uses, named ``cluster-*``); ``down`` stops exactly those,
+managers first (their spider processes are in their process group and get
+the same SIGTERM, so leased tasks are released), then the servers that
+``services`` started.
+"""
+
+import json
+import sys
+import time
+import urllib.parse
+import urllib.request
+from pathlib import Path
+
+from manager.localcluster import cluster_env
+from manager.services import LocalServers, StateDir, free_port, port_open, spawn, stop_process
+from settings.clients import ensure_topics
+from settings.errors import ServiceError
+
+ROLES = ("master", "preprocess", "monitor")
+SPIDER_TYPES = ("universal", "precise")
+PROJECT = "crawlcluster"
+ROOT = str(Path(__file__).resolve().parents[1])
+
+
+class LocalCluster:
+    def __init__(self, settings, nodes=1, procs=1, spider_types=SPIDER_TYPES, out=print,
+                 spider_settings=None):
+        self.settings = settings
+        self.spider_settings = spider_settings or {}     # node number -> Scrapy settings
+        self.nodes = nodes
+        self.procs = procs
+        self.spider_types = spider_types
+        self.out = out
+        self.state = StateDir(settings.getpath("CRAWLCLUSTER_STATE_DIR"))
+
+    # --- up ----------------------------------------------------------------------------
+
+    def up(self):
+        """Start everything not running yet; return ``{name: address or pid}``."""
+        LocalServers(self.settings, out=self.out).up()
+        ensure_topics(self.settings, "up")
+        started = {}
+        for role in ROLES:
+            started[role] = self._start_role(role, cluster_env(self.settings, fast=False))
+        for number in range(1, self.nodes + 1):
+            started[f"node{number}"] = self._start_node(number)
+        return started
+
+    def _start_role(self, name, env, command=None):
+        record = self.state.recorded(f"cluster-{name}")
+        if record:
+            return record["pid"]
+        command = command or [sys.executable, "-m", "manager.cli", name.split("-")[0]]
+        process = spawn(command, self.state.log_path(f"cluster-{name}"), cwd=ROOT, env=env)
+        self.state.record(f"cluster-{name}", process.pid, command)
+        return process.pid
+
+    def node_settings(self, number):
+        """The settings of the number-th node's manager (and its spiders)."""
+        record = self.state.recorded(f"cluster-manager-node{number}")
+        base_host, _, base_port = self.settings["CRAWLCLUSTER_MANAGER_ADDRESS"].rpartition(":")
+        port = record["port"] if record else int(base_port) + number - 1
+        if not record and port_open(base_host, port):
+            port = free_port((base_host,))
+        return self.settings.copy_with(
+            CRAWLCLUSTER_MANAGER_ADDRESS=f"{base_host}:{port}",
+            CRAWLCLUSTER_NODE_NAME=f"node{number}",
+            CRAWLCLUSTER_NODE_IP=f"127.0.0.{number}")
+
+    def _start_node(self, number):
+        settings = self.node_settings(number)
+        name = f"manager-node{number}"
+        fresh = self.state.recorded(f"cluster-{name}") is None
+        self._start_role(name, cluster_env(settings, fast=False))
+        url = manager_url(settings)
+        host, port = url.split("//")[1].rstrip("/").rsplit(":", 1)
+        record = json.loads(self.state.pid_path(f"cluster-{name}").read_text())
+        record["port"] = int(port)
+        self.state.pid_path(f"cluster-{name}").write_text(json.dumps(record))
+        _wait_port(host, int(port), self.state.log_path(f"cluster-{name}"))
+        if fresh:
+            for spider in self.spider_types:
+                for index in range(self.procs):
+                    schedule(settings, spider, f"node{number}-{spider}-{index + 1}",
+                             **self.spider_settings.get(number, {}))
+        return url
+
+    # --- down ----------------------------------------------------------------------------
+
+    def down(self, servers=True):
+        """Stop what ``up`` started: managers (and their spiders), roles, servers."""
+        names = [kind for kind in self.state.recorded_kinds() if kind.startswith("cluster-")]
+        managers = [name for name in names if name.startswith("cluster-manager-")]
+        stopped = []
+        for name in managers + [name for name in names if name not in managers]:
+            record = self.state.recorded(name)
+            if record:
+                stop_process(record["pid"], timeout=30.0)
+                stopped.append(name.removeprefix("cluster-"))
+            self.state.forget(name)
+        if servers:
+            LocalServers(self.settings, out=self.out).down()
+        return stopped
+
+    def describe(self, started):
+        """The lines ``up`` prints: every address and log."""
+        settings = self.settings
+        kafka = (f"Kafka     {settings['CRAWLCLUSTER_KAFKA_BOOTSTRAP']}  requests "
+                 f"{settings['CRAWLCLUSTER_KAFKA_REQUESTS_TOPIC']}, replies "
+                 f"{settings['CRAWLCLUSTER_KAFKA_REPLIES_TOPIC']}")
+        lines = [kafka]
+        for role in ROLES:
+            lines.append(f"{role:<10}pid {started[role]}  log "
+                         f"{self.state.log_path(f'cluster-{role}')}")
+        for number in range(1, self.nodes + 1):
+            url = started[f"node{number}"]
+            lines.append(f"node{number:<6}manager API {url}  UI {url}ui/  spiders: "
+                         f"{self.procs} x {', '.join(self.spider_types)}")
+        return lines
+
+
+def manager_url(settings):
+    return f"http://{settings['CRAWLCLUSTER_MANAGER_ADDRESS']}/"
+
+
+def schedule(settings, spider, jobid, **spider_settings):
+    """Ask a node's manager to run a spider (its own API, as any scrapyd client)."""
+    fields = [("project", PROJECT), ("spider", spider), ("jobid", jobid)]
+    fields += [("setting", f"{key}={value}") for key, value in spider_settings.items()]
+    reply = manager_call(settings, "schedule.json", fields)
+    if reply.get("status") != "ok":
+        raise ServiceError(f"{manager_url(settings)} refused {spider}: {reply.get('message')}")
+    return reply
+
+
+def manager_call(settings, endpoint, fields=None):
+    request = urllib.request.Request(manager_url(settings) + endpoint,
+                                     data=urllib.parse.urlencode(fields).encode()
+                                     if fields is not None else None)
+    with urllib.request.urlopen(request, timeout=60) as response:
+        return json.loads(response.read())
+
+
+def _wait_port(host, port, log_path, timeout=60.0):
+    deadline = time.monotonic() + timeout
+    while not port_open(host, port):
+        if time.monotonic() > deadline:
+            tail = Path(log_path).read_text(errors="replace")[-800:]
+            raise ServiceError(f"manager on {host}:{port} did not start; log:\n{tail}")
+        time.sleep(0.1)
