@@ -154,8 +154,9 @@ def node_info(settings):
     from crawler.context import node_ip
 
     host, port = listen_address(settings)
+    url = settings["CRAWLCLUSTER_MANAGER_PUBLIC_URL"] or f"http://{host}:{port}/"
     return {"node": node_name(settings), "host": socket.gethostname(), "ip": node_ip(settings),
-            "http_port": port, "bind_address": host, "pid": os.getpid(),
+            "http_port": port, "bind_address": host, "url": url, "pid": os.getpid(),
             "max_proc": settings.getint("CRAWLCLUSTER_MANAGER_MAX_PROC") or 4 * os.cpu_count()}
 
 
@@ -193,6 +194,7 @@ def main(settings):
     beat.start(5.0, now=False)
     services = IServiceCollection(app)
     services.startService()
+    start_configured_spiders(app, settings)
     host, port = listen_address(settings)
     logger.info("manager %s: scrapyd API and UI on http://%s:%d/ (%s); logs in %s",
                 registry.info["node"], host, port,
@@ -212,6 +214,21 @@ def main(settings):
     reactor.addSystemEventTrigger("after", "shutdown", shutdown)
     reactor.run()
     return 0
+
+
+def start_configured_spiders(app, settings):
+    """Queue the spiders ``CRAWLCLUSTER_MANAGER_SPIDERS`` asks for, once per start, as
+    scrapyd's schedule.json would (they wait for work: no idle timeout)."""
+    from scrapyd.interfaces import ISpiderScheduler
+
+    scheduler = app.getComponent(ISpiderScheduler)
+    node = node_name(settings)
+    for spider, count in settings["CRAWLCLUSTER_MANAGER_SPIDERS"].items():
+        for index in range(int(count)):
+            jobid = f"{node}-{spider}-{index + 1}-{os.getpid()}"
+            scheduler.schedule(PROJECT, spider, priority=0.0, _job=jobid,
+                               settings={"CRAWLCLUSTER_IDLE_TIMEOUT": "0"})
+            logger.info("started %s as job %s", spider, jobid)
 
 
 def _beat_safely(registry):

@@ -168,6 +168,10 @@ CRAWLCLUSTER_MANAGER_PASSWORD = ""
 CRAWLCLUSTER_MANAGER_MAX_PROC = 0
 # Seconds between the manager's polls of its pending-job queue.
 CRAWLCLUSTER_MANAGER_POLL_INTERVAL = 1.0
+# Spider processes the manager starts by itself, {spider type: count} (docker-compose nodes).
+CRAWLCLUSTER_MANAGER_SPIDERS = {}
+# URL other nodes' UIs reach this manager at ("" = http://<CRAWLCLUSTER_MANAGER_ADDRESS>/).
+CRAWLCLUSTER_MANAGER_PUBLIC_URL = ""
 # This node's name in the registry ("" = host name and manager port).
 CRAWLCLUSTER_NODE_NAME = ""
 

@@ -138,6 +138,7 @@ function setUpSubmit() {
 let nodes = {};
 
 function nodeURL(node) {
+  if (node.url && !node.url.includes("//0.0.0.0")) return node.url;
   const host = !node.bind_address || node.bind_address === "0.0.0.0" ? location.hostname : node.bind_address;
   return `${location.protocol}//${host}:${node.http_port}/`;
 }

@@ -204,3 +204,17 @@ def test_response_shapes_match_scrapyd(managers):
                        "node_name": node}
     bad_egg = manager.call("addversion.json", "POST", project="p", version="1", egg="not an egg")
     assert bad_egg["status"] == "error" and bad_egg["message"]
+
+
+def test_configured_spiders_start_with_the_manager(managers):
+    manager = managers(CRAWLCLUSTER_MANAGER_SPIDERS={"universal": 1})
+    node = manager.settings["CRAWLCLUSTER_NODE_NAME"]
+    deadline = time.monotonic() + 30
+    jobs = []
+    while not jobs and time.monotonic() < deadline:
+        jobs = [job for job in manager.call("listjobs.json", project=PROJECT)["running"]
+                if job["id"].startswith(f"{node}-universal-1-")]
+        time.sleep(0.3)
+    assert jobs and jobs[0]["spider"] == "universal"
+    cluster = manager.call("cluster.json")
+    assert cluster["nodes"][node]["url"] == f"http://127.0.0.1:{manager.port}/"
