@@ -1,0 +1,123 @@
+"""Cluster benchmark: a whole local cluster against one vanilla Scrapy process.
+
+  python bench/cluster.py [--pages-per-host N] [--procs P]
+
+One generated 4-host site served by nginx, the same universal rule, spider
+logic and MongoDB upserts:
+  1. vanilla Scrapy: one process, Scrapy's in-memory scheduler;
+  2. crawlcluster: ``crawlcluster up`` with P nodes of one universal spider each
+     (managers, master, preprocess, monitor, servers), the crawl submitted
+     through Kafka and followed with ``info`` until it drains.
+Pages/s is pages fetched over the time from the first to the last fetch in
+nginx's log. The last line is one JSON object with ``pages_per_s``,
+``pages_per_s_per_proc``, ``vs_scrapy_single`` and ``procs``.
+"""
+
+import argparse
+import json
+import sys
+import tempfile
+import time
+import uuid
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from bench.common import bench_redis, bench_settings, finish, machine  # noqa: E402
+from bench.crawl import COMMON, RULE, measure, run_peer  # noqa: E402
+from crawler.sitegen import DEFAULT_HOSTS, SiteSpec, generate_site  # noqa: E402
+from manager.cluster import LocalCluster  # noqa: E402
+from manager.services import StaticSite, free_port  # noqa: E402
+from message_processing.client import RequestClient  # noqa: E402
+from settings.clients import mongo_client  # noqa: E402
+
+UNTHROTTLED = {"CRAWLCLUSTER_THROTTLE_HITS": 100000, "CRAWLCLUSTER_THROTTLE_WINDOW": 1.0,
+               "CRAWLCLUSTER_DISPATCH_WINDOW": 1.0, "CRAWLCLUSTER_DISPATCH_HEADROOM": 100.0,
+               "CRAWLCLUSTER_DISPATCH_DEFAULT_WEIGHT": 600000}
+
+
+def cluster_settings(settings, work):
+    token = uuid.uuid4().hex[:6]
+    return settings.copy_with(
+        CRAWLCLUSTER_STATE_DIR=str(work / "state"),
+        CRAWLCLUSTER_KEY_PREFIX=f"bench:{token}",
+        CRAWLCLUSTER_KAFKA_REQUESTS_TOPIC=f"bench.{token}.requests",
+        CRAWLCLUSTER_KAFKA_REPLIES_TOPIC=f"bench.{token}.replies",
+        CRAWLCLUSTER_KAFKA_GROUP_ID=f"bench-{token}",
+        CRAWLCLUSTER_ZOOKEEPER_ROOT=f"/crawlcluster-bench/{token}",
+        CRAWLCLUSTER_MANAGER_ADDRESS=f"127.0.0.1:{free_port()}",
+        **UNTHROTTLED)
+
+
+def run_cluster(settings, manifest, procs):
+    cluster = LocalCluster(settings, nodes=procs, procs=1, spider_types=("universal",),
+                           out=lambda *_: None,
+                           spider_settings=dict.fromkeys(range(1, procs + 1), COMMON))
+    cluster.up()
+    client = RequestClient.from_settings(settings, timeout=60)
+    try:
+        reply = client.ask({"type": "crawl", "userid": "bench", "crawlid": "bench",
+                            "spider_type": "universal", "url": manifest["start_url"],
+                            "rule": RULE, "maxdepth": 50})
+        if reply.get("status") != "accepted":
+            raise SystemExit(f"crawl refused: {reply}")
+        while True:
+            info = client.ask({"type": "info", "userid": "bench", "crawlid": "bench"})
+            print(f"\r  crawlcluster: {info.get('done', 0)} done, {info['total_pending']} "
+                  "pending", end="", flush=True)
+            if info["total_pending"] == 0 and info.get("done"):
+                print()
+                return
+            time.sleep(1.0)
+    finally:
+        client.close()
+        cluster.down(servers=False)
+
+
+def run_clean(settings, manifest, procs):
+    with bench_redis(settings):            # the cluster's keys go with it
+        run_cluster(settings, manifest, procs)
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--pages-per-host", type=int, default=1000,
+                        help="detail pages per host (4 hosts)")
+    parser.add_argument("--procs", type=int, default=2, help="spider processes (one per node)")
+    args = parser.parse_args()
+    settings = bench_settings(("redis", "kafka", "zookeeper", "mongodb"))
+    settings = settings.copy_with(CRAWLCLUSTER_MONGODB_DATABASE="bench_"
+                                  + settings["CRAWLCLUSTER_KEY_PREFIX"].split(":")[1])
+    work = Path(tempfile.mkdtemp(prefix="clusterbench-"))
+    spec = SiteSpec(port=free_port(DEFAULT_HOSTS), details_per_host=args.pages_per_host,
+                    related_links=20)
+    manifest = generate_site(work / "site", spec)
+    pages = sum(1 for p in manifest["pages"] if p["kind"] in ("index", "list", "detail"))
+    (work / "rule.json").write_text(json.dumps(RULE))
+    print(f"bench/cluster.py on {machine()}: {pages} pages on {len(spec.hosts)} hosts; "
+          f"crawlcluster with {args.procs} spider processes")
+    results = {}
+    with StaticSite(work / "site" / "www", spec.hosts, spec.port, work / "run") as site:
+        for key, label, run in (
+                ("vanilla", "vanilla Scrapy, 1 process",
+                 lambda: run_peer(settings, site, manifest, work / "rule.json",
+                                  {"SCHEDULER": "scrapy.core.scheduler.Scheduler"},
+                                  work / "vanilla.log")),
+                ("cluster", f"crawlcluster, {args.procs} processes",
+                 lambda: run_clean(cluster_settings(settings, work), manifest, args.procs))):
+            since = len(site.access_log())
+            run()
+            results[key] = measure(site, since, label, pages)
+    client = mongo_client(settings, "bench")
+    client.drop_database(settings["CRAWLCLUSTER_MONGODB_DATABASE"])
+    client.close()
+    finish({"pages_per_s": results["cluster"],
+            "pages_per_s_per_proc": results["cluster"] / args.procs,
+            "vanilla_scrapy_pages_per_s": results["vanilla"],
+            "vs_scrapy_single": results["cluster"] / results["vanilla"],
+            "procs": args.procs, "pages": pages, "machine": machine()})
+
+
+if __name__ == "__main__":
+    main()
