@@ -7,14 +7,6 @@ import time
 IDENTIFYING = ("uuid", "appid", "userid", "crawlid", "spiderid")
 
 
-def route(kind, request):
-    """The plugin kind a validated request goes to (scrapy-cluster's formats mapped)."""
-    if kind == "sc_action":
-        return request["action"]                        # info | stop
-    return {"sc_crawl": "crawl", "sc_stats": "stats",
-            "sc_zookeeper": "site_config"}.get(kind, kind)
-
-
 def reply_to(request, **fields):
     """A reply carrying the request's identifying fields and the server time."""
     reply = {name: request[name] for name in IDENTIFYING if name in request}

@@ -94,6 +94,14 @@ def validate(message):
     return kind, request
 
 
+def route(kind, request):
+    """The plugin kind a validated request goes to (scrapy-cluster's formats mapped)."""
+    if kind == "sc_action":
+        return request["action"]                        # info | stop
+    return {"sc_crawl": "crawl", "sc_stats": "stats",
+            "sc_zookeeper": "site_config"}.get(kind, kind)
+
+
 def _with_defaults(kind, message):
     return {**checker(kind).defaults(), **message}
 

@@ -34,8 +34,8 @@ from master.frontier import Frontier
 from master.keys import Keys
 from master.registry import Heartbeats
 from message_processing.plugins import load_plugins, route_table
-from message_processing.replies import encode, error_reply, route
-from message_processing.requests import RequestError, decode, validate
+from message_processing.replies import encode, error_reply
+from message_processing.requests import RequestError, decode, route, validate
 from message_processing.worklist import WorkList
 
 logger = logging.getLogger(__name__)
