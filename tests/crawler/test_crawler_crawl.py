@@ -8,24 +8,11 @@ import pytest
 
 import crawler as crawler_package
 from crawler.sitegen import DEFAULT_HOSTS, SiteSpec, generate_site
+from manager.demo import PRECISE_RULE, UNIVERSAL_RULE  # the rules for the generated site
 from manager.localcluster import Crawl, run_crawl, submit
 from manager.services import StaticSite, free_port
 from master.counters import RollingTimeCounter
 from master.siteconfig import SiteConfig
-
-UNIVERSAL_RULE = {"rules": [
-    {"allow": [r"/$", r"/list/\d+\.html$"], "follow": True},
-    {"allow": [r"/news/\d+\.html$"], "follow": False,
-     "fields": {"title": "//h1/text()", "date": "//span[@class='date']/text()"}},
-]}
-PRECISE_RULE = {
-    "first_page_xpath": {"list_from": "//ul[@class='news-list']/li", "continue": True,
-                         "second_page_url": "a/@href", "title": "a/text()"},
-    "second_page_xpath": {"date": "//span[@class='date']/text()",
-                          "author": "//span[@class='author']/text()",
-                          "content": "//div[@class='content']/p/text()"},
-    "next_page_xpath": "//a[@class='next']/@href",
-}
 
 
 @pytest.fixture(scope="module")

@@ -7,7 +7,7 @@ import shutil
 
 import pytest
 
-from tests.crawler.test_crawler_crawl import UNIVERSAL_RULE
+from manager.demo import UNIVERSAL_RULE
 from tests.manager.test_manager_node import PROJECT, Manager
 from tests.message_processing.test_message_processing_intake import Role
 
