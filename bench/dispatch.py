@@ -56,7 +56,7 @@ def throughput(client, keys):
     weights = {"job1": 360, "job2": 420, "job3": 480}
     started, moved = time.perf_counter(), 0
     while True:
-        count = dispatcher._dispatch(weights, 500)
+        count = dispatcher._dispatch("universal", weights, 500)
         moved += count
         if count < 500:
             break
@@ -65,7 +65,7 @@ def throughput(client, keys):
 
     push_tasks(client, keys, 5_000, "naive")
     started = time.perf_counter()
-    order = dispatcher.robin.sequence(weights, 5_000)
+    order = dispatcher.robins["universal"].sequence(weights, 5_000)
     for job in order:
         [(member, score)] = client.zpopmin(keys.seeds("universal"))
         client.zadd(keys.queue(job, "site.com"), {member: score})
