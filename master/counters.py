@@ -125,11 +125,18 @@ class WindowCounts:
         self.client = client
         self.key = key
         self.clock = clock
-        self.scripts = scripts or LuaScripts(client)
+        self._scripts = scripts
 
     @classmethod
     def from_settings(cls, client, settings, name, **kwargs):
         return cls(client, Keys.from_settings(settings).window_counts(name), **kwargs)
+
+    @property
+    def scripts(self):
+        # Built on first write only: most of these objects only read (stats).
+        if self._scripts is None:
+            self._scripts = LuaScripts(self.client)
+        return self._scripts
 
     def increment(self, count=1, pipe=None):
         """Record ``count`` events now (queued on ``pipe`` when given)."""

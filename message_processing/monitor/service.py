@@ -57,7 +57,8 @@ class Context:
         return self._zookeeper
 
     def window_counts(self, name):
-        return WindowCounts(self.redis, self.keys.window_counts(name))
+        return WindowCounts(self.redis, self.keys.window_counts(name),
+                            scripts=self.frontier.scripts)
 
     def close(self):
         if self._zookeeper is not None:

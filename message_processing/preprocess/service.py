@@ -111,7 +111,8 @@ class Preprocess:
         return cls(settings, redis, consumer, producer)
 
     def counter(self, name):
-        return WindowCounts(self.redis, self.keys.window_counts(f"{ROLE}:{name}"))
+        return WindowCounts(self.redis, self.keys.window_counts(f"{ROLE}:{name}"),
+                            scripts=self.context.frontier.scripts)
 
     # --- the loop ------------------------------------------------------------------------
 
