@@ -1,0 +1,138 @@
+"""Processes killed mid-crawl: the crawl still finishes, every page stored exactly once.
+
+Each scenario runs a real local cluster (two nodes, one universal spider each)
+crawling the generated site, breaks one process with SIGKILL while the crawl
+is under way, and checks MongoDB against the site's ground truth. Leases and
+job heartbeats are short so the tasks a dead process held come back quickly.
+"""
+
+import os
+import signal
+import time
+
+import pytest
+
+from crawler.sitegen import DEFAULT_HOSTS, SiteSpec, generate_site
+from manager.cluster import LocalCluster, manager_call
+from manager.demo import UNIVERSAL_RULE
+from manager.services import StaticSite, free_port
+from message_processing.client import RequestClient
+
+pytestmark = pytest.mark.faults
+
+
+@pytest.fixture(scope="module")
+def site(tmp_path_factory):
+    root = tmp_path_factory.mktemp("faults-site")
+    spec = SiteSpec(port=free_port(DEFAULT_HOSTS), details_per_host=100, seed=11)
+    manifest = generate_site(root, spec)
+    with StaticSite(root / "www", spec.hosts, spec.port, root / "run") as served:
+        yield manifest, served
+
+
+@pytest.fixture
+def cluster(test_settings, kafka_topics, zookeeper, redis, mongo_db, tmp_path):
+    settings = test_settings.copy_with(
+        CRAWLCLUSTER_STATE_DIR=str(tmp_path / "state"),
+        CRAWLCLUSTER_MANAGER_ADDRESS=f"127.0.0.1:{free_port()}",
+        CRAWLCLUSTER_THROTTLE_HITS=30, CRAWLCLUSTER_THROTTLE_WINDOW=1.0,   # a crawl of ~20 s
+        CRAWLCLUSTER_DISPATCH_WINDOW=1.0, CRAWLCLUSTER_DISPATCH_HEADROOM=2.0,
+        CRAWLCLUSTER_DISPATCH_DEFAULT_WEIGHT=1200, CRAWLCLUSTER_LEASE_SECONDS=6.0,
+        CRAWLCLUSTER_JOB_HEARTBEAT_TTL=5.0, CRAWLCLUSTER_IDLE_TIMEOUT=0.0)
+    local = LocalCluster(settings, nodes=2, procs=1, spider_types=("universal",),
+                         out=lambda *_: None)
+    local.up()
+    yield local
+    local.down(servers=False)
+
+
+class CrawlWatch:
+    def __init__(self, settings, crawlid):
+        self.client = RequestClient.from_settings(settings, timeout=60)
+        self.crawlid = crawlid
+
+    def submit(self, manifest):
+        reply = self.client.ask({"type": "crawl", "userid": "faults", "crawlid": self.crawlid,
+                                 "spider_type": "universal", "url": manifest["start_url"],
+                                 "rule": UNIVERSAL_RULE, "maxdepth": 20})
+        assert reply["status"] == "accepted", reply
+
+    def info(self):
+        return self.client.ask({"type": "info", "userid": "faults", "crawlid": self.crawlid})
+
+    def wait_done_at_least(self, count, timeout=120):
+        deadline = time.monotonic() + timeout
+        while (info := self.info()).get("done", 0) < count:
+            assert time.monotonic() < deadline, f"crawl stalled: {info}"
+            time.sleep(0.5)
+
+    def wait_drained(self, timeout=240):
+        deadline = time.monotonic() + timeout
+        while True:
+            info = self.info()
+            if info["total_pending"] == 0 and info.get("done"):
+                return info
+            assert time.monotonic() < deadline, f"crawl did not finish: {info}"
+            time.sleep(1.0)
+
+    def close(self):
+        self.client.close()
+
+
+def assert_ground_truth(manifest, mongo_db, crawlid):
+    """Every detail page stored exactly once, with the site's fields."""
+    details = {p["url"]: p for p in manifest["pages"] if p["kind"] == "detail"}
+    items = list(mongo_db["items_universal"].find({"crawlid": crawlid}))
+    assert len(items) == len({item["url"] for item in items})          # nothing twice
+    assert {item["url"] for item in items} == set(details)              # nothing missing
+    for item in items:
+        assert item["title"] == details[item["url"]]["title"]
+
+
+def running_spider_pid(settings, node):
+    jobs = manager_call(settings, "listjobs.json?project=crawlcluster")["running"]
+    [job] = [job for job in jobs if job["id"].startswith(f"{node}-")]
+    return job["pid"]
+
+
+def crawl_with(cluster, site, mongo_db, crawlid, break_it):
+    manifest, _ = site
+    watch = CrawlWatch(cluster.settings, crawlid)
+    try:
+        watch.submit(manifest)
+        watch.wait_done_at_least(60)
+        break_it()
+        info = watch.wait_drained()
+    finally:
+        watch.close()
+    assert info["failed"] == 0, info
+    assert_ground_truth(manifest, mongo_db, crawlid)
+    return info
+
+
+def test_a_spider_process_killed_mid_crawl(cluster, site, mongo_db):
+    node2 = cluster.node_settings(2)
+    crawl_with(cluster, site, mongo_db, "kill-spider",
+               lambda: os.kill(running_spider_pid(node2, "node2"), signal.SIGKILL))
+
+
+def test_a_whole_node_killed_mid_crawl(cluster, site, mongo_db):
+    record = cluster.state.recorded("cluster-manager-node2")
+
+    def kill_node():
+        # The manager and its spiders share a process group: the whole node goes.
+        os.killpg(record["pid"], signal.SIGKILL)
+
+    crawl_with(cluster, site, mongo_db, "kill-node", kill_node)
+
+
+def test_the_dispatcher_killed_and_restarted_mid_crawl(cluster, site, mongo_db):
+    record = cluster.state.recorded("cluster-master")
+
+    def kill_and_restart():
+        os.killpg(record["pid"], signal.SIGKILL)
+        time.sleep(2)
+        cluster.up()                     # starts what is not running: the master
+
+    crawl_with(cluster, site, mongo_db, "kill-master", kill_and_restart)
+    assert cluster.state.recorded("cluster-master")["pid"] != record["pid"]
