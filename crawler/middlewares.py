@@ -9,10 +9,15 @@ a page's links with their parent task and its items with their task, and
 tells the tracker when the page's output is all out.
 """
 
+import ipaddress
 import random
+import socket
+from functools import lru_cache
 from importlib import resources
+from urllib.parse import urlsplit
 
 from scrapy import Request
+from scrapy.exceptions import IgnoreRequest, NotConfigured
 
 from crawler.context import ClusterComponent
 from master.frontier import outcome_for_status
@@ -101,3 +106,41 @@ class TaskOutputMiddleware(ClusterComponent):
             element["_task"] = info["member"]
             tracker.item_out(info["member"])
         return element
+
+
+class PrivateAddressGuardMiddleware:
+    """With ``CRAWLCLUSTER_REFUSE_PRIVATE_ADDRESSES``, refuse any request (redirects
+    included) whose host is or resolves to a private, loopback, link-local, reserved
+    or multicast address: a crawl submitted by anyone must not reach the cluster's
+    own network. The refused task fails for good, with the reason."""
+
+    @classmethod
+    def from_crawler(cls, crawler):
+        from crawler.context import cluster_settings
+
+        if not cluster_settings(crawler.settings).getbool("CRAWLCLUSTER_REFUSE_PRIVATE_ADDRESSES"):
+            raise NotConfigured("CRAWLCLUSTER_REFUSE_PRIVATE_ADDRESSES is off")
+        return cls()
+
+    def process_request(self, request, spider=None):
+        host = urlsplit(request.url).hostname or ""
+        blocked = private_addresses(host)
+        if blocked:
+            raise IgnoreRequest(f"refused {request.url}: {host} is a private address "
+                                f"({', '.join(blocked)})")
+
+
+@lru_cache(maxsize=4096)
+def private_addresses(host):
+    """The private/loopback/link-local/reserved addresses ``host`` is or resolves to."""
+    try:
+        addresses = [ipaddress.ip_address(host)]
+    except ValueError:
+        try:
+            infos = socket.getaddrinfo(host, None)
+        except OSError:
+            return ()              # unresolvable: the download fails on its own
+        addresses = {ipaddress.ip_address(info[4][0].split("%")[0]) for info in infos}
+    return tuple(sorted(str(a) for a in addresses
+                        if a.is_private or a.is_loopback or a.is_link_local or a.is_reserved
+                        or a.is_multicast or a.is_unspecified))

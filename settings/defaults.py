@@ -112,6 +112,8 @@ CRAWLCLUSTER_SCHEDULER_TICK = 0.05
 CRAWLCLUSTER_SCHEDULER_READY = 64
 # Seconds with no work after which the spider closes (0 = wait for work forever).
 CRAWLCLUSTER_IDLE_TIMEOUT = 0.0
+# Refuse requests to private, loopback and link-local addresses (an SSRF guard for deployments).
+CRAWLCLUSTER_REFUSE_PRIVATE_ADDRESSES = False
 # Items written to MongoDB per batch.
 CRAWLCLUSTER_MONGODB_BATCH = 100
 
@@ -188,8 +190,11 @@ SCRAPY = {
         "crawler.middlewares.StatusCounterMiddleware": 950,
         "crawler.middlewares.RandomUserAgentMiddleware": 400,
         "crawler.proxy.ProxyMiddleware": 740,
+        "crawler.middlewares.PrivateAddressGuardMiddleware": 60,
         "scrapy.downloadermiddlewares.useragent.UserAgentMiddleware": None,
     },
+    # A page over this is cancelled and its task fails (Scrapy's default is 1 GiB).
+    "DOWNLOAD_MAXSIZE": 20 * 1024 * 1024,
     "SPIDER_MIDDLEWARES": {
         "crawler.middlewares.TaskOutputMiddleware": 950,
     },
