@@ -281,3 +281,23 @@ def test_cli_client_submit_info_config_stats_watch_stop(test_settings, roles, tm
     assert watcher.returncode == 0
     assert "crawl c1: pending 1  done 0  failed 0" in progress
     assert "crawl c1: pending 0" in progress
+
+
+def test_requests_claimed_by_a_dead_monitor_are_answered_once_by_another(
+        redis, test_settings, roles, wire):
+    from message_processing.worklist import WorkList
+
+    roles("preprocess")
+    keys = Keys.from_settings(test_settings)
+    for n in range(5):
+        wire.send({"type": "stats", "userid": "u", "uuid": f"s{n}", "stats": "queue"})
+    wait_for(lambda: redis.zcard(keys.monitor_work()) == 5, 60, "the queries stored")
+    # A monitor claims them and dies before answering...
+    assert len(WorkList(redis, keys, claim_seconds=3.0).claim(10)) == 5
+    # ... another answers each once its claim runs out.
+    roles("monitor", CRAWLCLUSTER_MONITOR_CLAIM_SECONDS=3.0)
+    wire.collect(lambda replies: len(wire.by_uuid()) >= 5, timeout=60, settle=2.0)
+    answered = wire.by_uuid()
+    assert sorted(answered) == [f"s{n}" for n in range(5)]
+    assert all(len(replies) == 1 for replies in answered.values())
+    assert redis.zcard(keys.monitor_work()) == 0
