@@ -191,7 +191,7 @@ def main(settings):
     registry = NodeRegistry(settings, zookeeper, redis, node_info(settings))
     registry.start()
     beat = task.LoopingCall(_beat_safely, registry)
-    beat.start(5.0, now=False)
+    beat.start(registry.heartbeats.interval, now=False)
     services = IServiceCollection(app)
     services.startService()
     start_configured_spiders(app, settings)

@@ -53,6 +53,7 @@ class Dispatcher:
         self._window_started = None
         self._window_totals = {}
         self.heartbeat = None     # callable beating the role's heartbeat (main sets it)
+        self.heartbeat_every = 5.0
 
     @classmethod
     def from_settings(cls, client, settings, clock=time.time):
@@ -164,7 +165,7 @@ class Dispatcher:
         last_beat = 0.0
         while not self.stopping.is_set():
             try:
-                if self.heartbeat and time.monotonic() - last_beat >= 5.0:
+                if self.heartbeat and time.monotonic() - last_beat >= self.heartbeat_every:
                     self.heartbeat()
                     last_beat = time.monotonic()
                 moved = self.tick()
@@ -190,6 +191,7 @@ def main(settings):
     beats = Heartbeats.from_settings(client, settings)
     instance = f"{socket.gethostname()}:{os.getpid()}"
     dispatcher.heartbeat = lambda: beats.beat("master", instance)
+    dispatcher.heartbeat_every = beats.interval
     signal.signal(signal.SIGTERM, dispatcher.stop)
     signal.signal(signal.SIGINT, dispatcher.stop)
     dispatcher.run()

@@ -111,6 +111,12 @@ class Heartbeats:
         return cls(client, Keys.from_settings(settings),
                    ttl=settings.getfloat("CRAWLCLUSTER_HEARTBEAT_TTL"), **kwargs)
 
+    @property
+    def interval(self):
+        """Seconds between beats: a third of the TTL (at most 5 s), so one late beat
+        does not mark a live role down."""
+        return max(0.2, min(5.0, self.ttl / 3))
+
     def beat(self, role, instance):
         pipe = self.client.pipeline(transaction=False)
         pipe.set(self.keys.heartbeat(role, instance), repr(self.clock()),

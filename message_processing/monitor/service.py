@@ -27,7 +27,6 @@ from message_processing.worklist import WorkList
 
 logger = logging.getLogger(__name__)
 ROLE = "monitor"
-HEARTBEAT_EVERY = 5.0
 
 
 class Context:
@@ -158,6 +157,6 @@ class Monitor:
             self.context.window_counts(f"{ROLE}:plugin:{plugin_name}").increment(1, pipe=pipe)
 
     def _heartbeat(self):
-        if time.monotonic() - self.last_beat >= HEARTBEAT_EVERY:
+        if time.monotonic() - self.last_beat >= self.context.heartbeats.interval:
             self.context.heartbeats.beat(ROLE, self.instance)
             self.last_beat = time.monotonic()

@@ -40,7 +40,6 @@ from message_processing.worklist import WorkList
 
 logger = logging.getLogger(__name__)
 ROLE = "preprocess"
-HEARTBEAT_EVERY = 5.0
 
 
 @dataclass
@@ -162,7 +161,7 @@ class Preprocess:
         return fresh
 
     def _heartbeat(self):
-        if time.monotonic() - self.last_beat >= HEARTBEAT_EVERY:
+        if time.monotonic() - self.last_beat >= self.heartbeats.interval:
             try:
                 self.heartbeats.beat(ROLE, self.instance)
                 self.last_beat = time.monotonic()
