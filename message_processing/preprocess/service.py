@@ -214,7 +214,8 @@ class Preprocess:
             if encoded:
                 pipe.rpush(outbox, *encoded)
             self._count(fresh, pipe)
-            pipe.set(applied_key, records[-1].offset)
+            # Never lower it: a rebalance may redeliver an older range.
+            pipe.set(applied_key, max(last, records[-1].offset))
             return fresh
 
         fresh = self.redis.transaction(transaction, applied_key, value_from_callable=True)
