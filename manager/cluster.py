@@ -39,12 +39,14 @@ class LocalCluster:
         self.spider_types = spider_types
         self.out = out
         self.state = StateDir(settings.getpath("CRAWLCLUSTER_STATE_DIR"))
+        self.started_here = []           # what this object started: (kind, name)
 
     # --- up ----------------------------------------------------------------------------
 
     def up(self):
         """Start everything not running yet; return ``{name: address or pid}``."""
-        LocalServers(self.settings, out=self.out).up()
+        servers = LocalServers(self.settings, out=self.out).up()
+        self.started_here += [("server", kind) for kind in servers]
         ensure_topics(self.settings, "up")
         started = {}
         for role in ROLES:
@@ -60,6 +62,7 @@ class LocalCluster:
         command = command or [sys.executable, "-m", "manager.cli", name.split("-")[0]]
         process = spawn(command, self.state.log_path(f"cluster-{name}"), cwd=ROOT, env=env)
         self.state.record(f"cluster-{name}", process.pid, command)
+        self.started_here.append(("role", f"cluster-{name}"))
         return process.pid
 
     def node_settings(self, number):
@@ -94,9 +97,13 @@ class LocalCluster:
 
     # --- down ----------------------------------------------------------------------------
 
-    def down(self, servers=True):
-        """Stop what ``up`` started: managers (and their spiders), roles, servers."""
+    def down(self, servers=True, only_started_here=False):
+        """Stop what ``up`` started: managers (and their spiders), roles, servers; with
+        ``only_started_here``, only what this object started (a demo leaves alone the
+        cluster and servers it found running)."""
         names = [kind for kind in self.state.recorded_kinds() if kind.startswith("cluster-")]
+        if only_started_here:
+            names = [name for kind, name in self.started_here if kind == "role"]
         managers = [name for name in names if name.startswith("cluster-manager-")]
         stopped = []
         for name in managers + [name for name in names if name not in managers]:
@@ -105,8 +112,9 @@ class LocalCluster:
                 stop_process(record["pid"], timeout=30.0)
                 stopped.append(name.removeprefix("cluster-"))
             self.state.forget(name)
-        if servers:
-            LocalServers(self.settings, out=self.out).down()
+        kinds = [name for kind, name in self.started_here if kind == "server"]
+        if servers and (kinds or not only_started_here):
+            LocalServers(self.settings, out=self.out).down(kinds if only_started_here else None)
         return stopped
 
     def describe(self, started):

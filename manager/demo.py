@@ -50,6 +50,7 @@ def serve_demo_site(cluster):
     manifest = generate_site(root, spec)
     site = StaticSite(root / "www", spec.hosts, spec.port, root / "run").start()
     cluster.state.record("cluster-demo-site", site.process.pid, ["nginx"])
+    cluster.started_here.append(("role", "cluster-demo-site"))
     return manifest, site
 
 
@@ -117,12 +118,12 @@ def run_demo(settings, nodes=2, procs=1, keep=False, timeout=600.0, out=print):
         out(f"UI: {manager_url(cluster.node_settings(1))}ui/")
     except BaseException:
         if not keep:
-            cluster.down()
+            cluster.down(only_started_here=True)
         raise
     if keep:
         out("the cluster keeps running; `crawlcluster down` stops it")
     else:
-        cluster.down()
+        cluster.down(only_started_here=True)
     return 0 if all(crawl["items"] for crawl in summary["crawls"].values()) else 1
 
 

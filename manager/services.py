@@ -254,7 +254,8 @@ class LocalServers:
         self.out = out
 
     def up(self, kinds=SERVER_KINDS):
-        """Start every server of ``kinds`` not already answering; wait for each."""
+        """Start every server of ``kinds`` not already answering; wait for each.
+        Returns the kinds started now."""
         started = {}
         for kind in kinds:
             process = self._start_if_needed(kind)
@@ -262,6 +263,7 @@ class LocalServers:
                 started[kind] = process
         for kind, process in started.items():
             self._wait_until_ready(kind, process)
+        return list(started)
 
     def _start_if_needed(self, kind):
         host, port = listen_address(self.settings, kind)
