@@ -12,26 +12,16 @@ import time
 
 import pytest
 
-from crawler.sitegen import DEFAULT_HOSTS, SiteSpec, generate_site
 from manager.cluster import LocalCluster, manager_call
 from manager.demo import UNIVERSAL_RULE
-from manager.services import StaticSite, free_port
+from manager.services import free_port
 from message_processing.client import RequestClient
 
 pytestmark = pytest.mark.faults
 
 
-@pytest.fixture(scope="module")
-def site(tmp_path_factory):
-    root = tmp_path_factory.mktemp("faults-site")
-    spec = SiteSpec(port=free_port(DEFAULT_HOSTS), details_per_host=100, seed=11)
-    manifest = generate_site(root, spec)
-    with StaticSite(root / "www", spec.hosts, spec.port, root / "run") as served:
-        yield manifest, served
-
-
-@pytest.fixture
-def cluster(test_settings, kafka_topics, zookeeper, redis, mongo_db, tmp_path):
+def make_cluster(test_settings, tmp_path):
+    """A two-node cluster (one universal spider each), up, with short leases."""
     settings = test_settings.copy_with(
         CRAWLCLUSTER_STATE_DIR=str(tmp_path / "state"),
         CRAWLCLUSTER_MANAGER_ADDRESS=f"127.0.0.1:{free_port()}",
@@ -42,6 +32,12 @@ def cluster(test_settings, kafka_topics, zookeeper, redis, mongo_db, tmp_path):
     local = LocalCluster(settings, nodes=2, procs=1, spider_types=("universal",),
                          out=lambda *_: None)
     local.up()
+    return local
+
+
+@pytest.fixture
+def cluster(test_settings, kafka_topics, zookeeper, redis, mongo_db, tmp_path):
+    local = make_cluster(test_settings, tmp_path)
     yield local
     local.down(servers=False)
 

@@ -1,0 +1,15 @@
+"""Fault scenarios share one generated site (444 pages over 4 hosts) served by nginx."""
+
+import pytest
+
+from crawler.sitegen import DEFAULT_HOSTS, SiteSpec, generate_site
+from manager.services import StaticSite, free_port
+
+
+@pytest.fixture(scope="package")
+def site(tmp_path_factory):
+    root = tmp_path_factory.mktemp("faults-site")
+    spec = SiteSpec(port=free_port(DEFAULT_HOSTS), details_per_host=100, seed=11)
+    manifest = generate_site(root, spec)
+    with StaticSite(root / "www", spec.hosts, spec.port, root / "run") as served:
+        yield manifest, served
