@@ -5,8 +5,11 @@ import time
 
 import pytest
 
-from manager.services import free_port, port_open, spawn, stop_process
-from tests.faults.test_faults_processes import crawl_with, make_cluster
+from manager.services import LocalServers, free_port, port_open, spawn, stop_process
+from master.siteconfig import parse_config
+from message_processing.client import RequestClient
+from settings.clients import zookeeper_client
+from tests.faults.test_faults_processes import CrawlWatch, crawl_with, make_cluster
 
 pytestmark = pytest.mark.faults
 
@@ -60,3 +63,51 @@ def test_redis_restarted_mid_crawl(cluster_on_private_redis, private_redis, site
     info = crawl_with(cluster_on_private_redis, site, mongo_db, "redis-restart",
                       private_redis.restart)
     assert info["total_pending"] == 0
+
+
+@pytest.fixture
+def private_zookeeper(test_settings, tmp_path):
+    """A ZooKeeper of this test's own (the shared one serves every other test)."""
+    settings = test_settings.copy_with(
+        CRAWLCLUSTER_ZOOKEEPER_HOSTS=f"127.0.0.1:{free_port()}",
+        CRAWLCLUSTER_STATE_DIR=str(tmp_path / "zk-state"))
+    servers = LocalServers(settings, out=lambda *_: None)
+    servers.up(["zookeeper"])
+    yield settings, servers
+    servers.down(["zookeeper"])
+
+
+def test_zookeeper_stopped_mid_crawl(test_settings, private_zookeeper, kafka_topics, redis,
+                                     mongo_db, site, tmp_path):
+    zk_settings, servers = private_zookeeper
+    settings = test_settings.copy_with(
+        CRAWLCLUSTER_ZOOKEEPER_HOSTS=zk_settings["CRAWLCLUSTER_ZOOKEEPER_HOSTS"])
+    cluster = make_cluster(settings, tmp_path)
+    try:
+        def outage():
+            # Shorter than a ZooKeeper session: crawling goes on under the last config.
+            servers.down(["zookeeper"])
+            watch = CrawlWatch(cluster.settings, "zk-outage")
+            before = watch.info()["done"]
+            time.sleep(4)
+            assert watch.info()["done"] > before           # still crawling without it
+            watch.close()
+            servers.up(["zookeeper"])
+
+        crawl_with(cluster, site, mongo_db, "zk-outage", outage)
+        client = RequestClient.from_settings(cluster.settings, timeout=60)
+        try:
+            reply = client.ask({"type": "site_config", "userid": "faults", "action": "rate",
+                                "domain": "example.org", "rate": 7, "uuid": "after-zk"})
+        finally:
+            client.close()
+        assert reply["status"] == "ok", reply
+        zookeeper = zookeeper_client(cluster.settings, "test")
+        try:
+            config = parse_config(zookeeper.get(reply["znode"])[0])
+        finally:
+            zookeeper.stop()
+            zookeeper.close()
+        assert config["domains"]["example.org"]["hits"] == 7    # a change after the outage
+    finally:
+        cluster.down(servers=False)
