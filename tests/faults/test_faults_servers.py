@@ -8,7 +8,7 @@ import pytest
 from manager.services import LocalServers, free_port, port_open, spawn, stop_process
 from master.siteconfig import parse_config
 from message_processing.client import RequestClient
-from settings.clients import zookeeper_client
+from settings.clients import mongo_client, zookeeper_client
 from tests.faults.test_faults_processes import CrawlWatch, crawl_with, make_cluster
 
 pytestmark = pytest.mark.faults
@@ -111,3 +111,37 @@ def test_zookeeper_stopped_mid_crawl(test_settings, private_zookeeper, kafka_top
         assert config["domains"]["example.org"]["hits"] == 7    # a change after the outage
     finally:
         cluster.down(servers=False)
+
+
+@pytest.fixture
+def private_mongo(test_settings, tmp_path):
+    """A MongoDB-wire server of this test's own, storing on disk."""
+    settings = test_settings.copy_with(
+        CRAWLCLUSTER_MONGODB_URL=f"mongodb://127.0.0.1:{free_port()}/?directConnection=true",
+        CRAWLCLUSTER_STATE_DIR=str(tmp_path / "mongo-state"))
+    servers = LocalServers(settings, out=lambda *_: None)
+    servers.up(["mongodb"])
+    yield settings, servers
+    servers.down(["mongodb"])
+
+
+def test_mongodb_stopped_for_ten_seconds_mid_crawl(test_settings, private_mongo, kafka_topics,
+                                                   zookeeper, redis, site, tmp_path):
+    mongo_settings, servers = private_mongo
+    settings = test_settings.copy_with(
+        CRAWLCLUSTER_MONGODB_URL=mongo_settings["CRAWLCLUSTER_MONGODB_URL"])
+    cluster = make_cluster(settings, tmp_path)
+
+    def outage():
+        # Items wait in the spiders' pipelines and their tasks stay unacknowledged.
+        servers.down(["mongodb"])
+        time.sleep(10)
+        servers.up(["mongodb"])
+
+    client = mongo_client(settings, "test")
+    try:
+        crawl_with(cluster, site, client[settings["CRAWLCLUSTER_MONGODB_DATABASE"]],
+                   "mongo-outage", outage)
+    finally:
+        cluster.down(servers=False)
+        client.close()
