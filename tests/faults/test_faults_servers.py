@@ -65,14 +65,21 @@ def test_redis_restarted_mid_crawl(cluster_on_private_redis, private_redis, site
     assert info["total_pending"] == 0
 
 
+def private_server(test_settings, tmp_path, kind, **address):
+    """Settings naming a server of this test's own (the shared ones serve every other
+    test), and its LocalServers, with the server started."""
+    settings = test_settings.copy_with(CRAWLCLUSTER_STATE_DIR=str(tmp_path / f"{kind}-state"),
+                                       **address)
+    servers = LocalServers(settings, out=lambda *_: None)
+    servers.up([kind])
+    return settings, servers
+
+
 @pytest.fixture
 def private_zookeeper(test_settings, tmp_path):
-    """A ZooKeeper of this test's own (the shared one serves every other test)."""
-    settings = test_settings.copy_with(
-        CRAWLCLUSTER_ZOOKEEPER_HOSTS=f"127.0.0.1:{free_port()}",
-        CRAWLCLUSTER_STATE_DIR=str(tmp_path / "zk-state"))
-    servers = LocalServers(settings, out=lambda *_: None)
-    servers.up(["zookeeper"])
+    settings, servers = private_server(
+        test_settings, tmp_path, "zookeeper",
+        CRAWLCLUSTER_ZOOKEEPER_HOSTS=f"127.0.0.1:{free_port()}")
     yield settings, servers
     servers.down(["zookeeper"])
 
@@ -115,12 +122,9 @@ def test_zookeeper_stopped_mid_crawl(test_settings, private_zookeeper, kafka_top
 
 @pytest.fixture
 def private_mongo(test_settings, tmp_path):
-    """A MongoDB-wire server of this test's own, storing on disk."""
-    settings = test_settings.copy_with(
-        CRAWLCLUSTER_MONGODB_URL=f"mongodb://127.0.0.1:{free_port()}/?directConnection=true",
-        CRAWLCLUSTER_STATE_DIR=str(tmp_path / "mongo-state"))
-    servers = LocalServers(settings, out=lambda *_: None)
-    servers.up(["mongodb"])
+    settings, servers = private_server(
+        test_settings, tmp_path, "mongodb",
+        CRAWLCLUSTER_MONGODB_URL=f"mongodb://127.0.0.1:{free_port()}/?directConnection=true")
     yield settings, servers
     servers.down(["mongodb"])
 
