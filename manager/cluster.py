@@ -19,6 +19,7 @@ import urllib.request
 from pathlib import Path
 
 from manager.localcluster import cluster_env
+from manager.node import listen_address
 from manager.services import LocalServers, StateDir, free_port, port_open, spawn, stop_process
 from settings.clients import ensure_topics
 from settings.errors import ServiceError
@@ -55,13 +56,15 @@ class LocalCluster:
             started[f"node{number}"] = self._start_node(number)
         return started
 
-    def _start_role(self, name, env, command=None):
+    def _start_role(self, name, env, **extra):
+        """Start ``crawlcluster <role>`` (the name up to its first ``-``) unless its record
+        shows it running; ``extra`` goes into the record."""
         record = self.state.recorded(f"cluster-{name}")
         if record:
             return record["pid"]
-        command = command or [sys.executable, "-m", "manager.cli", name.split("-")[0]]
+        command = [sys.executable, "-m", "manager.cli", name.split("-")[0]]
         process = spawn(command, self.state.log_path(f"cluster-{name}"), cwd=ROOT, env=env)
-        self.state.record(f"cluster-{name}", process.pid, command)
+        self.state.record(f"cluster-{name}", process.pid, command, **extra)
         self.started_here.append(("role", f"cluster-{name}"))
         return process.pid
 
@@ -81,19 +84,15 @@ class LocalCluster:
         settings = self.node_settings(number)
         name = f"manager-node{number}"
         fresh = self.state.recorded(f"cluster-{name}") is None
-        self._start_role(name, cluster_env(settings, fast=False))
-        url = manager_url(settings)
-        host, port = url.split("//")[1].rstrip("/").rsplit(":", 1)
-        record = json.loads(self.state.pid_path(f"cluster-{name}").read_text())
-        record["port"] = int(port)
-        self.state.pid_path(f"cluster-{name}").write_text(json.dumps(record))
-        _wait_port(host, int(port), self.state.log_path(f"cluster-{name}"))
+        host, port = listen_address(settings)
+        self._start_role(name, cluster_env(settings, fast=False), port=port)
+        _wait_port(host, port, self.state.log_path(f"cluster-{name}"))
         if fresh:
             for spider in self.spider_types:
                 for index in range(self.procs):
                     schedule(settings, spider, f"node{number}-{spider}-{index + 1}",
                              **self.spider_settings.get(number, {}))
-        return url
+        return manager_url(settings)
 
     # --- down ----------------------------------------------------------------------------
 

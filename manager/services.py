@@ -186,11 +186,11 @@ class StateDir:
     def pid_path(self, kind):
         return self.root / "pids" / f"{kind}.json"
 
-    def record(self, kind, pid, command):
+    def record(self, kind, pid, command, **extra):
         path = self.pid_path(kind)
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_text(json.dumps(
-            {"pid": pid, "command": command, "start_ticks": _start_ticks(pid)}))
+            {"pid": pid, "command": command, "start_ticks": _start_ticks(pid), **extra}))
 
     def recorded(self, kind):
         """The record of a server we started, or None if none or it died."""
