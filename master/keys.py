@@ -163,6 +163,11 @@ class Keys:
         """string: the last offset of a Kafka partition whose result Redis holds."""
         return f"{self.tag}:intake:{topic}:{partition}:applied"
 
+    def intake_topic_id(self, topic, partition):
+        """string: the broker's id of the topic the partition's applied offset counts in
+        (a topic made again, e.g. by a broker that lost its storage, numbers from 0)."""
+        return f"{self.tag}:intake:{topic}:{partition}:topic_id"
+
     def intake_outbox(self, topic, partition):
         """list of reply JSON for a partition's messages, not yet on the replies topic."""
         return f"{self.tag}:intake:{topic}:{partition}:outbox"

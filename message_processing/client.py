@@ -10,7 +10,9 @@ import sys
 import time
 import uuid as uuid_module
 
-from settings.errors import CrawlClusterError
+from kafka.errors import KafkaError
+
+from settings.errors import CrawlClusterError, ServerUnreachable
 
 ROLE = "client"
 
@@ -19,10 +21,15 @@ class ReplyTimeout(CrawlClusterError):
     pass
 
 
+class NotDelivered(CrawlClusterError):
+    """The broker did not confirm a request in time: it was not taken."""
+
+
 class RequestClient:
     def __init__(self, settings, producer, consumer, timeout):
         self.requests_topic = settings["CRAWLCLUSTER_KAFKA_REQUESTS_TOPIC"]
         self.replies_topic = settings["CRAWLCLUSTER_KAFKA_REPLIES_TOPIC"]
+        self.bootstrap = settings["CRAWLCLUSTER_KAFKA_BOOTSTRAP"]
         self.producer = producer
         self.consumer = consumer
         self.timeout = timeout
@@ -31,10 +38,10 @@ class RequestClient:
     def from_settings(cls, settings, timeout=None):
         from kafka import TopicPartition
 
-        from settings.clients import ensure_topics, kafka_consumer, kafka_producer
+        from settings.clients import DeliveringProducer, ensure_topics, kafka_consumer
 
         ensure_topics(settings, ROLE)
-        producer = kafka_producer(settings, ROLE)
+        producer = DeliveringProducer(settings, ROLE)
         consumer = kafka_consumer(settings, ROLE, group_id=None, enable_auto_commit=False)
         topic = settings["CRAWLCLUSTER_KAFKA_REPLIES_TOPIC"]
         partitions = [TopicPartition(topic, p)
@@ -55,7 +62,13 @@ class RequestClient:
         if isinstance(request, dict) and not request.get("uuid"):
             request = dict(request, uuid=uuid_module.uuid4().hex)
         raw = request if isinstance(request, bytes) else json.dumps(request).encode("utf-8")
-        metadata = self.producer.send(self.requests_topic, raw).get(timeout=self.timeout)
+        try:
+            # The producer retries (and reconnects) by itself until the timeout.
+            [metadata] = self.producer.deliver(self.requests_topic, [raw], self.timeout)
+        except (KafkaError, ServerUnreachable) as exc:
+            raise NotDelivered(f"request not confirmed by the Kafka broker at "
+                               f"{self.bootstrap} within {self.timeout:.0f} s "
+                               f"({type(exc).__name__}); send it again") from None
         source = f"{metadata.topic}/{metadata.partition}/{metadata.offset}"
         return request["uuid"] if isinstance(request, dict) else source, source
 

@@ -125,6 +125,42 @@ def kafka_producer(settings, role, **overrides):
     return _build_kafka(settings, role, lambda: KafkaProducer(**config))
 
 
+class DeliveringProducer:
+    """A Kafka producer for messages that must arrive: ``deliver`` returns only once the
+    broker has every one of them, or raises.
+
+    A producer whose delivery failed is dropped with what it still buffered and made
+    again on the next call: a broker that restarted without its state (Tansu's memory
+    storage) no longer knows the old producer's id and would refuse it for good.
+    """
+
+    def __init__(self, settings, role, **overrides):
+        self._make = lambda: kafka_producer(settings, role, **overrides)
+        self.timeout = settings.getfloat("CRAWLCLUSTER_SOCKET_TIMEOUT")
+        self.producer = self._make()
+
+    def deliver(self, topic, values, timeout=None):
+        """Send ``values`` (bytes) to ``topic``; return their RecordMetadata.
+        Raises a KafkaError (or ServerUnreachable) if any is not confirmed in time."""
+        from kafka.errors import KafkaError
+
+        timeout = timeout or self.timeout
+        if self.producer is None:
+            self.producer = self._make()
+        try:
+            futures = [self.producer.send(topic, value) for value in values]
+            self.producer.flush(timeout=timeout)
+            return [future.get(timeout=timeout) for future in futures]
+        except KafkaError:
+            self.producer.close(timeout=0)
+            self.producer = None
+            raise
+
+    def close(self):
+        if self.producer is not None:
+            self.producer.close()
+
+
 def kafka_consumer(settings, role, *topics, **overrides):
     """A KafkaConsumer in the role's group, committing offsets by hand."""
     from kafka import KafkaConsumer

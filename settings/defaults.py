@@ -54,6 +54,8 @@ CRAWLCLUSTER_STATE_DIR = "~/.crawlcluster"
 CRAWLCLUSTER_SERVICES_INSTALL = True
 # Seconds `services up` waits for a started server to answer.
 CRAWLCLUSTER_SERVICES_START_TIMEOUT = 60.0
+# Storage of the local Kafka-API broker: memory:// (lost when it stops) or s3://bucket/ (kept).
+CRAWLCLUSTER_KAFKA_STORAGE = "memory://tansu/"
 
 # --- counters ----------------------------------------------------------------
 # Default window (s) of rolling counters (plugin counts, status codes).

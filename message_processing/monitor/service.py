@@ -81,11 +81,11 @@ class Monitor:
 
     @classmethod
     def from_settings(cls, settings):
-        from settings.clients import ensure_topics, kafka_producer, redis_client
+        from settings.clients import DeliveringProducer, ensure_topics, redis_client
 
         redis = redis_client(settings, ROLE)
         ensure_topics(settings, ROLE)
-        return cls(settings, redis, kafka_producer(settings, ROLE))
+        return cls(settings, redis, DeliveringProducer(settings, ROLE))
 
     def run(self):
         signal.signal(signal.SIGTERM, self.stop)
@@ -123,10 +123,10 @@ class Monitor:
         if not claimed:
             return 0
         answers = [(member, *self.answer(entry)) for member, entry in claimed]
-        for _, reply, _ in answers:
-            if reply is not None:
-                self.producer.send(self.replies_topic, encode(reply))
-        self.producer.flush()
+        # Entries leave the work list only once their replies are on Kafka; if this
+        # raises they are answered again when the claim runs out.
+        self.producer.deliver(self.replies_topic,
+                              [encode(reply) for _, reply, _ in answers if reply is not None])
         pipe = self.redis.pipeline(transaction=False)
         for member, _, plugin_name in answers:
             pipe.zrem(self.context.keys.monitor_work(), member)

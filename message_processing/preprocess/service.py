@@ -93,12 +93,13 @@ class Preprocess:
         self.batch = settings.getint("CRAWLCLUSTER_PREPROCESS_BATCH")
         self.instance = instance or f"{socket.gethostname()}:{os.getpid()}"
         self.heartbeats = Heartbeats.from_settings(redis, settings)
+        self.topic_ids = {}                 # topic -> its id on the broker
         self.running = True
         self.last_beat = 0.0
 
     @classmethod
     def from_settings(cls, settings):
-        from settings.clients import ensure_topics, kafka_consumer, kafka_producer, redis_client
+        from settings.clients import DeliveringProducer, ensure_topics, kafka_consumer, redis_client
 
         redis = redis_client(settings, ROLE)
         ensure_topics(settings, ROLE)
@@ -106,7 +107,7 @@ class Preprocess:
         consumer.subscribe([settings["CRAWLCLUSTER_KAFKA_REQUESTS_TOPIC"]],
                            listener=_LogAssignments())
         # Replies go out a poll at a time: bigger producer batches, fewer requests.
-        producer = kafka_producer(settings, ROLE, batch_size=512 * 1024, linger_ms=20)
+        producer = DeliveringProducer(settings, ROLE, batch_size=512 * 1024, linger_ms=20)
         return cls(settings, redis, consumer, producer)
 
     def counter(self, name):
@@ -194,11 +195,18 @@ class Preprocess:
         """Store the partition's new messages; return the ``Handled`` ones that were new."""
         handled = [self.handle(record) for record in records]
         applied_key = self.keys.intake_applied(partition.topic, partition.partition)
+        id_key = self.keys.intake_topic_id(partition.topic, partition.partition)
+        topic_id = self._topic_id(partition, records, applied_key)
         outbox = self.keys.intake_outbox(partition.topic, partition.partition)
 
         def transaction(pipe):
-            applied = pipe.get(applied_key)
+            applied, applied_in = pipe.mget(applied_key, id_key)
             last = int(applied) if applied is not None else -1
+            if applied_in not in (None, topic_id):
+                logger.warning("%s was made again on the broker (id %s, was %s); its "
+                               "messages are numbered from 0 again", partition.topic,
+                               topic_id, applied_in)
+                last = -1
             fresh = [h for h in handled if h.offset > last]
             pipe.multi()
             batch = WriteBatch(pipe)
@@ -216,10 +224,29 @@ class Preprocess:
             self._count(fresh, pipe)
             # Never lower it: a rebalance may redeliver an older range.
             pipe.set(applied_key, max(last, records[-1].offset))
+            pipe.set(id_key, topic_id)
             return fresh
 
-        fresh = self.redis.transaction(transaction, applied_key, value_from_callable=True)
+        fresh = self.redis.transaction(transaction, applied_key, id_key,
+                                       value_from_callable=True)
         return fresh
+
+    def _topic_id(self, partition, records, applied_key):
+        """The topic's id on the broker: cached, looked up again when a batch looks
+        applied already (a redelivery, or a topic made again numbering from 0)."""
+        topic = partition.topic
+        applied = self.redis.get(applied_key)
+        stale = applied is not None and records[-1].offset <= int(applied)
+        if topic not in self.topic_ids or stale:
+            from settings.clients import kafka_admin
+
+            admin = kafka_admin(self.settings, ROLE)
+            try:
+                [described] = admin.describe_topics([topic])
+            finally:
+                admin.close()
+            self.topic_ids[topic] = str(described["topic_id"])
+        return self.topic_ids[topic]
 
     def _count(self, fresh, pipe):
         if not fresh:
@@ -243,9 +270,7 @@ class Preprocess:
         replies = self.redis.lrange(outbox, 0, -1)
         if not replies:
             return
-        for reply in replies:
-            self.producer.send(self.replies_topic, reply.encode("utf-8"))
-        self.producer.flush()
+        self.producer.deliver(self.replies_topic, [reply.encode("utf-8") for reply in replies])
         self.redis.ltrim(outbox, len(replies), -1)
 
     def _add_seen(self, seen):

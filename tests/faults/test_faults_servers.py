@@ -1,15 +1,23 @@
 """A server restarted mid-crawl: every role reconnects by itself and the crawl finishes,
 every page stored exactly once."""
 
+import sys
 import time
 
 import pytest
 
+from manager.cluster import LocalCluster
+from manager.demo import UNIVERSAL_RULE
 from manager.services import LocalServers, free_port, port_open, spawn, stop_process
 from master.siteconfig import parse_config
-from message_processing.client import RequestClient
+from message_processing.client import NotDelivered, RequestClient
 from settings.clients import mongo_client, zookeeper_client
-from tests.faults.test_faults_processes import CrawlWatch, crawl_with, make_cluster
+from tests.faults.test_faults_processes import (
+    CrawlWatch,
+    assert_ground_truth,
+    crawl_with,
+    make_cluster,
+)
 
 pytestmark = pytest.mark.faults
 
@@ -149,3 +157,130 @@ def test_mongodb_stopped_for_ten_seconds_mid_crawl(test_settings, private_mongo,
     finally:
         cluster.down(servers=False)
         client.close()
+
+
+class S3Store:
+    """moto's S3 server: a Tansu broker keeps its topics and offsets there, so it can be
+    restarted the way a Kafka broker is (the default memory storage forgets everything)."""
+
+    bucket = "tansu"
+
+    def __init__(self, run_dir):
+        self.port = free_port()
+        self.run_dir = run_dir
+        self.process = None
+
+    def start(self):
+        import boto3
+
+        self.process = spawn([sys.executable, "-m", "moto.server", "-H", "127.0.0.1",
+                              "-p", str(self.port)], self.run_dir / "moto.log")
+        deadline = time.monotonic() + 30
+        while not port_open("127.0.0.1", self.port):
+            assert time.monotonic() < deadline, "moto's S3 server did not start"
+            time.sleep(0.1)
+        boto3.client("s3", endpoint_url=self.url, region_name="us-east-1",
+                     aws_access_key_id="test", aws_secret_access_key="test",
+                     ).create_bucket(Bucket=self.bucket)
+        return self
+
+    @property
+    def url(self):
+        return f"http://127.0.0.1:{self.port}"
+
+    def broker_environment(self):
+        return {"AWS_ACCESS_KEY_ID": "test", "AWS_SECRET_ACCESS_KEY": "test",
+                "AWS_DEFAULT_REGION": "us-east-1", "AWS_ENDPOINT": self.url,
+                "AWS_ALLOW_HTTP": "true"}
+
+    def stop(self):
+        stop_process(self.process.pid)
+
+
+@pytest.fixture
+def private_kafka(test_settings, tmp_path, monkeypatch):
+    store = S3Store(tmp_path).start()
+    for name, value in store.broker_environment().items():
+        monkeypatch.setenv(name, value)
+    settings, servers = private_server(
+        test_settings, tmp_path, "kafka",
+        CRAWLCLUSTER_KAFKA_BOOTSTRAP=f"127.0.0.1:{free_port()}",
+        CRAWLCLUSTER_KAFKA_STORAGE=f"s3://{store.bucket}/")
+    yield settings, servers
+    servers.down(["kafka"])
+    store.stop()
+
+
+def role_pid(cluster, role):
+    record = cluster.state.recorded(f"cluster-{role}")
+    return record and record["pid"]
+
+
+def test_kafka_broker_restarted_mid_crawl(test_settings, private_kafka, zookeeper, redis,
+                                          mongo_db, site, tmp_path):
+    kafka_settings, servers = private_kafka
+    settings = test_settings.copy_with(
+        CRAWLCLUSTER_KAFKA_BOOTSTRAP=kafka_settings["CRAWLCLUSTER_KAFKA_BOOTSTRAP"],
+        CRAWLCLUSTER_REPLY_TIMEOUT=60.0)
+    cluster = make_cluster(settings, tmp_path)
+    roles = {role: role_pid(cluster, role) for role in ("preprocess", "monitor")}
+    client = RequestClient.from_settings(cluster.settings, timeout=8)   # made before it stops
+    manifest, _ = site
+    try:
+        def outage():
+            servers.down(["kafka"])
+            with pytest.raises(NotDelivered, match="not confirmed by the Kafka broker"):
+                client.ask({"type": "info", "userid": "faults", "crawlid": "kafka-restart"})
+            time.sleep(3)
+            servers.up(["kafka"])
+
+        crawl_with(cluster, site, mongo_db, "kafka-restart", outage)
+        # No manual action: the client made before the outage and the same preprocess and
+        # monitor processes take the next requests.
+        client.timeout = 60
+        reply = client.ask({"type": "info", "userid": "faults", "crawlid": "kafka-restart"})
+        assert reply["total_pending"] == 0
+        watch = CrawlWatch(cluster.settings, "after-kafka-restart")
+        try:
+            watch.submit(manifest)
+            watch.wait_drained()
+        finally:
+            watch.close()
+        assert_ground_truth(manifest, mongo_db, "after-kafka-restart")
+        assert {role: role_pid(cluster, role) for role in roles} == roles
+    finally:
+        client.close()
+        cluster.down(servers=False)
+
+
+def test_a_broker_that_lost_its_topics(test_settings, redis, zookeeper, tmp_path):
+    """The local broker's default memory storage forgets everything when it restarts:
+    topics are made again by the next client, and preprocess takes the new messages
+    (numbered from 0 again) instead of skipping them as already applied."""
+    kafka_settings, servers = private_server(
+        test_settings, tmp_path, "kafka", CRAWLCLUSTER_KAFKA_BOOTSTRAP=f"127.0.0.1:{free_port()}")
+    settings = test_settings.copy_with(
+        CRAWLCLUSTER_KAFKA_BOOTSTRAP=kafka_settings["CRAWLCLUSTER_KAFKA_BOOTSTRAP"],
+        CRAWLCLUSTER_STATE_DIR=str(tmp_path / "state"))
+    cluster = LocalCluster(settings, nodes=0, out=lambda *_: None)
+    cluster.up()
+    preprocess = role_pid(cluster, "preprocess")
+    try:
+        def submit(crawlids):
+            client = RequestClient.from_settings(settings, timeout=60)
+            try:
+                return [client.ask({"type": "crawl", "userid": "faults", "crawlid": crawlid,
+                                    "spider_type": "universal", "url": "http://example.org/",
+                                    "rule": UNIVERSAL_RULE})["status"]
+                        for crawlid in crawlids]
+            finally:
+                client.close()
+
+        assert submit([f"before-{n}" for n in range(6)]) == ["accepted"] * 6
+        servers.down(["kafka"])
+        servers.up(["kafka"])
+        assert submit(["after-0", "after-1"]) == ["accepted"] * 2
+        assert role_pid(cluster, "preprocess") == preprocess
+    finally:
+        cluster.down(servers=False)
+        servers.down(["kafka"])
