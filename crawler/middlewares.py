@@ -6,7 +6,9 @@
 cluster. ``RandomUserAgentMiddleware`` gives each request a real browser's
 User-Agent unless the crawl set one. ``TaskOutputMiddleware`` (spider) marks
 a page's links with their parent task and its items with their task, and
-tells the tracker when the page's output is all out.
+tells the tracker when the page's output is all out. ``CharsetRepairMiddleware``
+reads a page whose declared charset garbles it with the charset that reads it.
+``RedirectLoopMiddleware`` ends a redirect chain that comes back to a URL twice.
 """
 
 import ipaddress
@@ -17,7 +19,7 @@ from importlib import resources
 from urllib.parse import urlsplit
 
 from scrapy import Request
-from scrapy.exceptions import IgnoreRequest, NotConfigured
+from scrapy.exceptions import DownloadCancelledError, IgnoreRequest, NotConfigured
 
 from crawler.context import ClusterComponent
 from master.frontier import outcome_for_status
@@ -45,14 +47,19 @@ class TaskStatusMiddleware(ClusterComponent):
         member = _member(request)
         outcome, reason = outcome_for_status(response.status)
         if member and outcome != "done":
+            location = response.headers.get("Location")
+            if location:
+                reason += f" (to {location.decode('latin-1')[:100]})"
             self.tracker.fail(member, outcome, reason)
         return response
 
     def process_exception(self, request, exception):
         member = _member(request)
         if member:
-            outcome = "failed" if type(exception).__name__ == "IgnoreRequest" else "retry"
-            self.tracker.fail(member, outcome, f"{type(exception).__name__}: {exception}"[:200])
+            # Refused, or over DOWNLOAD_MAXSIZE: trying again would end the same way.
+            permanent = isinstance(exception, (IgnoreRequest, DownloadCancelledError))
+            self.tracker.fail(member, "failed" if permanent else "retry",
+                              f"{type(exception).__name__}: {exception}"[:200])
 
 
 class RandomUserAgentMiddleware:
@@ -106,6 +113,71 @@ class TaskOutputMiddleware(ClusterComponent):
             element["_task"] = info["member"]
             tracker.item_out(info["member"])
         return element
+
+
+class CharsetRepairMiddleware:
+    """A page whose HTTP header or ``<meta>`` names the wrong charset (a server that
+    says utf-8 for every page, a template copied from another site) is read with the
+    charset that decodes it: its ``<meta>`` one, else the detected one."""
+
+    def __init__(self, stats=None):
+        self.stats = stats
+
+    @classmethod
+    def from_crawler(cls, crawler):
+        return cls(crawler.stats)
+
+    def process_response(self, request, response, spider=None):
+        from scrapy.http import TextResponse
+
+        if not isinstance(response, TextResponse) or not response.body:
+            return response
+        better = better_encoding(response.body, response.encoding)
+        if better is None:
+            return response
+        if self.stats is not None:
+            self.stats.inc_value("crawlcluster/charset/repaired")
+        return response.replace(encoding=better)
+
+
+class RedirectLoopMiddleware:
+    """A redirect chain that reaches a URL for the third time is a loop: refused (the
+    task fails for good, naming the chain) instead of bouncing until
+    ``REDIRECT_MAX_TIMES``. One return is allowed: a page that sets a cookie and
+    redirects to itself is common."""
+
+    def process_request(self, request, spider=None):
+        chain = request.meta.get("redirect_urls") or []
+        if chain.count(request.url) >= 2:
+            raise IgnoreRequest(f"redirect loop: {' -> '.join([*chain, request.url])}")
+
+
+GARBLED_SHARE = 0.01      # a page with more replacement characters than this is misread
+
+
+def better_encoding(body, declared):
+    """An encoding that reads ``body`` without errors, when ``declared`` garbles more than
+    1% of it; None when ``declared`` reads it well enough or nothing reads it better."""
+    from charset_normalizer import from_bytes
+    from w3lib.encoding import html_body_declared_encoding, resolve_encoding
+
+    text = body.decode(declared, errors="replace")
+    if text.count("\ufffd") <= len(text) * GARBLED_SHARE:
+        return None
+    detected = from_bytes(body).best()
+    for candidate in (html_body_declared_encoding(body), detected and detected.encoding):
+        encoding = resolve_encoding(candidate) if candidate else None
+        if encoding and encoding != resolve_encoding(declared) and _reads(body, encoding):
+            return encoding
+    return None
+
+
+def _reads(body, encoding):
+    try:
+        body.decode(encoding)
+        return True
+    except (UnicodeDecodeError, LookupError):
+        return False
 
 
 class PrivateAddressGuardMiddleware:

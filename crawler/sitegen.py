@@ -200,3 +200,64 @@ def _depths(start, pages, spec):
                 depths[url] = depths[page.url] + 1
                 queue.append(url)
     return depths
+
+
+# --- a hostile site: what a crawler must survive --------------------------------------------
+
+HOSTILE_TITLE = "城市交通新规今日起实施"
+HOSTILE_PAGES = {
+    # path: (what it is, title a crawl must store, or None when no item may come of it)
+    "lying-header.html": ("GBK page served with 'charset=utf-8' in its HTTP header",
+                          HOSTILE_TITLE),
+    "lying-meta.html": ("GBK page whose <meta> says utf-8", HOSTILE_TITLE),
+    "undeclared.html": ("GBK page with no charset anywhere", HOSTILE_TITLE),
+    "malformed.html": ("unclosed and stray tags, a broken comment", HOSTILE_TITLE),
+    "binary.html": ("64 KiB of random bytes served as text/html", None),
+    "huge.html": ("21 MiB page, over DOWNLOAD_MAXSIZE", None),
+    "loop-a.html": ("redirects to loop-b.html, which redirects back", None),
+    "to-file.html": ("redirects to file:///etc/passwd", None),
+}
+UNSAFE_LINKS = ("javascript:alert(1)", "data:text/html,<h1>x</h1>", "file:///etc/passwd",
+                "ftp://127.0.0.1/", "mailto:a@example.com")
+
+
+def generate_hostile_site(root, port, host="127.0.0.1"):
+    """Pages that lie about their charset, are binary, huge or malformed, redirect in a
+    loop or to a file, link to unsafe schemes, and an endless calendar, under
+    ``www/<host>/hostile/``. Returns the manifest and the nginx locations that serve
+    the lies, redirects and the calendar (``StaticSite(locations=...)``)."""
+    folder = Path(root) / "www" / host / "hostile"
+    base = f"http://{host}:{port}/hostile/"
+    head = "<html><head><title>t</title>{meta}</head><body>"
+    # a paragraph of text, as any article has: detection needs more than a title
+    paragraph = "记者今天表示，相关部门将进一步推进工作，加强市民服务和项目建设。" * 3
+    gbk_page = head + f"<h1>{HOSTILE_TITLE}</h1><p>{paragraph}</p></body></html>"
+    _write(folder / "lying-header.html",
+           gbk_page.format(meta='<meta charset="gbk">').encode("gbk"))
+    _write(folder / "lying-meta.html",
+           gbk_page.format(meta='<meta charset="utf-8">').encode("gbk"))
+    _write(folder / "undeclared.html", gbk_page.format(meta="").encode("gbk"))
+    _write(folder / "malformed.html", (
+        '<html><head><meta charset="utf-8"><title>t</title><body><div><div class="x">'
+        f"<p>没有结束<b><i>标签</div></div></div><<<h1 class=>{HOSTILE_TITLE}</h1><p>"
+        "<!-- 没有结束的注释 <table><tr><td>").encode())
+    _write(folder / "binary.html", random.Random(7).randbytes(64 * 1024))
+    _write(folder / "huge.html", b"<html><body><h1>huge</h1>" + b"x" * (21 << 20))
+    _write(folder / "calendar.html",
+           b'<html><body><h1>calendar</h1><a href="next/">next month</a></body></html>')
+    links = [*HOSTILE_PAGES, "calendar/", *UNSAFE_LINKS]
+    _write(folder / "index.html", (
+        '<html><head><meta charset="utf-8"></head><body><h1>hostile</h1>'
+        + "".join(f'<a href="{link}">{escape(link)}</a>' for link in links)
+        + "</body></html>").encode())
+    locations = [
+        "location = /hostile/lying-header.html { charset utf-8; }",
+        "location = /hostile/loop-a.html { return 302 /hostile/loop-b.html; }",
+        "location = /hostile/loop-b.html { return 302 /hostile/loop-a.html; }",
+        'location = /hostile/to-file.html { return 302 "file:///etc/passwd"; }',
+        "location /hostile/calendar/ { try_files /hostile/calendar.html =404; }",
+    ]
+    manifest = {"start_url": base + "index.html", "base": base,
+                "titled": {base + path: title for path, (_, title) in HOSTILE_PAGES.items()
+                           if title}}
+    return manifest, {host: locations}

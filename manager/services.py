@@ -435,9 +435,10 @@ class StaticSite:
     bottleneck of any crawl; nginx-light serves tens of thousands.
     """
 
-    def __init__(self, www, hosts, port, run_dir):
+    def __init__(self, www, hosts, port, run_dir, locations=None):
         self.www = Path(www)
         self.hosts = list(hosts)
+        self.locations = locations or {}         # host -> extra nginx location blocks
         self.port = port
         self.run_dir = Path(run_dir)
         self.process = None
@@ -462,7 +463,8 @@ class StaticSite:
 
     def _config(self):
         servers = "\n".join(
-            f"    server {{ listen {host}:{self.port}; root {self.www / host}; }}"
+            f"    server {{ listen {host}:{self.port}; root {self.www / host}; "
+            f"{' '.join(self.locations.get(host, ()))} }}"
             for host in self.hosts)
         user = "user root;" if os.geteuid() == 0 else ""
         return _NGINX_CONF.format(user=user, run=self.run_dir, servers=servers)

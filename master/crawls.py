@@ -58,6 +58,8 @@ class CrawlStore:
                                   []).append(config["crawlid"])
         seed = seed or self.seed_task(config)
         batch.seeds.append(seed)
+        if config.get("domain_max_pages"):      # the seed is one of the domain's pages
+            batch.pipe.hincrby(self.keys.crawl_domain_pages(config["crawlid"]), seed["domain"])
         for url in config.get("hubs") or ():
             hub = dict(seed, url=url, domain=domain_of(url), id=f"hub:{url}")
             frontier.add_hub(hub, config.get("hub_span", 3600.0), pipe=batch.pipe)

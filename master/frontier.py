@@ -19,9 +19,13 @@ PERMANENT_STATUSES = {404, 410}
 
 
 def outcome_for_status(status):
-    """``(outcome, reason)`` for an HTTP status: 404/410 failed, other errors retried."""
+    """``(outcome, reason)`` for an HTTP status: 404/410 and a redirect that reached the
+    spider unfollowed (no Location, a scheme other than http(s)) failed, other errors
+    retried."""
     if status in PERMANENT_STATUSES:
         return "failed", f"HTTP {status}"
+    if 300 <= status < 400:
+        return "failed", f"HTTP {status}: redirect not followed"
     if status >= 400:
         return "retry", f"HTTP {status}"
     return "done", ""

@@ -193,6 +193,9 @@ SCRAPY = {
         "crawler.middlewares.RandomUserAgentMiddleware": 400,
         "crawler.proxy.ProxyMiddleware": 740,
         "crawler.middlewares.PrivateAddressGuardMiddleware": 60,
+        "crawler.middlewares.RedirectLoopMiddleware": 70,
+        # after decompression (590): repairs the charset of the body the spider reads
+        "crawler.middlewares.CharsetRepairMiddleware": 100,
         "scrapy.downloadermiddlewares.useragent.UserAgentMiddleware": None,
     },
     # A page over this is cancelled and its task fails (Scrapy's default is 1 GiB).

@@ -1,0 +1,73 @@
+"""Hostile pages: lying or missing charsets, binary and huge bodies, malformed HTML,
+redirect loops, redirects and links to unsafe schemes, an endless calendar. A real
+crawl (dispatcher, spider, Redis, MongoDB, nginx) must finish, store the right text,
+never leave http(s) and stay inside its bounds."""
+
+from collections import Counter
+
+import pytest
+
+from crawler.sitegen import HOSTILE_TITLE, generate_hostile_site
+from manager.localcluster import run_crawl, submit
+from manager.services import StaticSite, free_port
+from master.frontier import Frontier
+from settings.clients import redis_client
+
+HOSTILE_RULE = {"rules": [{"allow": ["/hostile/"], "follow": True,
+                           "fields": {"title": "//h1/text()"}}]}
+
+
+@pytest.fixture(scope="module")
+def hostile_site(tmp_path_factory):
+    root = tmp_path_factory.mktemp("hostile")
+    port = free_port()
+    manifest, locations = generate_hostile_site(root, port)
+    with StaticSite(root / "www", ["127.0.0.1"], port, root / "run",
+                    locations=locations) as site:
+        yield manifest, site
+
+
+def crawl(settings, site, crawlid, tmp_path, **limits):
+    manifest, served = site
+    since = len(served.access_log())
+    submit(settings, {"crawlid": crawlid, "spider_type": "universal",
+                      "url": manifest["start_url"], "rule": HOSTILE_RULE, **limits})
+    (tmp_path / crawlid).mkdir()
+    assert run_crawl(settings, "universal", tmp_path / crawlid) == [0]   # no crash
+    return Counter(entry["path"] for entry in served.access_log()[since:]
+                   if entry["path"] != "/robots.txt")
+
+
+def test_hostile_pages_are_survived_and_read_right(test_settings, redis, mongo_db,
+                                                   hostile_site, tmp_path):
+    manifest, _ = hostile_site
+    fetched = crawl(test_settings, hostile_site, "hostile", tmp_path, maxdepth=6)
+    items = {item["url"]: item for item in mongo_db["items_universal"].find(
+        {"crawlid": "hostile"})}
+    for url, title in manifest["titled"].items():      # lying, missing charsets; bad markup
+        assert items[url]["title"] == title == HOSTILE_TITLE, url
+    assert all(url.startswith("http://") for url in items)             # no file:, data:, ...
+    assert not any(url.endswith(("binary.html", "huge.html")) for url in items)
+    # the redirect loop is cut at its second round, not at REDIRECT_MAX_TIMES (20)
+    assert fetched["/hostile/loop-a.html"] == fetched["/hostile/loop-b.html"] == 2
+    loops = {path for path, count in fetched.items() if count > 1}
+    assert loops == {"/hostile/loop-a.html", "/hostile/loop-b.html"}, fetched  # the rest once
+    client = redis_client(test_settings, "test")
+    failed = Frontier.from_settings(client, test_settings).failed("hostile")
+    client.close()
+    assert "redirect loop" in failed[manifest["base"] + "loop-a.html"]["reason"]
+    assert "max size" in failed[manifest["base"] + "huge.html"]["reason"]   # over the limit
+    assert "file:///etc/passwd" in failed[manifest["base"] + "to-file.html"]["reason"]
+    # the calendar is endless; maxdepth 6 from the index (depth 0) stops it at depth 6
+    calendar = [path for path in fetched if path.startswith("/hostile/calendar/")]
+    assert len(calendar) == 6
+
+
+def test_an_endless_calendar_is_bounded_by_domain_max_pages(test_settings, redis, mongo_db,
+                                                            hostile_site, tmp_path):
+    fetched = crawl(test_settings, hostile_site, "calendar", tmp_path, maxdepth=1000,
+                    domain_max_pages=40)
+    # 40 pages (tasks): loop-b.html and the loop's second round are hops of loop-a's task
+    pages = len(set(fetched) - {"/hostile/loop-b.html"})
+    assert pages == 40, fetched
+
