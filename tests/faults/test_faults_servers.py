@@ -25,15 +25,16 @@ pytestmark = pytest.mark.faults
 class PrivateRedis:
     """A Redis of this test's own, with the append-only file on (fsync every second)."""
 
-    def __init__(self, data_dir):
+    def __init__(self, data_dir, *options):
         self.port = free_port()
         self.data_dir = data_dir
+        self.options = list(options)          # more redis-server options, e.g. ACL users
         self.process = None
 
     def start(self):
         self.process = spawn(["redis-server", "--port", str(self.port), "--bind", "127.0.0.1",
                               "--appendonly", "yes", "--appendfsync", "everysec",
-                              "--save", "", "--dir", str(self.data_dir)],
+                              "--save", "", "--dir", str(self.data_dir), *self.options],
                              self.data_dir / "redis.log")
         deadline = time.monotonic() + 20
         while not port_open("127.0.0.1", self.port):
