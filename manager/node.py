@@ -186,7 +186,10 @@ def main(settings):
     os.chdir(state_dir(settings))
     from scrapyd.app import application
 
+    from manager.web import limit_request_size
+
     app = application(config)
+    limit_request_size(app, settings.getint("CRAWLCLUSTER_MAX_MESSAGE_BYTES"))
     app.crawlcluster = {"settings": settings, "redis": redis, "zookeeper": zookeeper}
     registry = NodeRegistry(settings, zookeeper, redis, node_info(settings))
     registry.start()

@@ -49,9 +49,59 @@ class Root(website.Root):
         return self.app.crawlcluster
 
 
+class SizeLimitedRequest(server.Request):
+    """A request whose body is over ``max_body`` bytes is answered 413 and its
+    connection closed before the rest is read (Twisted would buffer any size)."""
+
+    max_body = 1 << 20
+    refused = False
+    received = 0
+
+    def gotLength(self, length):
+        if length is not None and length > self.max_body:
+            self._refuse()
+        else:
+            super().gotLength(length)
+
+    def handleContentChunk(self, data):
+        self.received += len(data)
+        if not self.refused and self.received > self.max_body:
+            self._refuse()
+        if not self.refused:
+            super().handleContentChunk(data)
+
+    def allContentReceived(self):
+        if not self.refused:
+            super().allContentReceived()
+
+    def _refuse(self):
+        self.refused = True
+        body = json.dumps({"status": "error", "message": f"request body over "
+                           f"{self.max_body} bytes (CRAWLCLUSTER_MAX_MESSAGE_BYTES)"}).encode()
+        self.channel.transport.write(
+            b"HTTP/1.1 413 Request Entity Too Large\r\nContent-Type: application/json\r\n"
+            b"Connection: close\r\nContent-Length: %d\r\n\r\n%s" % (len(body), body))
+        self.channel.transport.loseConnection()
+
+
+def limit_request_size(app, max_body):
+    """Give the manager's web site ``SizeLimitedRequest``s of at most ``max_body``."""
+    from twisted.application.service import IServiceCollection
+
+    limited = type("LimitedRequest", (SizeLimitedRequest,), {"max_body": max_body})
+    for service in IServiceCollection(app):
+        for arg in getattr(service, "args", ()):
+            if isinstance(arg, server.Site):
+                arg.requestFactory = limited
+
+
 class Schedule(ScrapydSchedule):
     def render_POST(self, txrequest):
         for name in CHECKED:
+            if len(txrequest.args.get(name, ())) > 1:
+                raise error.Error(code=http.OK, message=(
+                    f"{name.decode()} given {len(txrequest.args[name])} times: give it "
+                    "once").encode())
             for value in txrequest.args.get(name, ()):
                 if not _NAME.fullmatch(value):
                     shown = value.decode("utf-8", "replace")

@@ -218,3 +218,44 @@ def test_configured_spiders_start_with_the_manager(managers):
     assert jobs and jobs[0]["spider"] == "universal"
     cluster = manager.call("cluster.json")
     assert cluster["nodes"][node]["url"] == f"http://127.0.0.1:{manager.port}/"
+
+
+def raw_call(manager, endpoint, method, body=b""):
+    """``(status code, JSON reply or None)`` for any method and body."""
+    request = urllib.request.Request(f"http://127.0.0.1:{manager.port}/{endpoint}",
+                                     data=body or None, method=method)
+    try:
+        with urllib.request.urlopen(request, timeout=30) as response:
+            return response.status, json.loads(response.read() or b"null")
+    except urllib.error.HTTPError as refused:
+        text = refused.read()
+        return refused.code, json.loads(text) if text.startswith(b"{") else None
+
+
+def test_bad_api_input_gets_a_clear_error_and_the_manager_lives(managers):
+    manager = managers()
+    for params, says in (({"project": "nope"}, "project 'nope' not found"),
+                         ({"spider": "nope"}, "spider 'nope' not found"),
+                         ({"jobid": "x" * 200}, "is not allowed"),
+                         ({"project": [PROJECT, PROJECT]}, "project given 2 times"),
+                         ({"spider": ["universal", "precise"]}, "spider given 2 times")):
+        reply = manager.call("schedule.json", "POST",
+                             **{"project": PROJECT, "spider": "universal", **params})
+        assert reply["status"] == "error" and says in reply["message"], (params, reply)
+    # wrong methods: refused naming the methods allowed (scrapyd's reply, kept for its clients)
+    for endpoint, method in (("schedule.json", "GET"), ("cancel.json", "GET"),
+                             ("listjobs.json", "DELETE"), ("daemonstatus.json", "PUT")):
+        code, reply = raw_call(manager, endpoint, method)
+        assert reply["status"] == "error" and "UnsupportedMethod: Expected one of" in \
+            reply["message"], (endpoint, method, code, reply)
+    # a huge body is cut off with 413 before it is read
+    code, reply = raw_call(manager, "schedule.json", "POST",
+                           b"project=crawlcluster&spider=universal&setting=" + b"x" * (3 << 20))
+    assert code == 413 and "request body over" in reply["message"]
+    # a job id that is not there, or that tries to leave the logs folder
+    assert manager.call("cancel.json", "POST", project=PROJECT, job="no-such-job")[
+        "prevstate"] is None
+    code, _ = raw_call(manager, "logs/crawlcluster/universal/..%2F..%2F..%2Fetc%2Fpasswd", "GET")
+    assert code == 404
+    assert manager.call("daemonstatus.json")["status"] == "ok"          # still serving
+    assert manager.call("listjobs.json", project=PROJECT)["pending"] == []   # nothing queued
