@@ -40,7 +40,7 @@ CRAWLCLUSTER_KAFKA_PARTITIONS = 4
 CRAWLCLUSTER_KAFKA_GROUP_ID = "crawlcluster-preprocess"
 # Kafka consumer session timeout (ms); heartbeats go out at a sixth of it.
 CRAWLCLUSTER_KAFKA_SESSION_TIMEOUT_MS = 6000
-# Largest Kafka request accepted, in bytes; larger ones are answered with an error.
+# Largest request accepted (Kafka message, manager API body), in bytes; larger get an error.
 CRAWLCLUSTER_MAX_MESSAGE_BYTES = 1 << 20
 # Root znode of the cluster's ZooKeeper tree.
 CRAWLCLUSTER_ZOOKEEPER_ROOT = "/crawlcluster"
