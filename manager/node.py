@@ -117,15 +117,29 @@ SERVICES = {
 
 class NodeRegistry:
     """This node in the cluster view: an ephemeral znode (gone when the manager's
-    ZooKeeper session ends) and a Redis heartbeat (gone after its TTL)."""
+    ZooKeeper session ends) and a Redis heartbeat (gone after its TTL). A session
+    lost while the manager lives (a pause or a partition longer than the session
+    timeout) ends with the znode re-created at the next beat after reconnecting."""
 
     def __init__(self, settings, zookeeper, redis, info):
         self.zookeeper = zookeeper
         self.path = nodes_path(settings) + "/" + info["node"]
         self.info = info
         self.heartbeats = Heartbeats.from_settings(redis, settings)
+        self.session_lost = False
 
     def start(self):
+        self.zookeeper.add_listener(self._on_session_state)
+        self.register()
+        self.beat()
+
+    def _on_session_state(self, state):
+        from kazoo.protocol.states import KazooState
+
+        if state == KazooState.LOST:       # kazoo's thread: only note it
+            self.session_lost = True
+
+    def register(self):
         from kazoo.exceptions import NodeExistsError
 
         self.zookeeper.ensure_path(self.path.rsplit("/", 1)[0])
@@ -136,9 +150,12 @@ class NodeRegistry:
             # A previous manager of this name whose session has not expired yet.
             self.zookeeper.delete(self.path)
             self.zookeeper.create(self.path, data, ephemeral=True)
-        self.beat()
 
     def beat(self):
+        if self.session_lost and self.zookeeper.connected:
+            self.register()
+            self.session_lost = False
+            logger.warning("the ZooKeeper session was lost; %s registered again", self.path)
         self.heartbeats.beat(ROLE, self.info["node"])
 
     def stop(self):
@@ -236,8 +253,9 @@ def start_configured_spiders(app, settings):
 
 def _beat_safely(registry):
     import redis
+    from kazoo.exceptions import KazooException
 
     try:
         registry.beat()
-    except redis.RedisError as exc:
-        logger.error("manager heartbeat failed: %s", exc)
+    except (redis.RedisError, KazooException) as exc:
+        logger.error("manager heartbeat failed (tried again at the next): %s", exc)

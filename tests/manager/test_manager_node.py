@@ -259,3 +259,26 @@ def test_bad_api_input_gets_a_clear_error_and_the_manager_lives(managers):
     assert code == 404
     assert manager.call("daemonstatus.json")["status"] == "ok"          # still serving
     assert manager.call("listjobs.json", project=PROJECT)["pending"] == []   # nothing queued
+
+
+def test_a_manager_whose_zookeeper_session_expired_registers_again(managers, zookeeper):
+    manager = managers()
+    path = (manager.settings["CRAWLCLUSTER_ZOOKEEPER_ROOT"] + "/nodes/"
+            + manager.settings["CRAWLCLUSTER_NODE_NAME"])
+    assert zookeeper.exists(path)
+    # Paused longer than its session (10 s): ZooKeeper expires it and drops the znode,
+    # as it would for a node cut off by the network.
+    manager.process.send_signal(signal.SIGSTOP)
+    try:
+        deadline = time.monotonic() + 30
+        while zookeeper.exists(path):
+            assert time.monotonic() < deadline, "the session never expired"
+            time.sleep(0.5)
+    finally:
+        manager.process.send_signal(signal.SIGCONT)
+    deadline = time.monotonic() + 30
+    while not zookeeper.exists(path):
+        assert time.monotonic() < deadline, manager.log.read_text()[-2000:]
+        time.sleep(0.5)
+    node = manager.settings["CRAWLCLUSTER_NODE_NAME"]
+    assert manager.call("cluster.json")["nodes"][node]["url"] == f"http://127.0.0.1:{manager.port}/"
