@@ -15,6 +15,7 @@ import pytest
 from manager.cluster import LocalCluster, manager_call
 from manager.demo import UNIVERSAL_RULE
 from manager.services import free_port
+from master.keys import Keys
 from message_processing.client import RequestClient
 
 pytestmark = pytest.mark.faults
@@ -132,3 +133,47 @@ def test_the_dispatcher_killed_and_restarted_mid_crawl(cluster, site, mongo_db):
 
     crawl_with(cluster, site, mongo_db, "kill-master", kill_and_restart)
     assert cluster.state.recorded("cluster-master")["pid"] != record["pid"]
+
+
+def test_preprocess_and_monitor_killed_mid_batch_and_restarted(cluster, site, mongo_db, redis):
+    """A burst of crawl and info requests; both intake roles SIGKILLed once the first
+    replies are out, then restarted: every request answered, every crawl stored once."""
+    manifest, _ = site
+    details = [p["url"] for p in manifest["pages"] if p["kind"] == "detail"][:150]
+    records = [cluster.state.recorded(f"cluster-{role}") for role in ("preprocess", "monitor")]
+    client = RequestClient.from_settings(cluster.settings, timeout=120)
+
+    def burst_and_kill():
+        waiting = dict(client.send({"type": "crawl", "userid": "faults", "crawlid": f"burst-{n}",
+                                    "spider_type": "universal", "url": url,
+                                    "rule": UNIVERSAL_RULE, "maxdepth": 0})
+                       for n, url in enumerate(details))
+        waiting |= dict(client.send({"type": "info", "userid": "faults", "crawlid": f"burst-{n}"})
+                        for n in range(50))
+        replies = client.replies(waiting)
+        answered = [next(replies)]                 # the intake is mid-way through the burst
+        for record in records:
+            os.killpg(record["pid"], signal.SIGKILL)
+        time.sleep(1)
+        cluster.up()                               # starts what is not running: both roles
+        answered += list(replies)
+        assert all(reply is not None for _, reply in answered), "a request went unanswered"
+        assert len(answered) == len(waiting)
+        crawls = [reply for _, reply in answered if reply.get("action") == "crawl"]
+        assert sorted(reply["status"] for reply in crawls) == ["accepted"] * len(details)
+
+    try:
+        crawl_with(cluster, site, mongo_db, "kill-intake", burst_and_kill)
+    finally:
+        client.close()
+    assert all(cluster.state.recorded(f"cluster-{role}")["pid"] != record["pid"]
+               for role, record in zip(("preprocess", "monitor"), records, strict=True))
+    # each crawl stored and its seed queued and crawled once
+    keys = Keys.from_settings(cluster.settings)
+    deadline = time.monotonic() + 120
+    while True:
+        counts = [redis.hgetall(keys.crawl_counts(f"burst-{n}")) for n in range(len(details))]
+        if all(c.get("done") for c in counts) or time.monotonic() > deadline:
+            break
+        time.sleep(1)
+    assert all(c == {"queued": "1", "done": "1"} for c in counts), counts
