@@ -32,7 +32,11 @@ def make_cluster(test_settings, tmp_path):
         CRAWLCLUSTER_JOB_HEARTBEAT_TTL=5.0, CRAWLCLUSTER_IDLE_TIMEOUT=0.0)
     local = LocalCluster(settings, nodes=2, procs=1, spider_types=("universal",),
                          out=lambda *_: None)
-    local.up()
+    try:
+        local.up()
+    except BaseException:
+        local.down(servers=False)       # no role outlives a cluster that did not start
+        raise
     return local
 
 

@@ -264,9 +264,10 @@ def test_a_broker_that_lost_its_topics(test_settings, redis, zookeeper, tmp_path
         CRAWLCLUSTER_KAFKA_BOOTSTRAP=kafka_settings["CRAWLCLUSTER_KAFKA_BOOTSTRAP"],
         CRAWLCLUSTER_STATE_DIR=str(tmp_path / "state"))
     cluster = LocalCluster(settings, nodes=0, out=lambda *_: None)
-    cluster.up()
-    preprocess = role_pid(cluster, "preprocess")
     try:
+        cluster.up()
+        preprocess = role_pid(cluster, "preprocess")
+
         def submit(crawlids):
             client = RequestClient.from_settings(settings, timeout=60)
             try:
