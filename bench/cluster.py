@@ -3,7 +3,7 @@
   python bench/cluster.py [--pages-per-host N] [--procs P]
 
 One generated 4-host site served by nginx, the same universal rule, spider
-logic and MongoDB upserts:
+logic and MongoDB inserts:
   1. vanilla Scrapy: one process, Scrapy's in-memory scheduler;
   2. crawlcluster: ``crawlcluster up`` with P nodes of one universal spider each
      (managers, master, preprocess, monitor, servers), the crawl submitted

@@ -3,7 +3,7 @@
   python bench/crawl.py [--pages-per-host N]
 
 One generated 4-host site served by nginx; the same universal rule, spider
-logic, pipelines and MongoDB upserts in every run:
+logic, pipelines and MongoDB inserts in every run:
   1. vanilla Scrapy: one process, Scrapy's in-memory scheduler and dupefilter;
   2. scrapy-redis: one process, its Redis scheduler and SADD dupefilter;
   3. crawlcluster: the dispatcher and one spider process;

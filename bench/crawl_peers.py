@@ -4,7 +4,7 @@
 start URL given as spider arguments instead of coming from the cluster; run
 with Scrapy's own scheduler it is "vanilla Scrapy", with scrapy-redis's
 scheduler and dupefilter it is "scrapy-redis". Items go through the same
-encoding and main-text pipelines and the same batched MongoDB upserts.
+encoding and main-text pipelines and the same batched MongoDB inserts.
 """
 
 import json
@@ -12,7 +12,7 @@ from pathlib import Path
 
 from scrapy import Request
 
-from crawler.pipelines import upsert_items
+from crawler.pipelines import insert_items
 from crawler.spiders.universal import UniversalSpider
 from settings.clients import mongo_client
 from settings.loader import load_settings
@@ -38,7 +38,7 @@ class PeerUniversalSpider(UniversalSpider):
 
 
 class PeerMongoPipeline:
-    """The same batched upserts as crawler.pipelines.MongoPipeline, without the cluster."""
+    """The same batched inserts as crawler.pipelines.MongoPipeline, without the cluster."""
 
     def __init__(self, settings):
         self.client = mongo_client(settings, "bench")
@@ -58,7 +58,7 @@ class PeerMongoPipeline:
 
     def flush(self):
         if self.batch:
-            upsert_items(self.database, self.batch, self.ensured)
+            insert_items(self.database, self.batch, self.ensured)
             self.batch = []
 
     def close_spider(self):

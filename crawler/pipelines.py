@@ -6,7 +6,7 @@ GBK/GB2312 read as GB18030, so Chinese pages come out as correct Unicode.
 ``EncodingPipeline`` then normalizes every text field (NFC, trimmed).
 ``CleaningPipeline`` drops items missing a required field, logging the crawl,
 the URL and the fields. ``MainTextPipeline`` adds ``main_text`` for pages.
-``MongoPipeline`` upserts items in batches, one collection per spider type,
+``MongoPipeline`` inserts items in batches, one collection per spider type,
 unique on (crawlid, url), so a page crawled twice is stored once, and keeps
 one record per crawl; a task is acknowledged only after its items are stored.
 """
@@ -67,30 +67,33 @@ class MainTextPipeline:
         return item
 
 
-def upsert_items(database, items, ensured):
-    """Upsert items into ``items_<spider type>``, unique on (crawlid, url), in bulk.
-
-    ``ensured`` remembers the collections whose index was created.
-    """
-    from pymongo import UpdateOne
+def insert_items(database, items, ensured):
+    """Insert items into ``items_<spider type>`` in bulk, unordered; the unique index on
+    (crawlid, url) turns a page stored again (a task re-delivered after its lease ran
+    out) into a duplicate-key error, skipped. Inserts cost the server far less than
+    upserts. ``ensured`` remembers the collections whose index was created."""
+    from pymongo.errors import BulkWriteError
 
     by_type = {}
     for item in items:
         document = {k: v for k, v in item.items() if k not in INTERNAL}
         document["stored_at"] = time.time()
-        by_type.setdefault(item["spider_type"], []).append(
-            UpdateOne({"crawlid": item["crawlid"], "url": item["url"]},
-                      {"$set": document}, upsert=True))
-    for spider_type, operations in by_type.items():
+        by_type.setdefault(item["spider_type"], []).append(document)
+    for spider_type, documents in by_type.items():
         collection = database[f"items_{spider_type}"]
         if spider_type not in ensured:
             collection.create_index([("crawlid", 1), ("url", 1)], unique=True)
             ensured.add(spider_type)
-        collection.bulk_write(operations, ordered=False)
+        try:
+            collection.insert_many(documents, ordered=False)
+        except BulkWriteError as exc:
+            others = [e for e in exc.details.get("writeErrors", ()) if e.get("code") != 11000]
+            if others or exc.details.get("writeConcernErrors"):
+                raise
 
 
 class MongoPipeline(ClusterComponent):
-    """Batched upserts in a worker thread (the reactor keeps crawling meanwhile);
+    """Batched inserts in a worker thread (the reactor keeps crawling meanwhile);
     each stored batch finishes its items' tasks in the tracker."""
 
     def __init__(self, crawler):
@@ -127,7 +130,7 @@ class MongoPipeline(ClusterComponent):
 
     def _write(self, batch, progress):
         if batch:
-            upsert_items(self.database, batch, self.ensured)
+            insert_items(self.database, batch, self.ensured)
         self._record_crawls(batch, progress)
 
     def _written(self, result, batch, progress):

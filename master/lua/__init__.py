@@ -1,8 +1,11 @@
 """Every Lua script of the cluster, one ``.lua`` file each, in this folder.
 
 Each script opens with a comment naming its KEYS and ARGV. ``LuaScripts``
-registers all of them on one Redis client: the source goes to the server once
-(SCRIPT LOAD on first use), every later call is an EVALSHA.
+registers all of them on one Redis client and every call is an EVALSHA. Every
+connection the client opens loads them all first (SCRIPT LOAD), so a pipeline
+can send EVALSHA without asking whether the server has them (redis-py would
+send SCRIPT EXISTS with every such pipeline), even right after a Redis restart
+emptied the server's script cache.
 """
 
 from functools import cache
@@ -29,6 +32,24 @@ class LuaScripts:
         self.client = client
         self._scripts = {name: client.register_script(source)
                          for name, source in script_sources().items()}
+        pool = client.connection_pool
+        if pool.connection_kwargs.get("redis_connect_func") is not load_scripts_on_connect:
+            pool.connection_kwargs["redis_connect_func"] = load_scripts_on_connect
+            pool.disconnect()        # connections opened before: made again, with the hook
+            pool.reset()
 
     def run(self, name, keys=(), args=(), pipe=None):
-        return self._scripts[name](keys=list(keys), args=list(args), client=pipe)
+        script = self._scripts[name]
+        if pipe is None:
+            return script(keys=list(keys), args=list(args))
+        return pipe.evalsha(script.sha, len(keys), *keys, *args)
+
+
+def load_scripts_on_connect(connection):
+    """redis-py's connect hook: the usual handshake, then every script loaded."""
+    connection.on_connect()
+    sources = script_sources().values()
+    for source in sources:
+        connection.send_command("SCRIPT", "LOAD", source)
+    for _ in sources:
+        connection.read_response()

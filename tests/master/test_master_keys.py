@@ -4,6 +4,7 @@ import pytest
 
 from master.keys import Keys
 from master.lua import LuaScripts, script_sources
+from settings.clients import redis_client
 
 
 def test_keys_carry_the_prefix():
@@ -37,11 +38,25 @@ def test_scripts_go_to_the_server_once_then_run_by_sha(redis, test_settings):
     def calls(command):
         return redis.info("commandstats").get(f"cmdstat_{command}", {}).get("calls", 0)
 
-    before = {cmd: calls(cmd) for cmd in ("eval", "evalsha", "script|load")}
-    counter = RollingTimeCounter.from_settings(redis, test_settings, "sha", window=5,
-                                               scripts=LuaScripts(redis))
+    client = redis_client(test_settings, "test")          # a client of its own
+    before = {cmd: calls(cmd) for cmd in ("eval", "evalsha", "script|load", "script|exists")}
+    scripts = LuaScripts(client)
+    counter = RollingTimeCounter.from_settings(client, test_settings, "sha", window=5,
+                                               scripts=scripts)
     for _ in range(5):
         counter.increment()
+        pipe = client.pipeline(transaction=False)
+        counter.increment(pipe=pipe)
+        pipe.execute()
     assert calls("eval") == before["eval"]                     # source never re-sent
-    assert calls("script|load") - before["script|load"] <= 1   # loaded at most once
-    assert calls("evalsha") - before["evalsha"] >= 5
+    assert calls("script|exists") == before["script|exists"]   # pipelines never ask
+    assert calls("script|load") - before["script|load"] == len(script_sources())
+    assert calls("evalsha") - before["evalsha"] >= 10
+    # a server that lost its scripts (a restart): every new connection loads them first
+    client.script_flush()
+    client.connection_pool.disconnect()
+    pipe = client.pipeline(transaction=False)
+    counter.increment(pipe=pipe)
+    pipe.execute()
+    assert counter.value() == 11
+    client.close()
