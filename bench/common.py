@@ -17,10 +17,26 @@ from settings.loader import load_settings
 
 
 def bench_settings(kinds=("redis",)):
-    """Settings with a private key prefix; the servers of ``kinds`` started if needed."""
+    """Settings with a private key prefix and ZooKeeper root (no rate limit or blacklist
+    someone set on the cluster's own, e.g. ``crawlcluster demo``'s, applies); the servers
+    of ``kinds`` started if needed."""
     settings = load_settings()
     LocalServers(settings, out=lambda line: None).up(kinds)
-    return settings.copy_with(CRAWLCLUSTER_KEY_PREFIX=f"bench:{uuid.uuid4().hex[:8]}")
+    token = uuid.uuid4().hex[:8]
+    return settings.copy_with(CRAWLCLUSTER_KEY_PREFIX=f"bench:{token}",
+                              CRAWLCLUSTER_ZOOKEEPER_ROOT=f"/crawlcluster-bench/{token}")
+
+
+def drop_zookeeper_root(settings):
+    """Remove the benchmark's ZooKeeper tree."""
+    from settings.clients import zookeeper_client
+
+    client = zookeeper_client(settings, "bench")
+    try:
+        client.delete(settings["CRAWLCLUSTER_ZOOKEEPER_ROOT"], recursive=True)
+    finally:
+        client.stop()
+        client.close()
 
 
 @contextmanager

@@ -25,7 +25,13 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from bench.common import bench_redis, bench_settings, finish, machine  # noqa: E402
+from bench.common import (  # noqa: E402
+    bench_redis,
+    bench_settings,
+    drop_zookeeper_root,
+    finish,
+    machine,
+)
 from crawler.sitegen import DEFAULT_HOSTS, SiteSpec, generate_site  # noqa: E402
 from manager.localcluster import Crawl, cluster_env, submit  # noqa: E402
 from manager.services import StaticSite, free_port  # noqa: E402
@@ -126,6 +132,7 @@ def main():
     client = mongo_client(settings, "bench")
     client.drop_database(settings["CRAWLCLUSTER_MONGODB_DATABASE"])
     client.close()
+    drop_zookeeper_root(settings)
     finish({
         "pages_per_s": results["ours_1"],
         "pages_per_s_two_procs": results["ours_2"],
