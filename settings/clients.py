@@ -150,7 +150,10 @@ class DeliveringProducer:
         try:
             futures = [self.producer.send(topic, value) for value in values]
             self.producer.flush(timeout=timeout)
-            return [future.get(timeout=timeout) for future in futures]
+            for future in futures:          # all done after the flush
+                if future.failed():
+                    raise future.exception
+            return [future.value for future in futures]
         except KafkaError:
             self.producer.close(timeout=0)
             self.producer = None

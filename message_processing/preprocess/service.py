@@ -194,9 +194,16 @@ class Preprocess:
     def apply(self, partition, records):
         """Store the partition's new messages; return the ``Handled`` ones that were new."""
         handled = [self.handle(record) for record in records]
+        fresh = self._store(partition, records, handled, self._topic_id(partition.topic))
+        if not fresh and self._topic_id_changed(partition.topic):
+            # It all looked applied because the topic was made again (a broker that lost
+            # its storage) and numbers from 0: not a redelivery.
+            fresh = self._store(partition, records, handled, self._topic_id(partition.topic))
+        return fresh
+
+    def _store(self, partition, records, handled, topic_id):
         applied_key = self.keys.intake_applied(partition.topic, partition.partition)
         id_key = self.keys.intake_topic_id(partition.topic, partition.partition)
-        topic_id = self._topic_id(partition, records, applied_key)
         outbox = self.keys.intake_outbox(partition.topic, partition.partition)
 
         def transaction(pipe):
@@ -227,26 +234,29 @@ class Preprocess:
             pipe.set(id_key, topic_id)
             return fresh
 
-        fresh = self.redis.transaction(transaction, applied_key, id_key,
-                                       value_from_callable=True)
-        return fresh
+        return self.redis.transaction(transaction, applied_key, id_key,
+                                      value_from_callable=True)
 
-    def _topic_id(self, partition, records, applied_key):
-        """The topic's id on the broker: cached, looked up again when a batch looks
-        applied already (a redelivery, or a topic made again numbering from 0)."""
-        topic = partition.topic
-        applied = self.redis.get(applied_key)
-        stale = applied is not None and records[-1].offset <= int(applied)
-        if topic not in self.topic_ids or stale:
-            from settings.clients import kafka_admin
-
-            admin = kafka_admin(self.settings, ROLE)
-            try:
-                [described] = admin.describe_topics([topic])
-            finally:
-                admin.close()
-            self.topic_ids[topic] = str(described["topic_id"])
+    def _topic_id(self, topic):
+        """The topic's id on the broker, looked up once."""
+        if topic not in self.topic_ids:
+            self.topic_ids[topic] = self._describe_topic_id(topic)
         return self.topic_ids[topic]
+
+    def _topic_id_changed(self, topic):
+        known = self.topic_ids.get(topic)
+        self.topic_ids[topic] = self._describe_topic_id(topic)
+        return self.topic_ids[topic] != known
+
+    def _describe_topic_id(self, topic):
+        from settings.clients import kafka_admin
+
+        admin = kafka_admin(self.settings, ROLE)
+        try:
+            [described] = admin.describe_topics([topic])
+        finally:
+            admin.close()
+        return str(described["topic_id"])
 
     def _count(self, fresh, pipe):
         if not fresh:
