@@ -162,21 +162,36 @@ class MongoPipeline(ClusterComponent):
                 return
 
     def _record_crawls(self, batch, progress):
-        """Seed 004's task table: per crawl its pages, items, failures, jobs, nodes."""
+        """Seed 004's task table: per crawl its pages, items, failures, jobs, nodes, and
+        ``finished_at`` once nothing of it is pending (removed if work comes back)."""
         from pymongo import UpdateOne
 
         context = self.context
         counts = {crawlid: Counter(c) for crawlid, c in progress.items()}
         for item in batch:
             counts.setdefault(item["crawlid"], Counter())["items"] += 1
+        if not counts:
+            return
         now = time.time()
-        if counts:
-            self.database["crawls"].bulk_write([
-                UpdateOne({"crawlid": crawlid},
-                          {"$setOnInsert": {"started_at": now},
-                           "$set": {"last_activity_at": now},
-                           "$inc": {field: counts[crawlid][field]
-                                    for field in ("pages", "items", "failures")},
-                           "$addToSet": {"jobs": context.job, "nodes": context.host}},
-                          upsert=True)
-                for crawlid in counts], ordered=False)
+        drained = self._drained(counts)
+        updates = []
+        for crawlid, crawl_counts in counts.items():
+            update = {"$setOnInsert": {"started_at": now},
+                      "$set": {"last_activity_at": now},
+                      "$inc": {field: crawl_counts[field]
+                               for field in ("pages", "items", "failures")},
+                      "$addToSet": {"jobs": context.job, "nodes": context.host}}
+            if crawlid in drained:
+                update["$set"]["finished_at"] = now
+            else:
+                update["$unset"] = {"finished_at": ""}
+            updates.append(UpdateOne({"crawlid": crawlid}, update, upsert=True))
+        self.database["crawls"].bulk_write(updates, ordered=False)
+
+    def _drained(self, crawlids):
+        """The crawls with no task pending anywhere (queued, in a job's queue, leased)."""
+        pipe = self.context.redis.pipeline(transaction=False)
+        for crawlid in crawlids:
+            pipe.hvals(self.context.keys.crawl_pending(crawlid))
+        return {crawlid for crawlid, pending in zip(crawlids, pipe.execute(), strict=True)
+                if sum(int(n) for n in pending) <= 0}

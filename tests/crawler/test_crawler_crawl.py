@@ -69,6 +69,7 @@ def test_precise_crawl_stores_every_item_field_by_field(test_settings, mongo_db,
     record = mongo_db["crawls"].find_one({"crawlid": "precise-1"})
     assert record["items"] == 30 and record["jobs"] == ["job0"]
     assert record["pages"] == 33 and record["failures"] == 0      # 3 list pages, 30 details
+    assert record["started_at"] <= record["finished_at"] <= record["last_activity_at"]
     ok = RollingTimeCounter.from_settings(redis, test_settings, "status:precise:200").value()
     assert ok >= 30                  # status codes counted per spider type (table 4-8)
 
