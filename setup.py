@@ -30,6 +30,7 @@ setup(
         "kafka-python>=3.0",  # 3.x admin API names (list_groups, ...)
         "crc32c>=2.3",  # kafka-python checksums record batches in C with it, in Python without
         "lxml>=5.0",
+        "charset-normalizer>=3.0",  # reading pages whose declared charset lies
         "jsonschema>=4.18",  # referencing-based validators (exact errors)
         "fastjsonschema>=2.19",  # compiled validators (fast path for valid input)
         "twisted>=23.10",

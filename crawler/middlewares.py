@@ -18,8 +18,11 @@ from functools import lru_cache
 from importlib import resources
 from urllib.parse import urlsplit
 
+from charset_normalizer import from_bytes
 from scrapy import Request
 from scrapy.exceptions import DownloadCancelledError, IgnoreRequest, NotConfigured
+from scrapy.http import TextResponse
+from w3lib.encoding import html_body_declared_encoding, resolve_encoding
 
 from crawler.context import ClusterComponent
 from master.frontier import outcome_for_status
@@ -128,8 +131,6 @@ class CharsetRepairMiddleware:
         return cls(crawler.stats)
 
     def process_response(self, request, response, spider=None):
-        from scrapy.http import TextResponse
-
         if not isinstance(response, TextResponse) or not response.body:
             return response
         better = better_encoding(response.body, response.encoding)
@@ -158,9 +159,6 @@ GARBLED_SHARE = 0.01      # a page with more replacement characters than this is
 def better_encoding(body, declared):
     """An encoding that reads ``body`` without errors, when ``declared`` garbles more than
     1% of it; None when ``declared`` reads it well enough or nothing reads it better."""
-    from charset_normalizer import from_bytes
-    from w3lib.encoding import html_body_declared_encoding, resolve_encoding
-
     text = body.decode(declared, errors="replace")
     if text.count("\ufffd") <= len(text) * GARBLED_SHARE:
         return None

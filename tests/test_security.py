@@ -4,7 +4,6 @@ from the settings and never reach a log, an error or a status line."""
 import re
 import subprocess
 import sys
-import time
 import uuid
 from pathlib import Path
 
@@ -17,7 +16,6 @@ from manager.services import (
     StaticSite,
     free_port,
     is_loopback,
-    port_open,
     spawn,
     stop_process,
 )
@@ -25,7 +23,7 @@ from settings.clients import mongo_client, redis_client
 from settings.errors import ServerUnreachable
 from settings.loader import load_settings
 from tests.faults.test_faults_processes import CrawlWatch
-from tests.faults.test_faults_servers import PrivateRedis
+from tests.faults.test_faults_servers import PrivateRedis, wait_for_port
 
 LISTENERS = {"CRAWLCLUSTER_MANAGER_ADDRESS": lambda v: v.rpartition(":")[0],
              "CRAWLCLUSTER_PROXY_API": lambda v: v.rpartition(":")[0],
@@ -94,10 +92,7 @@ class SecureMongo:
                               "--storage-path", str(self.data_dir / "data"), "--standalone",
                               "--log-level", "WARNING", *options],
                              self.data_dir / "mongo.log")
-        deadline = time.monotonic() + 30
-        while not port_open("127.0.0.1", self.port):
-            assert time.monotonic() < deadline, "MongoDB-wire server did not start"
-            time.sleep(0.1)
+        wait_for_port(self.port, "MongoDB-wire server")
 
     def start(self):
         import pymongo

@@ -22,6 +22,14 @@ from tests.faults.test_faults_processes import (
 pytestmark = pytest.mark.faults
 
 
+def wait_for_port(port, what, timeout=30):
+    """Wait until a server of this test's own accepts connections on loopback."""
+    deadline = time.monotonic() + timeout
+    while not port_open("127.0.0.1", port):
+        assert time.monotonic() < deadline, f"{what} did not start"
+        time.sleep(0.05)
+
+
 class PrivateRedis:
     """A Redis of this test's own, with the append-only file on (fsync every second)."""
 
@@ -36,10 +44,7 @@ class PrivateRedis:
                               "--appendonly", "yes", "--appendfsync", "everysec",
                               "--save", "", "--dir", str(self.data_dir), *self.options],
                              self.data_dir / "redis.log")
-        deadline = time.monotonic() + 20
-        while not port_open("127.0.0.1", self.port):
-            assert time.monotonic() < deadline, "private Redis did not start"
-            time.sleep(0.05)
+        wait_for_port(self.port, "private Redis", timeout=20)
         return self
 
     def restart(self, down_for=2.0):
@@ -176,10 +181,7 @@ class S3Store:
 
         self.process = spawn([sys.executable, "-m", "moto.server", "-H", "127.0.0.1",
                               "-p", str(self.port)], self.run_dir / "moto.log")
-        deadline = time.monotonic() + 30
-        while not port_open("127.0.0.1", self.port):
-            assert time.monotonic() < deadline, "moto's S3 server did not start"
-            time.sleep(0.1)
+        wait_for_port(self.port, "moto's S3 server")
         boto3.client("s3", endpoint_url=self.url, region_name="us-east-1",
                      aws_access_key_id="test", aws_secret_access_key="test",
                      ).create_bucket(Bucket=self.bucket)
