@@ -37,6 +37,7 @@ setup(
         "scrapyd>=1.6,<1.7",  # the manager is scrapyd, configured (manager/node.py)
         "setuptools<81",  # scrapyd's runner imports pkg_resources
         "tldextract>=5.0",
+        "numpy>=1.24",  # the Bloom filter hashes and packs a batch of URLs as arrays
     ],
     extras_require={
         # Local servers for `crawlcluster services up` (also installed on demand):

@@ -8,12 +8,14 @@ per position; counting mode a 4-bit counter, so URLs can be removed again
 
 The bits are split into blocks, each its own Redis string, so no string nears
 Redis's 512 MB limit and blocks spread over a Redis Cluster. All of a URL's
-positions live in one block (chosen from the digest), and one Lua call handles
-every URL of a batch that falls in a block, atomically: check-and-add never
-lets two processes both see a URL as new. A batch is one round trip: one call
-per block touched, pipelined. There are no false negatives: bits are only set
-(plain) and counters only decremented for URLs found present, never below the
-count of URLs still added, and never once saturated.
+positions live in one block (chosen from the digest), and one command (a
+BITFIELD, or a Lua call in counting mode) handles every URL of a batch that
+falls in a block, atomically: check-and-add never lets two processes both see
+a URL as new. A batch is one round trip: one command per block touched,
+pipelined; positions are computed for a whole batch at once with numpy.
+There are no false negatives: bits are only set (plain) and counters only
+decremented for URLs found present, never below the count of URLs still
+added, and never once saturated.
 """
 
 import json
@@ -22,11 +24,18 @@ from collections import deque
 from dataclasses import asdict, dataclass
 from functools import cached_property
 
+import numpy as np
+
 from master.keys import Keys
 from master.lua import LuaScripts
 from master.urls import url_digest
 from settings.errors import ConfigError
 
+_POWERS_OF_TEN = np.array([10 ** n for n in range(1, 20)], dtype=np.uint64)
+_DIGIT_WEIGHTS = {n: np.array([10 ** (n - 1 - i) for i in range(n)], dtype=np.uint64)
+                  for n in range(1, 20)}
+_BIG_ENDIAN = {n: np.array([256 ** (n - 1 - i) for i in range(n)], dtype=np.uint64)
+               for n in (4, 5)}
 MAX_HASHES = 64           # positions per URL stay exact in Lua's doubles below this
 
 
@@ -78,6 +87,11 @@ class BloomParams:
         return tuple((i, (i // self.hashes) * self.group_cells)
                      for i in range(self.positions_per_url))
 
+    @cached_property
+    def layout_arrays(self):
+        """``layout`` as two arrays: the position numbers and their groups' first cells."""
+        return tuple(np.array(column, dtype=np.uint64) for column in zip(*self.layout, strict=True))
+
     @property
     def cells(self):
         return self.groups * self.group_cells * self.blocks
@@ -113,6 +127,18 @@ def positions(digest, params):
     g = params.group_cells
     return (int.from_bytes(digest[10:14], "big") % params.blocks,
             [first + (h1 + i * h2) % g for i, first in params.layout])
+
+
+def cell_arrays(digests, params):
+    """``positions`` for many digests at once (20 bytes each, concatenated).
+
+    Returns the block of each URL and a (URLs x positions) array of its cells.
+    """
+    raw = np.frombuffer(digests, dtype=np.uint8).reshape(-1, 20).astype(np.uint64)
+    h1, h2, block = (raw[:, a:b] @ _BIG_ENDIAN[b - a] for a, b in ((0, 5), (5, 10), (10, 14)))
+    steps, firsts = params.layout_arrays
+    cells = firsts + (h1[:, None] + steps * h2[:, None]) % np.uint64(params.group_cells)
+    return block % np.uint64(params.blocks), cells
 
 
 class BloomFilter:
@@ -200,64 +226,67 @@ class BloomFilter:
 
         BITFIELD SET returns each bit's old value, so a single command is an
         atomic check-and-add; a URL repeated in a command is new only the first
-        time. Commands are packed here (redis-py's generic packing costs more
-        than Redis spends running them), and the next chunk is hashed while
-        Redis runs the last one.
+        time. The next chunk is hashed while Redis runs the last one.
         """
-        results = [None] * len(urls)
+        op = _SET_U1 if write else (_GET_U4 if self.params.counting else _GET_U1)
+        results = np.full(len(urls), not write)
         pool = self.client.connection_pool
         conn = pool.get_connection()
         try:
             in_flight = deque()
             for start in range(0, len(urls), self.chunk):
-                by_block = self._bitfield_commands(urls, scope, start, start + self.chunk, write)
-                conn.send_packed_command([command for _, command in by_block.values()])
-                in_flight.append(by_block)
+                commands = self._bitfield_commands(urls, scope, start, start + self.chunk, op)
+                conn.send_packed_command([command for command, _ in commands])
+                in_flight.append(commands)
                 if len(in_flight) > 1:
-                    self._collect(conn, in_flight.popleft(), results, write)
+                    _collect(conn, in_flight.popleft(), results, write)
             while in_flight:
-                self._collect(conn, in_flight.popleft(), results, write)
+                _collect(conn, in_flight.popleft(), results, write)
         except BaseException:
             conn.disconnect()   # replies may be left unread on it
             raise
         finally:
             pool.release(conn)
-        return results
+        return results.tolist()
 
-    def _bitfield_commands(self, urls, scope, start, stop, write):
-        """``{block: ([url indexes], BITFIELD command in RESP)}`` for urls[start:stop]."""
-        if write:
-            op, args_per_op = _SET_U1, 4
-        else:
-            op, args_per_op = (_GET_U4, 3) if self.params.counting else (_GET_U1, 3)
-        template, extra, params = op * self.params.positions_per_url, op.offset_extra, self.params
-        by_block = {}
-        for index in range(start, min(stop, len(urls))):
-            block, offsets = positions(url_digest(urls[index], _scope_of(scope, index)), params)
-            fields = []
-            for offset in offsets:
-                text = b"%d" % offset
-                fields += (len(text) + extra, text)
-            entry = by_block.get(block)
-            if entry is None:
-                entry = by_block[block] = ([], [])
-            entry[0].append(index)
-            entry[1].append(template % tuple(fields))
-        commands = {}
-        for block, (indexes, parts) in by_block.items():
-            key = self.keys.bloom_block(self.name, block).encode()
-            head = b"*%d\r\n$8\r\nBITFIELD\r\n$%d\r\n%b\r\n" % (
-                2 + args_per_op * self.params.positions_per_url * len(indexes), len(key), key)
-            commands[block] = (indexes, head + b"".join(parts))
-        return commands
+    def _bitfield_commands(self, urls, scope, start, stop, op):
+        """``[(BITFIELD command in RESP, URL index of each cell it reads)]``, one per block.
 
-    def _collect(self, conn, by_block, results, write):
-        per_url = self.params.positions_per_url
-        for indexes, _ in by_block.values():
-            cells = conn.read_response()
-            for n, index in enumerate(indexes):
-                mine = cells[n * per_url:(n + 1) * per_url]
-                results[index] = (0 in mine) if write else (0 not in mine)
+        The positions of a whole chunk are computed as arrays, and commands are
+        packed here (see ``_Op.resp``): redis-py's generic packing costs more
+        than Redis spends running them.
+        """
+        stop = min(stop, len(urls))
+        digests = b"".join([url_digest(urls[index], _scope_of(scope, index))
+                            for index in range(start, stop)])
+        blocks, cells = cell_arrays(digests, self.params)
+        owners = np.repeat(np.arange(start, stop), self.params.positions_per_url)
+        if self.params.blocks == 1:
+            return [self._bitfield_command(0, cells.ravel(), owners, op)]
+        by_block = np.repeat(blocks, self.params.positions_per_url)
+        cells = cells.ravel()
+        return [self._bitfield_command(block, cells[by_block == block],
+                                       owners[by_block == block], op)
+                for block in np.unique(blocks).tolist()]
+
+    def _bitfield_command(self, block, offsets, owners, op):
+        """Cells ordered by the number of digits of their offset, so each run of
+        equal-length offsets is packed at once. That keeps the semantics: a
+        URL's answer does not depend on the order of its own cells, and a
+        repeated URL's cells still come after the first one's.
+        """
+        digits = np.searchsorted(_POWERS_OF_TEN, offsets, side="right") + 1
+        order = np.argsort(digits, kind="stable")
+        offsets, owners = offsets[order], owners[order]
+        key = self.keys.bloom_block(self.name, block).encode()
+        command = [b"*%d\r\n$8\r\nBITFIELD\r\n$%d\r\n%b\r\n" % (
+            2 + op.args * len(offsets), len(key), key)]
+        run_start = 0
+        for run_digits, count in enumerate(np.bincount(digits).tolist()):
+            if count:
+                command.append(op.resp(offsets[run_start:run_start + count], run_digits))
+                run_start += count
+        return b"".join(command), owners
 
     # --- Lua: counting mode, removal, hashing in Lua ---------------------------------
 
@@ -299,13 +328,44 @@ def _scope_of(scope, index):
     return scope[index] if isinstance(scope, list) else scope
 
 
-class _Op(bytes):
-    """One BITFIELD operation in RESP with a (length, offset) hole to fill."""
+def _collect(conn, commands, results, write):
+    """Read a chunk's replies: a URL is new if any of its cells was 0, held if none was."""
+    for _, owners in commands:
+        results[owners[np.asarray(conn.read_response()) == 0]] = write
 
-    offset_extra = 0     # characters the offset field has besides its digits
+
+class _Op:
+    """One BITFIELD operation on a cell, as RESP around the cell's offset."""
+
+    def __init__(self, verb, cell_type, offset_prefix, tail, args):
+        self.verb, self.cell_type, self.args = verb, cell_type, args
+        self.offset_prefix = offset_prefix  # "#": the offset counts cells of the type, not bits
+        self.tail = np.frombuffer(tail, dtype=np.uint8)    # RESP after the offset
+        self.heads = [self._head(digits) for digits in range(len(_POWERS_OF_TEN) + 2)]
+
+    def _head(self, digits):
+        """RESP before an offset of ``digits`` digits."""
+        return np.frombuffer(
+            b"$%d\r\n%b\r\n$2\r\n%b\r\n$%d\r\n%b" % (
+                len(self.verb), self.verb, self.cell_type,
+                digits + len(self.offset_prefix), self.offset_prefix),
+            dtype=np.uint8)
+
+    def resp(self, offsets, digits):
+        """The operation on each of ``offsets`` (all ``digits`` long), in RESP.
+
+        Built as a byte matrix, a row per offset (head, decimal digits, tail):
+        formatting thousands of numbers one by one in Python would cost more
+        than Redis spends running the command.
+        """
+        head = self.heads[digits]
+        rows = np.empty((len(offsets), len(head) + digits + len(self.tail)), dtype=np.uint8)
+        rows[:, :len(head)] = head
+        rows[:, len(head):-len(self.tail)] = offsets[:, None] // _DIGIT_WEIGHTS[digits] % 10 + 48
+        rows[:, -len(self.tail):] = self.tail
+        return rows.tobytes()
 
 
-_SET_U1 = _Op(b"$3\r\nSET\r\n$2\r\nu1\r\n$%d\r\n%b\r\n$1\r\n1\r\n")
-_GET_U1 = _Op(b"$3\r\nGET\r\n$2\r\nu1\r\n$%d\r\n%b\r\n")
-_GET_U4 = _Op(b"$3\r\nGET\r\n$2\r\nu4\r\n$%d\r\n#%b\r\n")
-_GET_U4.offset_extra = 1
+_SET_U1 = _Op(b"SET", b"u1", b"", b"\r\n$1\r\n1\r\n", args=4)
+_GET_U1 = _Op(b"GET", b"u1", b"", b"\r\n", args=3)
+_GET_U4 = _Op(b"GET", b"u4", b"#", b"\r\n", args=3)

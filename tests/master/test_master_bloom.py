@@ -4,7 +4,7 @@ import threading
 
 import pytest
 
-from master.bloom import BloomFilter, BloomParams, positions
+from master.bloom import BloomFilter, BloomParams, cell_arrays, positions
 from master.keys import Keys
 from master.urls import url_digest
 from settings.errors import ConfigError
@@ -32,6 +32,17 @@ def test_positions_stay_inside_their_group_and_block():
         for i, cell in enumerate(cells):
             group = i // 4
             assert group * 1000 <= cell < (group + 1) * 1000
+
+
+@pytest.mark.parametrize("params", [
+    BloomParams.for_capacity(10_000_000, 0.001, groups=2),
+    BloomParams(groups=3, hashes=4, group_cells=1_000_003, blocks=7),
+    BloomParams.for_capacity(10 ** 9, 0.0001, groups=4, block_bits=1 << 32)])
+def test_batched_positions_equal_one_by_one(params):
+    digests = [url_digest(f"http://a.com/{n}", scope="c1") for n in range(500)]
+    blocks, cells = cell_arrays(b"".join(digests), params)
+    for n, digest in enumerate(digests):
+        assert positions(digest, params) == (blocks[n], cells[n].tolist())
 
 
 @pytest.mark.parametrize("bad", [{"capacity": 0, "error_rate": 0.01},
