@@ -9,12 +9,16 @@ logic and MongoDB inserts:
      (managers, master, preprocess, monitor, servers), the crawl submitted
      through Kafka and followed with ``info`` until it drains.
 Pages/s is pages fetched over the time from the first to the last fetch in
-nginx's log. The last line is one JSON object with ``pages_per_s``,
-``pages_per_s_per_proc``, ``vs_scrapy_single`` and ``procs``.
+nginx's log. Both runs are repeated ``--rounds`` times, interleaved, each
+cluster brought up afresh (this kind of VM drifts in speed from minute to
+minute); the ratio is the median of the rounds' ratios. The last line is one
+JSON object with ``pages_per_s``, ``pages_per_s_per_proc``,
+``vs_scrapy_single`` and ``procs``.
 """
 
 import argparse
 import json
+import statistics
 import sys
 import tempfile
 import time
@@ -50,20 +54,20 @@ def cluster_settings(settings, work):
         **UNTHROTTLED)
 
 
-def run_cluster(settings, manifest, procs):
+def run_cluster(settings, manifest, procs, crawlid):
     cluster = LocalCluster(settings, nodes=procs, procs=1, spider_types=("universal",),
                            out=lambda *_: None,
                            spider_settings=dict.fromkeys(range(1, procs + 1), COMMON))
     cluster.up()
     client = RequestClient.from_settings(settings, timeout=60)
     try:
-        reply = client.ask({"type": "crawl", "userid": "bench", "crawlid": "bench",
+        reply = client.ask({"type": "crawl", "userid": "bench", "crawlid": crawlid,
                             "spider_type": "universal", "url": manifest["start_url"],
                             "rule": RULE, "maxdepth": 50})
         if reply.get("status") != "accepted":
             raise SystemExit(f"crawl refused: {reply}")
         while True:
-            info = client.ask({"type": "info", "userid": "bench", "crawlid": "bench"})
+            info = client.ask({"type": "info", "userid": "bench", "crawlid": crawlid})
             print(f"\r  crawlcluster: {info.get('done', 0)} done, {info['total_pending']} "
                   "pending", end="", flush=True)
             if info["total_pending"] == 0 and info.get("done"):
@@ -75,15 +79,16 @@ def run_cluster(settings, manifest, procs):
         cluster.down(servers=False)
 
 
-def run_clean(settings, manifest, procs):
+def run_clean(settings, manifest, procs, crawlid):
     with bench_redis(settings):            # the cluster's keys go with it
-        run_cluster(settings, manifest, procs)
+        run_cluster(settings, manifest, procs, crawlid)
 
 
 def main():
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--pages-per-host", type=int, default=1000,
                         help="detail pages per host (4 hosts)")
+    parser.add_argument("--rounds", type=int, default=3, help="interleaved rounds")
     parser.add_argument("--procs", type=int, default=2, help="spider processes (one per node)")
     args = parser.parse_args()
     settings = bench_settings(("redis", "kafka", "zookeeper", "mongodb"))
@@ -96,27 +101,32 @@ def main():
     pages = sum(1 for p in manifest["pages"] if p["kind"] in ("index", "list", "detail"))
     (work / "rule.json").write_text(json.dumps(RULE))
     print(f"bench/cluster.py on {machine()}: {pages} pages on {len(spec.hosts)} hosts; "
-          f"crawlcluster with {args.procs} spider processes")
-    results = {}
+          f"crawlcluster with {args.procs} spider processes; {args.rounds} rounds")
+    rounds = []
     with StaticSite(work / "site" / "www", spec.hosts, spec.port, work / "run") as site:
-        for key, label, run in (
-                ("vanilla", "vanilla Scrapy, 1 process",
-                 lambda: run_peer(settings, site, manifest, work / "rule.json",
-                                  {"SCHEDULER": "scrapy.core.scheduler.Scheduler"},
-                                  work / "vanilla.log")),
-                ("cluster", f"crawlcluster, {args.procs} processes",
-                 lambda: run_clean(cluster_settings(settings, work), manifest, args.procs))):
+        for number in range(1, args.rounds + 1):
+            print(f"round {number}")
             since = len(site.access_log())
-            run()
-            results[key] = measure(site, since, label, pages)
+            run_peer(settings, site, manifest, work / "rule.json",
+                     {"SCHEDULER": "scrapy.core.scheduler.Scheduler"}, work / "vanilla.log",
+                     f"vanilla-{number}")
+            vanilla = measure(site, since, "vanilla Scrapy, 1 process", pages)
+            since = len(site.access_log())
+            run_clean(cluster_settings(settings, work), manifest, args.procs, f"cluster-{number}")
+            cluster = measure(site, since, f"crawlcluster, {args.procs} processes", pages)
+            rounds.append({"vanilla": vanilla, "cluster": cluster})
+    ratios = [r["cluster"] / r["vanilla"] for r in rounds]
+    print(f"median vs_scrapy_single {statistics.median(ratios):.2f} (rounds: "
+          + ", ".join(f"{ratio:.2f}" for ratio in ratios) + ")")
     client = mongo_client(settings, "bench")
     client.drop_database(settings["CRAWLCLUSTER_MONGODB_DATABASE"])
     client.close()
-    finish({"pages_per_s": results["cluster"],
-            "pages_per_s_per_proc": results["cluster"] / args.procs,
-            "vanilla_scrapy_pages_per_s": results["vanilla"],
-            "vs_scrapy_single": results["cluster"] / results["vanilla"],
-            "procs": args.procs, "pages": pages, "machine": machine()})
+    cluster = statistics.median(r["cluster"] for r in rounds)
+    finish({"pages_per_s": cluster,
+            "pages_per_s_per_proc": cluster / args.procs,
+            "vanilla_scrapy_pages_per_s": statistics.median(r["vanilla"] for r in rounds),
+            "vs_scrapy_single": statistics.median(ratios),
+            "procs": args.procs, "rounds": args.rounds, "pages": pages, "machine": machine()})
 
 
 if __name__ == "__main__":

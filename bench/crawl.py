@@ -9,17 +9,21 @@ logic, pipelines and MongoDB inserts in every run:
   3. crawlcluster: the dispatcher and one spider process;
   4. crawlcluster: the dispatcher and two spider processes.
 Pages/s is pages fetched over the time from the first to the last fetch in
-nginx's log (start-up and idle shut-down are not counted). The last line is
-one JSON object.
+nginx's log (start-up and idle shut-down are not counted). The four runs are
+repeated ``--rounds`` times, interleaved (this kind of VM drifts in speed from
+minute to minute); each ratio is the median of the rounds' ratios. The last
+line is one JSON object.
 """
 
 import argparse
 import json
+import statistics
 import subprocess
 import sys
 import tempfile
 import time
 import uuid
+from functools import partial
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -63,11 +67,14 @@ def measure(site, since, label, pages_expected):
     return rate
 
 
-def run_peer(settings, site, manifest, rule_file, scheduler, log):
+def run_peer(settings, site, manifest, rule_file, scheduler, log, crawlid):
+    """One peer crawl; ``crawlid`` keeps its items apart from other runs' (a page stored
+    twice under one crawl id would be a duplicate-key error, not an insert)."""
     scrapy_settings = dict(COMMON, **{k: json.dumps(v) for k, v in PEER_COMPONENTS.items()})
     scrapy_settings.update(scheduler)
     args = [sys.executable, "-m", "scrapy", "runspider", str(ROOT / "bench" / "crawl_peers.py"),
-            "-a", f"start={manifest['start_url']}", "-a", f"rule={rule_file}"]
+            "-a", f"start={manifest['start_url']}", "-a", f"rule={rule_file}",
+            "-a", f"crawlid={crawlid}"]
     for name, value in scrapy_settings.items():
         args += ["-s", f"{name}={value}"]
     env = cluster_env(settings, fast=False)
@@ -78,7 +85,7 @@ def run_peer(settings, site, manifest, rule_file, scheduler, log):
 
 def run_ours(settings, manifest, processes, log_dir):
     settings = settings.copy_with(  # a fresh frontier for each run
-        CRAWLCLUSTER_KEY_PREFIX=f"{settings['CRAWLCLUSTER_KEY_PREFIX']}:{processes}")
+        CRAWLCLUSTER_KEY_PREFIX=f"{settings['CRAWLCLUSTER_KEY_PREFIX']}:{uuid.uuid4().hex[:6]}")
     crawlid = f"bench-{uuid.uuid4().hex[:6]}"
     submit(settings, {"crawlid": crawlid, "spider_type": "universal",
                       "url": manifest["start_url"], "rule": RULE})
@@ -89,10 +96,36 @@ def run_ours(settings, manifest, processes, log_dir):
         raise SystemExit(f"a spider failed ({codes}); see {log_dir}")
 
 
+def round_runs(settings, site, manifest, rule, work, number):
+    """``(key, label, run)`` for each crawl of one round."""
+    vanilla = {"SCHEDULER": "scrapy.core.scheduler.Scheduler"}
+    scrapy_redis = {"SCHEDULER": "scrapy_redis.scheduler.Scheduler",
+                    "DUPEFILTER_CLASS": "scrapy_redis.dupefilter.RFPDupeFilter",
+                    "REDIS_URL": settings["CRAWLCLUSTER_REDIS_URL"],
+                    "SCHEDULER_FLUSH_ON_START": "True"}
+    return [
+        ("vanilla", "vanilla Scrapy (in-memory scheduler)",
+         partial(run_peer, settings, site, manifest, rule, vanilla, work / "v.log",
+                 f"vanilla-{number}")),
+        ("scrapy_redis", "scrapy-redis (Redis scheduler)",
+         partial(run_peer, settings, site, manifest, rule, scrapy_redis, work / "r.log",
+                 f"redis-{number}")),
+        ("ours_1", "crawlcluster, 1 spider process",
+         partial(run_ours, settings, manifest, 1, work)),
+        ("ours_2", "crawlcluster, 2 spider processes",
+         partial(run_ours, settings, manifest, 2, work)),
+    ]
+
+
+def median_ratio(rounds, top, bottom):
+    return statistics.median(r[top] / r[bottom] for r in rounds)
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--pages-per-host", type=int, default=1000,
                         help="detail pages per host (4 hosts)")
+    parser.add_argument("--rounds", type=int, default=3, help="interleaved rounds")
     args = parser.parse_args()
     settings = bench_settings(("redis", "zookeeper", "mongodb"))
     settings = settings.copy_with(CRAWLCLUSTER_MONGODB_DATABASE="bench_"
@@ -102,45 +135,43 @@ def main():
                     related_links=20)
     manifest = generate_site(work / "site", spec)
     pages = sum(1 for p in manifest["pages"] if p["kind"] in ("index", "list", "detail"))
-    (work / "rule.json").write_text(json.dumps(RULE))
+    rule = work / "rule.json"
+    rule.write_text(json.dumps(RULE))
     print(f"bench/crawl.py on {machine()}: {pages} pages on {len(spec.hosts)} hosts, "
-          f"20 related links per detail page")
-    results = {}
+          f"20 related links per detail page, {args.rounds} rounds")
+    rounds = []
     with bench_redis(settings), \
             StaticSite(work / "site" / "www", spec.hosts, spec.port, work / "run") as site:
-        runs = [
-            ("vanilla", "vanilla Scrapy (in-memory scheduler)",
-             lambda: run_peer(settings, site, manifest, work / "rule.json",
-                              {"SCHEDULER": "scrapy.core.scheduler.Scheduler"}, work / "v.log")),
-            ("scrapy_redis", "scrapy-redis (Redis scheduler)",
-             lambda: run_peer(settings, site, manifest, work / "rule.json", {
-                 "SCHEDULER": "scrapy_redis.scheduler.Scheduler",
-                 "DUPEFILTER_CLASS": "scrapy_redis.dupefilter.RFPDupeFilter",
-                 "REDIS_URL": settings["CRAWLCLUSTER_REDIS_URL"],
-                 "SCHEDULER_FLUSH_ON_START": "True"}, work / "r.log")),
-            ("ours_1", "crawlcluster, 1 spider process",
-             lambda: run_ours(settings, manifest, 1, work)),
-            ("ours_2", "crawlcluster, 2 spider processes",
-             lambda: run_ours(settings, manifest, 2, work)),
-        ]
-        for key, label, run in runs:
-            since = len(site.access_log())
-            started = time.monotonic()
-            run()
-            results[key] = measure(site, since, label, pages)
-            print(f"    (whole run {time.monotonic() - started:.0f} s)")
+        for number in range(1, args.rounds + 1):
+            runs = round_runs(settings, site, manifest, rule, work, number)
+            print(f"round {number}")
+            results = {}
+            for key, label, run in runs:
+                since = len(site.access_log())
+                started = time.monotonic()
+                run()
+                results[key] = measure(site, since, label, pages)
+                print(f"    (whole run {time.monotonic() - started:.0f} s)")
+            rounds.append(results)
     client = mongo_client(settings, "bench")
     client.drop_database(settings["CRAWLCLUSTER_MONGODB_DATABASE"])
     client.close()
     drop_zookeeper_root(settings)
+    summary = {key: statistics.median(r[key] for r in rounds) for key in rounds[0]}
+    ratios = {"vs_scrapy": median_ratio(rounds, "ours_1", "vanilla"),
+              "vs_scrapy_redis": median_ratio(rounds, "ours_1", "scrapy_redis"),
+              "two_proc_scaling": median_ratio(rounds, "ours_2", "ours_1")}
+    print("medians: " + ", ".join(f"{name} {value:.2f}" for name, value in ratios.items())
+          + " (rounds: " + "; ".join(
+              ", ".join(f"{r['ours_1'] / r[b]:.2f}" for b in ("vanilla", "scrapy_redis"))
+              + f", {r['ours_2'] / r['ours_1']:.2f}" for r in rounds) + ")")
     finish({
-        "pages_per_s": results["ours_1"],
-        "pages_per_s_two_procs": results["ours_2"],
-        "vanilla_scrapy_pages_per_s": results["vanilla"],
-        "scrapy_redis_pages_per_s": results["scrapy_redis"],
-        "vs_scrapy": results["ours_1"] / results["vanilla"],
-        "vs_scrapy_redis": results["ours_1"] / results["scrapy_redis"],
-        "two_proc_scaling": results["ours_2"] / results["ours_1"],
+        "pages_per_s": summary["ours_1"],
+        "pages_per_s_two_procs": summary["ours_2"],
+        "vanilla_scrapy_pages_per_s": summary["vanilla"],
+        "scrapy_redis_pages_per_s": summary["scrapy_redis"],
+        **ratios,
+        "rounds": args.rounds,
         "pages": pages,
         "machine": machine(),
     })
