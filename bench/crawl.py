@@ -52,6 +52,7 @@ PEER_COMPONENTS = {
     "DOWNLOADER_MIDDLEWARES": {"crawler.middlewares.TaskStatusMiddleware": None,
                                "crawler.middlewares.StatusCounterMiddleware": None},
     "SPIDER_MIDDLEWARES": {"crawler.middlewares.TaskOutputMiddleware": None},
+    "EXTENSIONS": {"crawler.extensions.GarbageCollectorTuning": None},
     "ITEM_PIPELINES": {"crawler.pipelines.EncodingPipeline": 100,
                        "crawler.pipelines.MainTextPipeline": 300,
                        "bench.crawl_peers.PeerMongoPipeline": 800},

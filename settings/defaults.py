@@ -118,6 +118,9 @@ CRAWLCLUSTER_IDLE_TIMEOUT = 0.0
 CRAWLCLUSTER_REFUSE_PRIVATE_ADDRESSES = False
 # Items written to MongoDB per batch.
 CRAWLCLUSTER_MONGODB_BATCH = 100
+# Allocations between Python's generation-0 garbage collections in a spider process,
+# after start-up objects are frozen (crawler/extensions.py; 0 = Python's defaults).
+CRAWLCLUSTER_GC_THRESHOLD = 20000
 
 # --- proxy pool (crawler/proxy.py) -------------------------------------------------
 # Give every request a random proxy from the pool.
@@ -202,6 +205,11 @@ SCRAPY = {
     "DOWNLOAD_MAXSIZE": 20 * 1024 * 1024,
     "SPIDER_MIDDLEWARES": {
         "crawler.middlewares.TaskOutputMiddleware": 950,
+        # A link's depth is its task's (maxdepth is enforced by the scheduler).
+        "scrapy.spidermiddlewares.depth.DepthMiddleware": None,
+    },
+    "EXTENSIONS": {
+        "crawler.extensions.GarbageCollectorTuning": 0,
     },
     "ITEM_PIPELINES": {
         "crawler.pipelines.EncodingPipeline": 100,
