@@ -1,12 +1,12 @@
 """The dispatcher (``crawlcluster master``): seeds to job queues, by speed.
 
 Each tick it
-  1. moves the queues of jobs whose heartbeat expired back to ``seeds``;
-  2. re-issues expired leases and due hub pages;
-  3. weighs the live jobs: tasks each finished per minute over the last
+  1. once a second: moves the queues of jobs whose heartbeat expired back to
+     ``seeds``, re-issues expired leases and due hub pages;
+  2. weighs the live jobs: tasks each finished per minute over the last
      ``k`` minutes (thesis formula 4-2), a job younger than that measured over
      its age, a job with nothing measured yet given the mean weight;
-  4. moves tasks from each spider type's ``seeds`` to the live jobs of that
+  3. moves tasks from each spider type's ``seeds`` to the live jobs of that
      type by weighted round robin (thesis 4.2.1.1), in atomic batches, paced
      so that a window gets at most ``headroom`` times what the live jobs
      finish in it (thesis 4.2.1.2): queues never run far
@@ -31,6 +31,10 @@ from master.wrr import WeightedRoundRobin
 
 logger = logging.getLogger(__name__)
 
+# Seconds between upkeep passes (dead jobs, expired leases, due hubs): each is
+# measured in seconds or minutes, while dispatch ticks run many times a second.
+UPKEEP_EVERY = 1.0
+
 
 class Dispatcher:
     def __init__(self, client, keys, registry, frontier, window=600.0, headroom=1.25,
@@ -54,6 +58,7 @@ class Dispatcher:
         self._window_totals = {}
         self.heartbeat = None     # callable beating the role's heartbeat (main sets it)
         self.heartbeat_every = 5.0
+        self._last_upkeep = -math.inf
 
     @classmethod
     def from_settings(cls, client, settings, clock=time.time):
@@ -89,13 +94,9 @@ class Dispatcher:
     # --- one tick ----------------------------------------------------------------------
 
     def tick(self):
-        """One round of upkeep and dispatch; return the tasks moved."""
-        for job, moved in self.registry.expire_dead().items():
-            logger.info("job %s stopped beating: %d queued tasks back to seeds", job, moved)
-        requeued, failed = self.frontier.reap_leases()
-        if requeued or failed:
-            logger.info("expired leases: %d re-issued, %d failed for good", requeued, failed)
-        self.frontier.issue_due_hubs()
+        """One round of dispatch (upkeep first, when due); return the tasks moved."""
+        if self.clock() - self._last_upkeep >= UPKEEP_EVERY:
+            self._upkeep()
         jobs = self.registry.live_jobs()
         if not jobs:
             return 0
@@ -116,6 +117,15 @@ class Dispatcher:
                 if moved >= allowance:
                     break
         return moved
+
+    def _upkeep(self):
+        for job, moved in self.registry.expire_dead().items():
+            logger.info("job %s stopped beating: %d queued tasks back to seeds", job, moved)
+        requeued, failed = self.frontier.reap_leases()
+        if requeued or failed:
+            logger.info("expired leases: %d re-issued, %d failed for good", requeued, failed)
+        self.frontier.issue_due_hubs()
+        self._last_upkeep = self.clock()
 
     def _allowance(self, weights):
         """Tasks the pacing lets out now: the window's cap so far, less what went."""
@@ -157,7 +167,9 @@ class Dispatcher:
     # --- the role ------------------------------------------------------------------------
 
     def run(self):
-        """Tick until stopped; sleep when there is nothing to move."""
+        """Tick until stopped, ``idle_sleep`` apart: a tick moves everything the seeds
+        hold and the pacing allows, so ticking again at once would find little and
+        cost the master and Redis a busy loop."""
         logger.info("dispatcher running: window %.0f s, headroom %.2f, batch %d",
                     self.window, self.headroom, self.batch)
         import redis
@@ -168,13 +180,12 @@ class Dispatcher:
                 if self.heartbeat and time.monotonic() - last_beat >= self.heartbeat_every:
                     self.heartbeat()
                     last_beat = time.monotonic()
-                moved = self.tick()
+                self.tick()
             except redis.RedisError as exc:
                 logger.error("Redis error, retrying in %.1f s: %s", self.idle_sleep * 4, exc)
                 self.stopping.wait(self.idle_sleep * 4)
                 continue
-            if moved == 0:
-                self.stopping.wait(self.idle_sleep)
+            self.stopping.wait(self.idle_sleep)
         self._log_window()
         logger.info("dispatcher stopped")
 
