@@ -21,6 +21,7 @@ push and counted (``crawlcluster/links/duplicate``).
 import logging
 import time
 from collections import deque
+from typing import NamedTuple
 
 from scrapy import Request, signals
 from scrapy.exceptions import DontCloseSpider
@@ -28,11 +29,22 @@ from twisted.internet import task as twisted_task
 from twisted.internet.defer import DeferredList
 
 from crawler.context import JobContext
+from master.siteconfig import domain_of
 from master.tasks import decode_task, make_task
 
 logger = logging.getLogger(__name__)
 
 HEARTBEAT_EVERY = 1.0     # seconds
+
+
+class NewLink(NamedTuple):
+    """A link a page yielded, waiting for the next round's filter check."""
+
+    url: str
+    parent: dict          # the page's task and its crawl's config
+    domain: str
+    callback: str
+    extra: dict | None    # spider fields for the link's task (e.g. the rule that took it)
 
 
 class ClusterScheduler:
@@ -104,10 +116,10 @@ class ClusterScheduler:
             else:
                 self.ready.append(request)
             return True
-        task = self._new_link_task(request)
-        if task is None:
+        link = self._new_link(request)
+        if link is None:
             return False
-        self.new_links.append(task)
+        self.new_links.append(link)
         return True
 
     def next_request(self):
@@ -210,8 +222,10 @@ class ClusterScheduler:
 
     # --- new links --------------------------------------------------------------------------
 
-    def _new_link_task(self, request):
-        """The task for a link the spider produced, or None if the crawl refuses it."""
+    def _new_link(self, request):
+        """A link the spider produced, as a ``NewLink``, or None if the crawl refuses
+        it. Its task is made only once the filter finds it new (most links a page
+        yields were seen before)."""
         parent = request.meta.get("crawlcluster_parent")
         if parent is None:
             # Work enters the cluster as a crawl request, not as a spider's own request.
@@ -221,50 +235,37 @@ class ClusterScheduler:
         if not request.url.startswith(("http://", "https://")):
             self.stats.inc_value("crawlcluster/links/refused/scheme")
             return None
-        depth = parent["task"].get("depth", 0) + 1
         maxdepth = parent["config"].get("maxdepth")
-        if maxdepth is not None and depth > maxdepth:
+        if maxdepth is not None and parent["task"].get("depth", 0) >= maxdepth:
             self.stats.inc_value("crawlcluster/links/refused/maxdepth")
             return None
-        try:
-            task = make_task(request.url, parent["task"]["crawlid"], parent["task"]["spider_type"],
-                             priority=parent["task"].get("priority", 0), depth=depth,
-                             userid=parent["task"].get("userid"),
-                             callback=getattr(request.callback, "__name__", "parse"),
-                             **request.meta.get("crawlcluster_extra", {}))
-        except ValueError as exc:
-            logger.warning("refusing link %s: %s", request.url, exc)
-            return None
-        if self.context.site_config.is_blacklisted(task["domain"]):
+        domain = domain_of(request.url)
+        if self.context.site_config.is_blacklisted(domain):
             self.stats.inc_value("crawlcluster/links/refused/blacklist")
             return None
-        task["_replay"] = parent["task"].get("attempts", 0) > 0
-        return task
+        return NewLink(request.url, parent, domain,
+                       getattr(request.callback, "__name__", "parse"),
+                       request.meta.get("crawlcluster_extra"))
 
     def _push_new_links(self):
         if not self.new_links:
             return
-        tasks, self.new_links = self.new_links, []
-        replays = [task.pop("_replay") for task in tasks]
-        is_new = self._check_and_add(tasks)
-        fresh = [task for task, new, replay in zip(tasks, is_new, replays, strict=True)
-                 if new or replay]
-        self.stats.inc_value("crawlcluster/links/duplicate", len(tasks) - len(fresh))
-        fresh = self._within_domain_limits(fresh)
-        self.context.frontier.push_seeds(fresh)
-        self.stats.inc_value("crawlcluster/links/new", len(fresh))
+        links, self.new_links = self.new_links, []
+        is_new = self._check_and_add(links)
+        # A page crawled again after a lease expired pushes its links even if seen:
+        # the job that first crawled it may have died before they reached seeds.
+        fresh = [link for link, new in zip(links, is_new, strict=True)
+                 if new or link.parent["task"].get("attempts", 0) > 0]
+        self.stats.inc_value("crawlcluster/links/duplicate", len(links) - len(fresh))
+        tasks = self._within_domain_limits(
+            [task for task in map(_task_for_link, fresh) if task is not None])
+        self.context.frontier.push_seeds(tasks)
+        self.stats.inc_value("crawlcluster/links/new", len(tasks))
 
-    def _check_and_add(self, tasks):
-        """Bloom check-and-add, one call per crawl (each crawl has its own scope)."""
-        by_crawl = {}
-        for index, task in enumerate(tasks):
-            by_crawl.setdefault(task["crawlid"], []).append(index)
-        is_new = [False] * len(tasks)
-        for crawlid, indexes in by_crawl.items():
-            flags = self.context.bloom.add_many([tasks[i]["url"] for i in indexes], scope=crawlid)
-            for index, flag in zip(indexes, flags, strict=True):
-                is_new[index] = flag
-        return is_new
+    def _check_and_add(self, links):
+        """Bloom check-and-add in one batch, each link in its crawl's scope."""
+        return self.context.bloom.add_many([link.url for link in links],
+                                           scope=[link.parent["task"]["crawlid"] for link in links])
 
     def _within_domain_limits(self, tasks):
         """Drop tasks past their crawl's ``domain_max_pages`` (counted per domain)."""
@@ -282,6 +283,20 @@ class ClusterScheduler:
 
     def _config(self, task):
         return self.context.crawls.load(task["crawlid"]) or {}
+
+
+def _task_for_link(link):
+    """The seed task for a new link (its parent's crawl, priority and user; one level
+    deeper), or None if it cannot be made."""
+    parent = link.parent["task"]
+    try:
+        return make_task(link.url, parent["crawlid"], parent["spider_type"],
+                         priority=parent.get("priority", 0), depth=parent.get("depth", 0) + 1,
+                         userid=parent.get("userid"), callback=link.callback, domain=link.domain,
+                         **(link.extra or {}))
+    except ValueError as exc:
+        logger.warning("refusing link %s: %s", link.url, exc)
+        return None
 
 
 def parse_cookies(cookie):

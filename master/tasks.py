@@ -21,14 +21,16 @@ def check_name(kind, value):
     return value
 
 
-def make_task(url, crawlid, spider_type, priority=0, depth=0, userid=None, **extra):
-    """A new task dict (with a fresh id and the domain it is throttled under)."""
+def make_task(url, crawlid, spider_type, priority=0, depth=0, userid=None, domain=None,
+              **extra):
+    """A new task dict (with a fresh id and the domain it is throttled under, unless
+    the caller knows it already)."""
     task = {
         "id": uuid.uuid4().hex,
         "url": url,
         "crawlid": check_name("crawl id", crawlid),
         "spider_type": check_name("spider type", spider_type),
-        "domain": domain_of(url),
+        "domain": domain or domain_of(url),
         "priority": priority,
         "depth": depth,
     }
