@@ -100,7 +100,7 @@ CRAWLCLUSTER_DISPATCH_HEADROOM = 1.25
 CRAWLCLUSTER_DISPATCH_DEFAULT_WEIGHT = 600
 # Tasks moved from seeds per dispatcher call.
 CRAWLCLUSTER_DISPATCH_BATCH = 500
-# Seconds the dispatcher sleeps when there is nothing to move.
+# Seconds between the dispatcher's ticks (each moves all that seeds hold and pacing allows).
 CRAWLCLUSTER_DISPATCH_IDLE_SLEEP = 0.05
 
 # --- crawler (the Scrapy project on slave nodes) --------------------------------
@@ -207,6 +207,9 @@ SCRAPY = {
         "crawler.middlewares.TaskOutputMiddleware": 950,
         # A link's depth is its task's (maxdepth is enforced by the scheduler).
         "scrapy.spidermiddlewares.depth.DepthMiddleware": None,
+        # A link becomes a task (its URL), so a Referer set on its Request is never
+        # sent; working it out cost ~20 us per link.
+        "scrapy.spidermiddlewares.referer.RefererMiddleware": None,
     },
     "EXTENSIONS": {
         "crawler.extensions.GarbageCollectorTuning": 0,
