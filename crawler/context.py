@@ -133,7 +133,7 @@ class TaskTracker:
         self.output_done = {}     # task member -> when its page's output ended
         self.outcomes = []        # (member, outcome, reason) to report
         self.statuses = Counter()  # HTTP status (or "other") -> responses not yet counted
-        self.progress = {}         # crawlid -> Counter(pages=, failures=) not yet recorded
+        self.progress = {}         # crawlid -> Counter(pages=, items=, failures=) not yet recorded
         self.done_count = 0
 
     def begin(self, member):

@@ -67,6 +67,12 @@ class MainTextPipeline:
         return item
 
 
+def _add_progress(progress, more):
+    """Add ``{crawlid: Counter}`` counts into ``progress``."""
+    for crawlid, counts in more.items():
+        progress.setdefault(crawlid, Counter()).update(counts)
+
+
 def insert_items(database, items, ensured):
     """Insert items into ``items_<spider type>`` in bulk, unordered; the unique index on
     (crawlid, url) turns a page stored again (a task re-delivered after its lease ran
@@ -94,13 +100,19 @@ def insert_items(database, items, ensured):
 
 class MongoPipeline(ClusterComponent):
     """Batched inserts in a worker thread (the reactor keeps crawling meanwhile);
-    each stored batch finishes its items' tasks in the tracker."""
+    each stored batch finishes its items' tasks in the tracker. The crawl records
+    are brought up to date at most every ``RECORD_EVERY`` seconds, and once more
+    when the spider closes."""
+
+    RECORD_EVERY = 1.0
 
     def __init__(self, crawler):
         super().__init__(crawler)
         self.batch = []
         self.ensured = set()
         self.writing = None        # the Deferred of the write in flight
+        self.last_record = 0.0
+        self.closing = False
 
     def open_spider(self):
         self.context.periodic.append(self.flush)    # the scheduler's round flushes too
@@ -117,42 +129,53 @@ class MongoPipeline(ClusterComponent):
         return item
 
     def flush(self):
-        """Start writing the batch in a thread, unless a write is in flight."""
+        """Start writing the batch (and the crawl records, when due) in a thread,
+        unless a write is in flight."""
         from twisted.internet.threads import deferToThread
 
         tracker = self.context.tracker
-        if (self.batch or tracker.progress) and self.writing is None:
-            batch, self.batch = self.batch, []
+        if self.writing is not None:
+            return self.writing
+        record_due = self.closing or time.monotonic() - self.last_record >= self.RECORD_EVERY
+        if not self.batch and not (record_due and tracker.progress):
+            return None
+        batch, self.batch = self.batch, []
+        progress = {}
+        if record_due:
             progress, tracker.progress = tracker.progress, {}
-            self.writing = deferToThread(self._write, batch, progress)
-            self.writing.addBoth(self._written, batch, progress)
+            self.last_record = time.monotonic()
+        self.writing = deferToThread(self._write, batch, progress)
+        self.writing.addBoth(self._written, batch, progress)
         return self.writing
 
     def _write(self, batch, progress):
         if batch:
             insert_items(self.database, batch, self.ensured)
-        self._record_crawls(batch, progress)
+        if progress:
+            self._record_crawls(progress)
 
     def _written(self, result, batch, progress):
         self.writing = None
+        tracker = self.context.tracker
         if isinstance(result, Failure):
             # Kept for the next flush; their tasks stay open, so nothing is acknowledged.
             logger.error("MongoDB write failed, %d items kept for the next try: %s",
                          len(batch), result.getErrorMessage())
             self.batch[:0] = batch
-            tracker = self.context.tracker
-            for crawlid, counts in progress.items():
-                tracker.progress.setdefault(crawlid, Counter()).update(counts)
+            _add_progress(tracker.progress, progress)
             return
         for item in batch:
             if "_task" in item:
-                self.context.tracker.item_finished(item["_task"])
+                tracker.item_finished(item["_task"])
+        _add_progress(tracker.progress, {crawlid: Counter(items=count) for crawlid, count
+                                         in Counter(item["crawlid"] for item in batch).items()})
         self.crawler.stats.inc_value("crawlcluster/items/stored", len(batch))
 
     async def close_spider(self):
         """Write what is left (a few tries; unwritten items' tasks stay leased)."""
         from scrapy.utils.defer import maybe_deferred_to_future
 
+        self.closing = True        # from now on every flush records the crawls too
         for _ in range(10):
             if self.writing is not None:
                 await maybe_deferred_to_future(self.writing)
@@ -161,25 +184,19 @@ class MongoPipeline(ClusterComponent):
             else:
                 return
 
-    def _record_crawls(self, batch, progress):
+    def _record_crawls(self, progress):
         """Seed 004's task table: per crawl its pages, items, failures, jobs, nodes, and
         ``finished_at`` once nothing of it is pending (removed if work comes back)."""
         from pymongo import UpdateOne
 
         context = self.context
-        counts = {crawlid: Counter(c) for crawlid, c in progress.items()}
-        for item in batch:
-            counts.setdefault(item["crawlid"], Counter())["items"] += 1
-        if not counts:
-            return
         now = time.time()
-        drained = self._drained(counts)
+        drained = self._drained(progress)
         updates = []
-        for crawlid, crawl_counts in counts.items():
+        for crawlid, counts in progress.items():
             update = {"$setOnInsert": {"started_at": now},
                       "$set": {"last_activity_at": now},
-                      "$inc": {field: crawl_counts[field]
-                               for field in ("pages", "items", "failures")},
+                      "$inc": {field: counts[field] for field in ("pages", "items", "failures")},
                       "$addToSet": {"jobs": context.job, "nodes": context.host}}
             if crawlid in drained:
                 update["$set"]["finished_at"] = now
