@@ -28,7 +28,13 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from bench.common import bench_redis, bench_settings, finish, machine  # noqa: E402
+from bench.common import (  # noqa: E402
+    bench_redis,
+    bench_settings,
+    finish,
+    machine,
+    parallel_scaling,
+)
 from bench.crawl import COMMON, RULE, measure, run_peer  # noqa: E402
 from crawler.sitegen import DEFAULT_HOSTS, SiteSpec, generate_site  # noqa: E402
 from manager.cluster import LocalCluster  # noqa: E402
@@ -88,7 +94,7 @@ def main():
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--pages-per-host", type=int, default=1000,
                         help="detail pages per host (4 hosts)")
-    parser.add_argument("--rounds", type=int, default=3, help="interleaved rounds")
+    parser.add_argument("--rounds", type=int, default=5, help="interleaved rounds")
     parser.add_argument("--procs", type=int, default=2, help="spider processes (one per node)")
     args = parser.parse_args()
     settings = bench_settings(("redis", "kafka", "zookeeper", "mongodb"))
@@ -105,7 +111,9 @@ def main():
     rounds = []
     with StaticSite(work / "site" / "www", spec.hosts, spec.port, work / "run") as site:
         for number in range(1, args.rounds + 1):
-            print(f"round {number}")
+            scaling = parallel_scaling()
+            print(f"round {number} (this machine runs two CPU-bound processes at "
+                  f"{scaling:.2f}x one)")
             since = len(site.access_log())
             run_peer(settings, site, manifest, work / "rule.json",
                      {"SCHEDULER": "scrapy.core.scheduler.Scheduler"}, work / "vanilla.log",
@@ -114,7 +122,7 @@ def main():
             since = len(site.access_log())
             run_clean(cluster_settings(settings, work), manifest, args.procs, f"cluster-{number}")
             cluster = measure(site, since, f"crawlcluster, {args.procs} processes", pages)
-            rounds.append({"vanilla": vanilla, "cluster": cluster})
+            rounds.append({"vanilla": vanilla, "cluster": cluster, "machine_scaling": scaling})
     ratios = [r["cluster"] / r["vanilla"] for r in rounds]
     print(f"median vs_scrapy_single {statistics.median(ratios):.2f} (rounds: "
           + ", ".join(f"{ratio:.2f}" for ratio in ratios) + ")")
@@ -126,6 +134,7 @@ def main():
             "pages_per_s_per_proc": cluster / args.procs,
             "vanilla_scrapy_pages_per_s": statistics.median(r["vanilla"] for r in rounds),
             "vs_scrapy_single": statistics.median(ratios),
+            "machine_two_proc_scaling": statistics.median(r["machine_scaling"] for r in rounds),
             "procs": args.procs, "rounds": args.rounds, "pages": pages, "machine": machine()})
 
 

@@ -71,6 +71,31 @@ def machine():
             f"Python {platform.python_version()}")
 
 
+_SPIN = """
+import time
+stop, count = time.perf_counter() + {seconds}, 0
+while time.perf_counter() < stop:
+    sum(i * i for i in range(1000))
+    count += 1
+print(count)
+"""
+
+
+def parallel_scaling(processes=2, seconds=3.0):
+    """What this machine gives ``processes`` CPU-bound Python processes at once: their
+    total work over one process's alone (2.0 on two idle cores). On a shared VM it is
+    often less; read the crawl benchmarks' scaling against it."""
+    import subprocess
+    import sys
+
+    def spin(count):
+        workers = [subprocess.Popen([sys.executable, "-c", _SPIN.format(seconds=seconds)],
+                                    stdout=subprocess.PIPE, text=True) for _ in range(count)]
+        return sum(int(worker.communicate()[0]) for worker in workers)
+
+    return spin(processes) / spin(1)
+
+
 def finish(summary):
     """Print the closing JSON line (floats rounded)."""
     rounded = {k: (round(v, 6) if isinstance(v, float) else v) for k, v in summary.items()}

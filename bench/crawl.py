@@ -10,9 +10,11 @@ logic, pipelines and MongoDB inserts in every run:
   4. crawlcluster: the dispatcher and two spider processes.
 Pages/s is pages fetched over the time from the first to the last fetch in
 nginx's log (start-up and idle shut-down are not counted). The four runs are
-repeated ``--rounds`` times, interleaved (this kind of VM drifts in speed from
+repeated ``--rounds`` times (default 5), interleaved (this kind of VM drifts in speed from
 minute to minute); each ratio is the median of the rounds' ratios. The last
-line is one JSON object.
+line is one JSON object. Each round first measures what the machine gives two
+CPU-bound processes at once (``machine_two_proc_scaling``: 2.0 on two idle
+cores; a shared VM often gives less), the ceiling of ``two_proc_scaling``.
 """
 
 import argparse
@@ -35,6 +37,7 @@ from bench.common import (  # noqa: E402
     drop_zookeeper_root,
     finish,
     machine,
+    parallel_scaling,
 )
 from crawler.sitegen import DEFAULT_HOSTS, SiteSpec, generate_site  # noqa: E402
 from manager.localcluster import Crawl, cluster_env, submit  # noqa: E402
@@ -126,7 +129,7 @@ def main():
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--pages-per-host", type=int, default=1000,
                         help="detail pages per host (4 hosts)")
-    parser.add_argument("--rounds", type=int, default=3, help="interleaved rounds")
+    parser.add_argument("--rounds", type=int, default=5, help="interleaved rounds")
     args = parser.parse_args()
     settings = bench_settings(("redis", "zookeeper", "mongodb"))
     settings = settings.copy_with(CRAWLCLUSTER_MONGODB_DATABASE="bench_"
@@ -145,8 +148,9 @@ def main():
             StaticSite(work / "site" / "www", spec.hosts, spec.port, work / "run") as site:
         for number in range(1, args.rounds + 1):
             runs = round_runs(settings, site, manifest, rule, work, number)
-            print(f"round {number}")
-            results = {}
+            results = {"machine_scaling": parallel_scaling()}
+            print(f"round {number} (this machine runs two CPU-bound processes at "
+                  f"{results['machine_scaling']:.2f}x one)")
             for key, label, run in runs:
                 since = len(site.access_log())
                 started = time.monotonic()
@@ -172,6 +176,7 @@ def main():
         "vanilla_scrapy_pages_per_s": summary["vanilla"],
         "scrapy_redis_pages_per_s": summary["scrapy_redis"],
         **ratios,
+        "machine_two_proc_scaling": summary["machine_scaling"],
         "rounds": args.rounds,
         "pages": pages,
         "machine": machine(),
