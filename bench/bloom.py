@@ -55,9 +55,9 @@ def contains_in_batches(bloom, urls):
     return flags
 
 
-def best_of_rounds(label, measure, rounds):
-    """Median of interleaved rounds: this VM's speed drifts by +-30% between runs."""
-    values = sorted(measure(n) for n in range(rounds))
+def median_of_rounds(label, values):
+    """Print and return the median of a measurement's rounds."""
+    values = sorted(values)
     median = values[len(values) // 2]
     print(f"  {label:<44} {median:>9,.0f} URLs/s (rounds: "
           + ", ".join(f"{v:,.0f}" for v in values) + ")")
@@ -118,13 +118,18 @@ def throughput(client, keys, urls, rounds):
     _, lua_hashing = our_filter(client, keys, urls[:len(urls) // 4], "lua")
     pipelined = sadd_pipelined(client, keys, urls)
     roundtrip = scrapy_redis_roundtrip(client, keys, urls[:len(urls) // 10])
-    results = {}
-    for name, label, measure in (
-            ("client", "check-and-add, hashing on the client", client_hashing),
-            ("sadd_pipelined", "SADD of the same digests, pipelined", pipelined),
-            ("lua", "check-and-add, hashing in Lua", lua_hashing),
-            ("sadd_roundtrip", "scrapy-redis RFPDupeFilter (SADD per URL)", roundtrip)):
-        results[name] = best_of_rounds(label, measure, rounds)
+    measures = (
+        ("client", "check-and-add, hashing on the client", client_hashing),
+        ("sadd_pipelined", "SADD of the same digests, pipelined", pipelined),
+        ("lua", "check-and-add, hashing in Lua", lua_hashing),
+        ("sadd_roundtrip", "scrapy-redis RFPDupeFilter (SADD per URL)", roundtrip))
+    # Round n of every measurement before round n + 1 of any: this VM's speed drifts
+    # by +-30% from minute to minute.
+    values = {name: [] for name, _, _ in measures}
+    for number in range(rounds):
+        for name, _, measure in measures:
+            values[name].append(measure(number))
+    results = {name: median_of_rounds(label, values[name]) for name, label, _ in measures}
     print(f"  (a Redis set of SHA-1 digests takes {pipelined.bytes_per_url:.0f} bytes/URL)")
     return params, results
 
