@@ -200,6 +200,10 @@ SCRAPY = {
         # after decompression (590): repairs the charset of the body the spider reads
         "crawler.middlewares.CharsetRepairMiddleware": 100,
         "scrapy.downloadermiddlewares.useragent.UserAgentMiddleware": None,
+        # The cluster retries a failed download (another job, counted per URL, up to
+        # CRAWLCLUSTER_MAX_RETRIES); Scrapy's own retries on top would fetch a failing
+        # URL three times per attempt.
+        "scrapy.downloadermiddlewares.retry.RetryMiddleware": None,
     },
     # A page over this is cancelled and its task fails (Scrapy's default is 1 GiB).
     "DOWNLOAD_MAXSIZE": 20 * 1024 * 1024,

@@ -71,3 +71,30 @@ def test_an_endless_calendar_is_bounded_by_domain_max_pages(test_settings, redis
     pages = len(set(fetched) - {"/hostile/loop-b.html"})
     assert pages == 40, fetched
 
+
+
+def test_a_failing_url_is_fetched_once_per_attempt_then_fails_for_good(
+        test_settings, redis, mongo_db, tmp_path):
+    """Retries are the cluster's alone: a URL answering 503 is fetched exactly
+    CRAWLCLUSTER_MAX_RETRIES + 1 times, then recorded as failed for good."""
+    www = tmp_path / "www" / "127.0.0.1"
+    www.mkdir(parents=True)
+    (www / "index.html").write_text('<html><body><h1>i</h1><a href="/down.html">d</a>'
+                                    "</body></html>")
+    port = free_port()
+    locations = {"127.0.0.1": ["location = /down.html { return 503; }"]}
+    with StaticSite(tmp_path / "www", ["127.0.0.1"], port, tmp_path / "run",
+                    locations=locations) as site:
+        base = f"http://127.0.0.1:{port}"
+        submit(test_settings, {"crawlid": "down", "spider_type": "universal",
+                               "url": f"{base}/index.html",
+                               "rule": {"rules": [{"allow": [r"\.html$"], "follow": True}]}})
+        (tmp_path / "logs").mkdir()
+        assert run_crawl(test_settings, "universal", tmp_path / "logs") == [0]
+        fetched = Counter(entry["path"] for entry in site.access_log())
+    attempts = test_settings.getint("CRAWLCLUSTER_MAX_RETRIES") + 1
+    assert fetched["/down.html"] == attempts, fetched
+    client = redis_client(test_settings, "test")
+    failed = Frontier.from_settings(client, test_settings).failed("down")
+    client.close()
+    assert failed == {f"{base}/down.html": {"reason": "HTTP 503", "attempts": attempts}}
