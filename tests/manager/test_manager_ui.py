@@ -92,6 +92,7 @@ def test_submit_start_watch_and_stop_in_a_browser(cluster, browser, static_site,
     page.set_viewport_size({"width": 380, "height": 800})
     for name in ("submit", "spiders", "status"):
         page.click(f"nav a[data-page={name}]")
-        assert page.is_visible(f"#page-{name}")
+        # the page switches on the hash change, after the click returns
+        page.wait_for_selector(f"#page-{name}", state="visible", timeout=5000)
     for name in ("submit", "spiders", "status"):
         assert (tmp_path / f"{name}.png").stat().st_size > 10_000
