@@ -133,9 +133,9 @@ class MongoPipeline(ClusterComponent):
         unless a write is in flight."""
         from twisted.internet.threads import deferToThread
 
-        tracker = self.context.tracker
         if self.writing is not None:
             return self.writing
+        tracker = self.context.tracker
         record_due = self.closing or time.monotonic() - self.last_record >= self.RECORD_EVERY
         if not self.batch and not (record_due and tracker.progress):
             return None
@@ -167,8 +167,7 @@ class MongoPipeline(ClusterComponent):
         for item in batch:
             if "_task" in item:
                 tracker.item_finished(item["_task"])
-        _add_progress(tracker.progress, {crawlid: Counter(items=count) for crawlid, count
-                                         in Counter(item["crawlid"] for item in batch).items()})
+            tracker.progress.setdefault(item["crawlid"], Counter())["items"] += 1
         self.crawler.stats.inc_value("crawlcluster/items/stored", len(batch))
 
     async def close_spider(self):
