@@ -20,7 +20,15 @@ from pathlib import Path
 
 from manager.localcluster import cluster_env
 from manager.node import listen_address
-from manager.services import LocalServers, StateDir, free_port, port_open, spawn, stop_process
+from manager.services import (
+    LocalServers,
+    StateDir,
+    free_port,
+    port_free,
+    port_open,
+    spawn,
+    stop_process,
+)
 from settings.clients import ensure_topics
 from settings.errors import ServiceError
 
@@ -73,7 +81,8 @@ class LocalCluster:
         record = self.state.recorded(f"cluster-manager-node{number}")
         base_host, _, base_port = self.settings["CRAWLCLUSTER_MANAGER_ADDRESS"].rpartition(":")
         port = record["port"] if record else int(base_port) + number - 1
-        if not record and port_open(base_host, port):
+        if not record and not port_free(base_host, port):
+            # taken by a listener, or by a client connection's local port
             port = free_port((base_host,))
         return self.settings.copy_with(
             CRAWLCLUSTER_MANAGER_ADDRESS=f"{base_host}:{port}",

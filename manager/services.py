@@ -391,12 +391,14 @@ def free_port(hosts=("127.0.0.1",)):
         with socket.socket() as probe:
             probe.bind((hosts[0], 0))
             port = probe.getsockname()[1]
-        if all(_can_bind(host, port) for host in hosts[1:]):
+        if all(port_free(host, port) for host in hosts[1:]):
             return port
     raise ServiceError(f"no port free on all of {hosts}")
 
 
-def _can_bind(host, port):
+def port_free(host, port):
+    """True if a listener could bind ``host:port`` now: no listener and no client
+    connection holds it (a connection's local port blocks a bind too)."""
     with socket.socket() as probe:
         try:
             probe.bind((host, port))
