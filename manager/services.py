@@ -11,6 +11,7 @@ import ipaddress
 import json
 import logging
 import os
+import random
 import shutil
 import signal
 import socket
@@ -25,6 +26,11 @@ from settings.clients import SERVER_KINDS, check_server, server_address
 from settings.errors import ServiceError
 
 logger = logging.getLogger(__name__)
+
+# free_port() picks from [FREE_PORTS_FROM, first ephemeral port - MANAGER_PORTS_AHEAD):
+# a local cluster's managers take consecutive ports from the one it is given.
+FREE_PORTS_FROM = 10000
+MANAGER_PORTS_AHEAD = 16
 
 ZOOKEEPER_JARS = ("/usr/share/java/zookeeper.jar", "/usr/share/java/slf4j-simple.jar")
 
@@ -386,14 +392,23 @@ def _wait_gone(pid, timeout):
 # --- a static site served by nginx (tests, benchmarks, demo) -------------------------------
 
 def free_port(hosts=("127.0.0.1",)):
-    """A TCP port free on every one of ``hosts`` right now."""
-    for _ in range(50):
-        with socket.socket() as probe:
-            probe.bind((hosts[0], 0))
-            port = probe.getsockname()[1]
-        if all(port_free(host, port) for host in hosts[1:]):
+    """A TCP port free on every one of ``hosts`` right now, below the kernel's ephemeral
+    range: a port in that range can be taken by any client connection's local end
+    between this check and the listener's bind ("Address already in use")."""
+    first_ephemeral = _first_ephemeral_port()
+    for _ in range(200):
+        port = random.randrange(FREE_PORTS_FROM, first_ephemeral - MANAGER_PORTS_AHEAD)
+        if all(port_free(host, port) for host in hosts):
             return port
     raise ServiceError(f"no port free on all of {hosts}")
+
+
+def _first_ephemeral_port():
+    try:
+        low = int(Path("/proc/sys/net/ipv4/ip_local_port_range").read_text().split()[0])
+    except (OSError, ValueError, IndexError):
+        return 32768
+    return max(low, FREE_PORTS_FROM + 2 * MANAGER_PORTS_AHEAD)
 
 
 def port_free(host, port):
