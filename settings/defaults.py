@@ -40,6 +40,9 @@ CRAWLCLUSTER_KAFKA_PARTITIONS = 4
 CRAWLCLUSTER_KAFKA_GROUP_ID = "crawlcluster-preprocess"
 # Kafka consumer session timeout (ms); heartbeats go out at a sixth of it.
 CRAWLCLUSTER_KAFKA_SESSION_TIMEOUT_MS = 6000
+# Seconds the intake's consumer may hold no partition before a new one joins the group
+# (well above a join, which takes about half the session timeout).
+CRAWLCLUSTER_KAFKA_REJOIN_AFTER = 30.0
 # Largest request accepted (Kafka message, manager API body), in bytes; larger get an error.
 CRAWLCLUSTER_MAX_MESSAGE_BYTES = 1 << 20
 # Root znode of the cluster's ZooKeeper tree.

@@ -66,12 +66,26 @@ class Context:
         self.bloom = BloomFilter.from_settings(redis, settings)
 
 
-class _LogAssignments(ConsumerRebalanceListener):
+class Assignments(ConsumerRebalanceListener):
+    """Logs the consumer's rebalances and remembers since when it has held no partition."""
+
+    def __init__(self):
+        self.assigned = set()
+        self.unassigned_since = time.monotonic()
+
     def on_partitions_revoked(self, revoked):
         logger.info("partitions revoked: %s", _names(revoked))
+        self.assigned -= set(revoked)
+        if not self.assigned:
+            self.unassigned_since = time.monotonic()
 
     def on_partitions_assigned(self, assigned):
         logger.info("partitions assigned: %s", _names(assigned))
+        self.assigned |= set(assigned)
+
+    def unassigned_for(self):
+        """Seconds without any partition (0 while it holds some)."""
+        return 0.0 if self.assigned else time.monotonic() - self.unassigned_since
 
 
 def _names(partitions):
@@ -79,10 +93,18 @@ def _names(partitions):
 
 
 class Preprocess:
-    def __init__(self, settings, redis, consumer, producer, instance=None):
+    def __init__(self, settings, redis, consumer, producer, instance=None, assignments=None,
+                 new_consumer=None):
         self.settings = settings
         self.redis = redis
         self.consumer = consumer
+        # With a group consumer: its listener, and how to make a new one when it stays
+        # out of the group (kafka-python can wait on a JoinGroup a restarted broker
+        # never answers, for minutes).
+        self.assignments = assignments
+        self.new_consumer = new_consumer
+        self.rejoin_after = settings.getfloat("CRAWLCLUSTER_KAFKA_REJOIN_AFTER")
+        self.consumers_made = 1
         self.producer = producer
         self.context = Context(redis, settings)
         self.keys = self.context.keys
@@ -103,12 +125,19 @@ class Preprocess:
 
         redis = redis_client(settings, ROLE)
         ensure_topics(settings, ROLE)
-        consumer = kafka_consumer(settings, ROLE)
-        consumer.subscribe([settings["CRAWLCLUSTER_KAFKA_REQUESTS_TOPIC"]],
-                           listener=_LogAssignments())
+
+        def new_consumer():
+            assignments = Assignments()
+            consumer = kafka_consumer(settings, ROLE)
+            consumer.subscribe([settings["CRAWLCLUSTER_KAFKA_REQUESTS_TOPIC"]],
+                               listener=assignments)
+            return consumer, assignments
+
+        consumer, assignments = new_consumer()
         # Replies go out a poll at a time: bigger producer batches, fewer requests.
         producer = DeliveringProducer(settings, ROLE, batch_size=512 * 1024, linger_ms=20)
-        return cls(settings, redis, consumer, producer)
+        return cls(settings, redis, consumer, producer, assignments=assignments,
+                   new_consumer=new_consumer)
 
     def counter(self, name):
         return WindowCounts(self.redis, self.keys.window_counts(f"{ROLE}:{name}"),
@@ -142,6 +171,7 @@ class Preprocess:
     def poll_once(self, timeout_ms=500):
         """Handle one poll's messages; return how many were new to Redis."""
         self._heartbeat()
+        self._rejoin_if_left_out()
         batches = self.consumer.poll(timeout_ms=timeout_ms, max_records=self.batch)
         fresh, offsets, seen = 0, {}, []
         for partition, records in batches.items():
@@ -168,6 +198,31 @@ class Preprocess:
                 self.last_beat = time.monotonic()
             except RedisError as exc:
                 logger.error("heartbeat failed: %s", exc)
+
+    def _rejoin_if_left_out(self):
+        """A consumer that held no partition for CRAWLCLUSTER_KAFKA_REJOIN_AFTER seconds
+        is closed and a new one joins the group (its uncommitted messages come again,
+        which the applied offsets in Redis make harmless)."""
+        if self.assignments is None or self.new_consumer is None:
+            return
+        waited = self.assignments.unassigned_for()
+        if waited < self.rejoin_after:
+            return
+        logger.warning("no partition assigned for %.0f s: joining the group with a new "
+                       "consumer", waited)
+        self.assignments.unassigned_since = time.monotonic()    # next try after as long
+        try:
+            consumer, assignments = self.new_consumer()
+        except Exception as exc:  # noqa: BLE001 - the intake outlives any failure
+            logger.error("could not make a new consumer (trying again in %.0f s): %s",
+                         self.rejoin_after, exc)
+            return
+        try:
+            self.consumer.close(autocommit=False, timeout_ms=1000)
+        except Exception as exc:  # noqa: BLE001 - it is being dropped anyway
+            logger.warning("closing the old consumer: %s", exc)
+        self.consumer, self.assignments = consumer, assignments
+        self.consumers_made += 1
 
     # --- step 1: decode, validate, prepare --------------------------------------------------
 

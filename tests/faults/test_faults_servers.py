@@ -2,6 +2,7 @@
 every page stored exactly once."""
 
 import sys
+import threading
 import time
 
 import pytest
@@ -11,6 +12,7 @@ from manager.demo import UNIVERSAL_RULE
 from manager.services import LocalServers, free_port, port_open, spawn, stop_process
 from master.siteconfig import parse_config
 from message_processing.client import NotDelivered, RequestClient
+from message_processing.preprocess.service import Preprocess
 from settings.clients import mongo_client, zookeeper_client
 from tests.faults.test_faults_processes import (
     CrawlWatch,
@@ -18,6 +20,7 @@ from tests.faults.test_faults_processes import (
     crawl_with,
     make_cluster,
 )
+from tests.message_processing.samples import crawl
 
 pytestmark = pytest.mark.faults
 
@@ -288,3 +291,52 @@ def test_a_broker_that_lost_its_topics(test_settings, redis, zookeeper, tmp_path
     finally:
         cluster.down(servers=False)
         servers.down(["kafka"])
+
+
+@pytest.fixture
+def intake_in_thread(test_settings, private_kafka, redis):
+    """A preprocess of the private broker polling in a thread (its consumer is replaced
+    after 10 s without a partition; joining takes ~3 s), and a client."""
+    kafka_settings, servers = private_kafka
+    settings = test_settings.copy_with(
+        CRAWLCLUSTER_KAFKA_BOOTSTRAP=kafka_settings["CRAWLCLUSTER_KAFKA_BOOTSTRAP"],
+        CRAWLCLUSTER_KAFKA_REJOIN_AFTER=10.0)
+    preprocess = Preprocess.from_settings(settings)
+    stop = threading.Event()
+
+    def loop():
+        while not stop.is_set():
+            preprocess.poll_once(timeout_ms=200)
+
+    thread = threading.Thread(target=loop, daemon=True)
+    thread.start()
+    client = RequestClient.from_settings(settings, timeout=45)
+    yield preprocess, servers, client
+    stop.set()
+    thread.join(timeout=30)
+    client.close()
+    preprocess.close()
+
+
+def wait_assigned(preprocess, timeout=30):
+    deadline = time.monotonic() + timeout
+    while not preprocess.assignments.assigned:
+        assert time.monotonic() < deadline, "the intake's consumer got no partition"
+        time.sleep(0.1)
+
+
+def test_an_intake_consumer_left_out_of_its_group_is_replaced(intake_in_thread):
+    preprocess, servers, client = intake_in_thread
+    wait_assigned(preprocess)
+    # What a consumer stuck in a JoinGroup the broker never answers looks like.
+    left_out = preprocess.assignments
+    left_out.assigned.clear()
+    left_out.unassigned_since = time.monotonic() - 60
+    wait_assigned(preprocess)
+    assert preprocess.consumers_made == 2 and preprocess.assignments is not left_out
+    assert client.ask(crawl(1))["crawlid"] == "c1"
+
+    servers.down(["kafka"])          # and the new consumer outlives a broker restart
+    time.sleep(3)
+    servers.up(["kafka"])
+    assert client.ask(crawl(2))["crawlid"] == "c2"
