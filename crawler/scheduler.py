@@ -12,9 +12,11 @@ Every ``CRAWLCLUSTER_SCHEDULER_TICK`` seconds one round:
      job's domain queues are walked once through the throttled take (one
      round trip) and what it gets is injected into the engine;
   4. the job's heartbeat is refreshed.
-Redis is never called once per request. ``enqueue_request`` returns False for
-a link the crawl's rules refuse (scheme, blacklist, maxdepth) and True for
-one accepted; duplicates found by the cluster's filter are dropped at the
+Redis is never called once per request. Links reach the round two ways: from
+the cluster's spiders straight through ``add_links`` (see crawler/spiders),
+and as Requests through ``enqueue_request``, which returns False for a link
+the crawl's rules refuse (scheme, URL length, blacklist, maxdepth) and True
+for one accepted. Duplicates found by the cluster's filter are dropped at the
 push and counted (``crawlcluster/links/duplicate``).
 """
 
@@ -48,13 +50,14 @@ class NewLink(NamedTuple):
 
 
 class ClusterScheduler:
-    def __init__(self, crawler, context, tick, ready_size, idle_timeout):
+    def __init__(self, crawler, context, tick, ready_size, idle_timeout, url_length_limit=0):
         self.crawler = crawler
         self.context = context
         self.stats = crawler.stats
         self.tick = tick
         self.ready_size = ready_size
         self.idle_timeout = idle_timeout
+        self.url_length_limit = url_length_limit     # Scrapy's URLLENGTH_LIMIT; 0: none
         self.ready = deque()
         self.new_links = []
         self.spider = None
@@ -68,7 +71,8 @@ class ClusterScheduler:
         settings = context.settings
         scheduler = cls(crawler, context, settings.getfloat("CRAWLCLUSTER_SCHEDULER_TICK"),
                         settings.getint("CRAWLCLUSTER_SCHEDULER_READY"),
-                        settings.getfloat("CRAWLCLUSTER_IDLE_TIMEOUT"))
+                        settings.getfloat("CRAWLCLUSTER_IDLE_TIMEOUT"),
+                        crawler.settings.getint("URLLENGTH_LIMIT"))
         crawler.signals.connect(scheduler.spider_idle, signal=signals.spider_idle)
         return scheduler
 
@@ -76,6 +80,8 @@ class ClusterScheduler:
 
     def open(self, spider):
         self.spider = spider
+        if hasattr(spider, "link_sink"):
+            spider.link_sink = self.add_links
         context = self.context
         context.registry.register(context.job, context.spider_type, context.host, context.ip,
                                   node=context.node)
@@ -116,11 +122,27 @@ class ClusterScheduler:
             else:
                 self.ready.append(request)
             return True
-        link = self._new_link(request)
+        parent = request.meta.get("crawlcluster_parent")
+        if parent is None:
+            # Work enters the cluster as a crawl request, not as a spider's own request.
+            logger.warning("refusing %s: not produced by a page of a crawl", request.url)
+            self.stats.inc_value("crawlcluster/links/refused/no_crawl")
+            return False
+        link = self._new_link(request.url, parent, getattr(request.callback, "__name__", "parse"),
+                              request.meta.get("crawlcluster_extra"))
         if link is None:
             return False
         self.new_links.append(link)
         return True
+
+    def add_links(self, response, links):
+        """The links (``crawler.spiders.Follow``) a page of a task yielded."""
+        info = response.meta["crawlcluster"]
+        parent = {"task": info["task"], "config": info["config"]}
+        for url, callback, extra in links:
+            link = self._new_link(url, parent, callback, extra)
+            if link is not None:
+                self.new_links.append(link)
 
     def next_request(self):
         while self.ready:
@@ -222,30 +244,25 @@ class ClusterScheduler:
 
     # --- new links --------------------------------------------------------------------------
 
-    def _new_link(self, request):
-        """A link the spider produced, as a ``NewLink``, or None if the crawl refuses
-        it. Its task is made only once the filter finds it new (most links a page
-        yields were seen before)."""
-        parent = request.meta.get("crawlcluster_parent")
-        if parent is None:
-            # Work enters the cluster as a crawl request, not as a spider's own request.
-            logger.warning("refusing %s: not produced by a page of a crawl", request.url)
-            self.stats.inc_value("crawlcluster/links/refused/no_crawl")
-            return None
-        if not request.url.startswith(("http://", "https://")):
+    def _new_link(self, url, parent, callback, extra):
+        """A link a page of ``parent`` (its task and crawl config) yielded, as a
+        ``NewLink``, or None if the crawl refuses it. Its task is made only once the
+        filter finds it new (most links a page yields were seen before)."""
+        if not url.startswith(("http://", "https://")):
             self.stats.inc_value("crawlcluster/links/refused/scheme")
+            return None
+        if self.url_length_limit and len(url) > self.url_length_limit:
+            self.stats.inc_value("crawlcluster/links/refused/url_length")
             return None
         maxdepth = parent["config"].get("maxdepth")
         if maxdepth is not None and parent["task"].get("depth", 0) >= maxdepth:
             self.stats.inc_value("crawlcluster/links/refused/maxdepth")
             return None
-        domain = domain_of(request.url)
+        domain = domain_of(url)
         if self.context.site_config.is_blacklisted(domain):
             self.stats.inc_value("crawlcluster/links/refused/blacklist")
             return None
-        return NewLink(request.url, parent, domain,
-                       getattr(request.callback, "__name__", "parse"),
-                       request.meta.get("crawlcluster_extra"))
+        return NewLink(url, parent, domain, callback, extra)
 
     def _push_new_links(self):
         if not self.new_links:

@@ -8,10 +8,10 @@ the item travels with that page's task and is completed there with the
 layer (seed 003).
 """
 
-from scrapy import Request
+from w3lib.url import safe_url_string
 
 from crawler.rules import PRECISE_KEYWORDS
-from crawler.spiders import ClusterSpider, first_value
+from crawler.spiders import ClusterSpider, Follow, first_value
 
 
 class PreciseSpider(ClusterSpider):
@@ -23,20 +23,21 @@ class PreciseSpider(ClusterSpider):
         first = rule["first_page_xpath"]
         goes_on = first.get("continue", True) in (True, "true") and bool(
             rule.get("second_page_xpath"))
+        links = []
         for position, element in enumerate(response.xpath(first["list_from"])):
             fields = {name: first_value(element, expression) for name, expression in first.items()
                       if name not in PRECISE_KEYWORDS}
             link = (element.xpath(first["second_page_url"]).get() or "").strip() \
                 if "second_page_url" in first else ""
             if link and goes_on:
-                yield Request(response.urljoin(link), callback=self.parse_detail,
-                              meta={"crawlcluster_extra": {"item": fields}})
+                links.append(Follow(absolute(response, link), "parse_detail", {"item": fields}))
             else:
                 url = response.urljoin(link) if link else f"{response.url}#{position}"
                 yield self.item(response, fields, url=url)
         if rule.get("next_page_xpath"):
-            for link in response.xpath(rule["next_page_xpath"]).getall():
-                yield Request(response.urljoin(link.strip()), callback=self.parse)
+            links += [Follow(absolute(response, link.strip()))
+                      for link in response.xpath(rule["next_page_xpath"]).getall()]
+        yield from self.follow(response, links)
 
     def parse_detail(self, response):
         info = self.crawl_info(response)
@@ -44,3 +45,8 @@ class PreciseSpider(ClusterSpider):
         for name, expression in info["config"]["rule"].get("second_page_xpath", {}).items():
             fields[name] = first_value(response, expression)
         yield self.item(response, fields, page=True)
+
+
+def absolute(response, link):
+    """A link as a page gives it, made absolute and escaped (as a Request would)."""
+    return safe_url_string(response.urljoin(link), response.encoding)

@@ -6,10 +6,8 @@ handled: items from its ``fields``, its links followed if ``follow``. The
 crawl's seed page is followed with every rule.
 """
 
-from scrapy import Request
-
 from crawler.rules import compile_universal, field_selector
-from crawler.spiders import ClusterSpider, css_value, first_value
+from crawler.spiders import ClusterSpider, Follow, css_value, first_value
 
 
 class UniversalSpider(ClusterSpider):
@@ -23,7 +21,7 @@ class UniversalSpider(ClusterSpider):
         if matched is not None and matched.fields:
             yield self.item(response, self._fields(response, matched.fields), page=True)
         if matched is None or matched.follow:
-            yield from self._links(response, rules)
+            yield from self.follow(response, self._links(response, rules))
 
     @staticmethod
     def _fields(response, specs):
@@ -33,11 +31,13 @@ class UniversalSpider(ClusterSpider):
             fields[name] = (css_value if kind == "css" else first_value)(response, expression)
         return fields
 
-    def _links(self, response, rules):
-        seen = set()
+    @staticmethod
+    def _links(response, rules):
+        """Every link of the page once, with the index of the first rule that takes it."""
+        links, seen = [], set()
         for index, rule in enumerate(rules):
             for link in rule.extractor.extract_links(response):
                 if link.url not in seen:
                     seen.add(link.url)
-                    yield Request(link.url, callback=self.parse,
-                                  meta={"crawlcluster_extra": {"rule_index": index}})
+                    links.append(Follow(link.url, "parse", {"rule_index": index}))
+        return links

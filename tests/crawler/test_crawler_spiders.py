@@ -1,0 +1,72 @@
+"""The spiders' link output: straight to the cluster's scheduler when it runs them,
+Requests under any other scheduler; the same links either way."""
+
+from scrapy import Request
+from scrapy.http import HtmlResponse
+
+from crawler.spiders import Follow
+from crawler.spiders.precise import PreciseSpider
+from crawler.spiders.universal import UniversalSpider
+
+PAGE = b"""<html><head><meta charset="utf-8"></head><body>
+<ul>
+  <li><a href="/news/1.html">One</a></li>
+  <li><a href="news/2.html">Two</a></li>
+  <li><a href="/news/\xe4\xb8\x89.html">Three</a></li>
+</ul>
+<a href="/list/2.html">next</a> <a href="/news/1.html">One again</a>
+<a href="mailto:desk@example.com">mail</a>
+</body></html>"""
+
+UNIVERSAL_RULE = {"rules": [{"allow": [r"/list/\d+\.html$"], "follow": True},
+                            {"allow": [r"/news/"], "fields": {"title": "//h1/text()"}}]}
+PRECISE_RULE = {"first_page_xpath": {"list_from": "//li", "title": "a/text()",
+                                     "second_page_url": "a/@href"},
+                "second_page_xpath": {"body": "//p/text()"},
+                "next_page_xpath": "//a[text()='next']/@href"}
+
+
+def response_for(rule):
+    request = Request("http://example.com/list/1.html", meta={"crawlcluster": {
+        "task": {"crawlid": "c1", "depth": 0}, "config": {"rule": rule}, "member": "m"}})
+    return HtmlResponse(request.url, body=PAGE, request=request)
+
+
+def run(spider, response, sink):
+    taken = []
+    if sink:
+        spider.link_sink = lambda page, links: taken.extend(links)
+    output = list(spider.parse(response))
+    return taken, [o for o in output if isinstance(o, Request)], \
+        [o for o in output if isinstance(o, dict)]
+
+
+def test_universal_links_go_to_the_sink_as_they_would_as_requests():
+    response = response_for(UNIVERSAL_RULE)
+    taken, requests, _ = run(UniversalSpider(), response, sink=True)
+    assert requests == []
+    assert taken == [
+        Follow("http://example.com/list/2.html", "parse", {"rule_index": 0}),
+        Follow("http://example.com/news/1.html", "parse", {"rule_index": 1}),
+        Follow("http://example.com/list/news/2.html", "parse", {"rule_index": 1}),
+        Follow("http://example.com/news/%E4%B8%89.html", "parse", {"rule_index": 1}),
+    ]
+    _, requests, _ = run(UniversalSpider(), response, sink=False)
+    assert [(r.url, r.callback.__name__, r.meta["crawlcluster_extra"]) for r in requests] == [
+        tuple(link) for link in taken]
+
+
+def test_precise_detail_and_next_page_links_carry_their_fields():
+    response = response_for(PRECISE_RULE)
+    taken, requests, items = run(PreciseSpider(), response, sink=True)
+    assert requests == [] and items == []
+    assert taken == [
+        Follow("http://example.com/news/1.html", "parse_detail", {"item": {"title": "One"}}),
+        Follow("http://example.com/list/news/2.html", "parse_detail", {"item": {"title": "Two"}}),
+        Follow("http://example.com/news/%E4%B8%89.html", "parse_detail",
+               {"item": {"title": "Three"}}),
+        Follow("http://example.com/list/2.html"),
+    ]
+    _, requests, _ = run(PreciseSpider(), response, sink=False)
+    assert [r.url for r in requests] == [link.url for link in taken]
+    assert requests[0].callback.__name__ == "parse_detail"
