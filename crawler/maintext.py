@@ -21,27 +21,55 @@ BLOCK_TAGS = {
     "main", "nav", "ol", "p", "pre", "section", "table", "td", "th", "tr", "ul",
 }
 DROPPED_TAGS = ("script", "style", "noscript", "template", "iframe", "select", "button")
+SKIPPED_TAGS = {*DROPPED_TAGS, "a"}      # link text too: navigation is mostly links
 _SPACE = re.compile(r"\s+")
 
 
 def page_lines(page):
-    """The visible non-link text of an HTML page, one line per block element."""
-    try:
-        tree = html.fromstring(page)
-    except (etree.ParserError, ValueError):
-        return []
-    etree.strip_elements(tree, *DROPPED_TAGS, etree.Comment, with_tail=False)
-    for anchor in tree.xpath("//a"):
-        anchor.drop_tree()                 # keeps the text after the link
-    for element in tree.iter():
-        if isinstance(element.tag, str) and element.tag.lower() in BLOCK_TAGS:
-            element.text = "\n" + (element.text or "")
-            element.tail = "\n" + (element.tail or "")
-    return [_SPACE.sub(" ", line).strip() for line in tree.text_content().split("\n")]
+    """The visible non-link text of an HTML page (a string, or the page already parsed
+    by lxml, which is read, not changed), one line per block element."""
+    if isinstance(page, str):
+        try:
+            page = html.fromstring(page)
+        except (etree.ParserError, ValueError):
+            return []
+    return [_SPACE.sub(" ", line).strip() for line in "".join(_text_parts(page)).split("\n")]
+
+
+def _text_parts(root):
+    """The text of ``root`` in document order, without scripts, styles, comments and
+    link text (the text after them stays), a newline around every block element."""
+    parts = []
+    walker = etree.iterwalk(root, events=("start", "end", "comment", "pi"))
+    skipped = None
+    for event, element in walker:
+        if event in ("comment", "pi"):
+            if element.tail:
+                parts.append(element.tail)
+            continue
+        tag = element.tag.lower() if isinstance(element.tag, str) else ""
+        if event == "start":
+            if tag in SKIPPED_TAGS:
+                walker.skip_subtree()       # its "end" still comes, for the tail
+                skipped = element
+                continue
+            if tag in BLOCK_TAGS:
+                parts.append("\n")
+            if element.text:
+                parts.append(element.text)
+            continue
+        if element is skipped:
+            skipped = None
+        elif tag in BLOCK_TAGS:
+            parts.append("\n")
+        if element.tail and element is not root:
+            parts.append(element.tail)
+    return parts
 
 
 def extract_main_text(page, k=3, keep_ratio=0.3):
-    """The main text of a page (lines joined by newlines), or "" if it has none."""
+    """The main text of a page (HTML, or its lxml tree: lines joined by newlines), or ""
+    if it has none."""
     if not 1 <= k <= 5:
         raise ValueError(f"block size k must be 1..5, got {k}")
     lines = [line for line in page_lines(page) if line]

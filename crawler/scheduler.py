@@ -137,7 +137,12 @@ class ClusterScheduler:
 
     def add_links(self, response, links):
         """The links (``crawler.spiders.Follow``) a page of a task yielded."""
-        info = response.meta["crawlcluster"]
+        info = response.meta.get("crawlcluster")
+        if info is None:
+            logger.warning("refusing %d links of %s: not a page of a crawl", len(links),
+                           response.url)
+            self.stats.inc_value("crawlcluster/links/refused/no_crawl", len(links))
+            return
         parent = {"task": info["task"], "config": info["config"]}
         for url, callback, extra in links:
             link = self._new_link(url, parent, callback, extra)

@@ -52,7 +52,7 @@ class ClusterSpider(scrapy.Spider):
         """Hand ``links`` (``Follow``s) on: to the cluster's scheduler if it runs this
         spider, else as Requests (with the fields in ``meta["crawlcluster_extra"]``)."""
         if self.link_sink is not None:
-            self.link_sink(response, links)
+            self.link_sink(response, list(links))
             return
         for link in links:
             yield Request(link.url, callback=getattr(self, link.callback),
@@ -67,5 +67,5 @@ class ClusterSpider(scrapy.Spider):
         item = dict(fields, url=url or response.url, crawlid=info["task"]["crawlid"],
                     spider_type=self.name, depth=info["task"].get("depth", 0))
         if page and info["config"]["rule"].get("main_text", True):
-            item["_body"] = response.text
+            item["_body"] = response.selector.root     # parsed already: not parsed again
         return item

@@ -60,3 +60,16 @@ def test_empty_and_broken_pages():
 def test_block_size_is_bounded():
     with pytest.raises(ValueError):
         extract_main_text("<p>x</p>", k=6)
+
+
+@pytest.mark.parametrize("name", ["news_zh.html", "news_en.html"])
+def test_the_parsed_page_gives_the_same_text_and_is_left_unchanged(name):
+    from lxml import etree
+    from parsel import Selector
+
+    source = (PAGES / name).read_text(encoding="utf-8")
+    root = Selector(text=source).root          # the tree a spider's response already has
+    before = etree.tostring(root)
+    assert extract_main_text(root) == extract_main_text(source)
+    assert page_lines(root) == page_lines(source)
+    assert etree.tostring(root) == before
