@@ -10,7 +10,8 @@ Every ``CRAWLCLUSTER_SCHEDULER_TICK`` seconds one round:
      and counted for the dispatcher's weights;
   3. while fewer than ``CRAWLCLUSTER_SCHEDULER_READY`` requests are ready, the
      job's domain queues are walked once through the throttled take (one
-     round trip) and what it gets is injected into the engine;
+     round trip) and what it gets is injected into the engine; a job whose
+     queues are all empty takes over half of another job's longest queue;
   4. the job's heartbeat is refreshed.
 Redis is never called once per request. Links reach the round two ways: from
 the cluster's spiders straight through ``add_links`` (see crawler/spiders),
@@ -37,6 +38,7 @@ from master.tasks import decode_task, make_task
 logger = logging.getLogger(__name__)
 
 HEARTBEAT_EVERY = 1.0     # seconds
+STEAL_EVERY = 0.2         # seconds between an idle job's looks at other jobs' backlogs
 
 
 class NewLink(NamedTuple):
@@ -64,6 +66,7 @@ class ClusterScheduler:
         self.loop = None
         self.last_work = time.monotonic()
         self.last_beat = 0.0
+        self.last_steal = 0.0
 
     @classmethod
     def from_crawler(cls, crawler):
@@ -205,6 +208,7 @@ class ClusterScheduler:
         context = self.context
         domains = context.queues.job_domains(context.job)
         if not domains:
+            self._steal_if_idle()
             return
         share = max(1, -(-(self.ready_size - len(self.ready)) // len(domains)))
         slow = set()
@@ -229,6 +233,25 @@ class ClusterScheduler:
             dropped = context.queues.drop_blacklisted(context.job, result.blacklisted)
             if dropped:
                 self.stats.inc_value("crawlcluster/tasks/blacklisted", dropped)
+        if not result.tasks and result.wait is None:
+            self._steal_if_idle()
+
+    def _steal_if_idle(self):
+        """With its queues empty (not merely throttled) and nothing ready, the job takes
+        a share of another job's backlog, at most every STEAL_EVERY seconds: the
+        dispatcher hands tasks out as they come, so near a crawl's end one job may be
+        idle while another still has a queue to work through."""
+        now = time.monotonic()
+        if self.ready or now - self.last_steal < STEAL_EVERY:
+            return
+        self.last_steal = now
+        context = self.context
+        others = [job for job, info in context.registry.live_jobs().items()
+                  if job != context.job and info.get("spider_type") == context.spider_type]
+        moved = context.queues.steal(context.job, others, self.ready_size)
+        if moved:
+            logger.debug("took %d queued tasks over from another job", moved)
+            self.stats.inc_value("crawlcluster/tasks/taken_over", moved)
 
     def _request_for(self, member):
         """The Request for a taken task, or None (reported failed) if it cannot be."""

@@ -81,6 +81,16 @@ class ThrottledQueues:
                 result.tasks.extend((domain, member) for member in reply)
         return result
 
+    def steal(self, job, others, count, sample=64):
+        """Move up to ``count`` tasks (at most half of one queue) from the longest domain
+        queue of the jobs ``others`` into ``job``'s queue for that domain; return how
+        many. For an idle job, while others still hold a backlog (a crawl's tail)."""
+        if not others or count <= 0:
+            return 0
+        args = [self.keys.queue_template(), self.keys.job_domains_template(), job, count,
+                sample, *others]
+        return int(self.scripts.run("queue_steal", (), args))
+
     def limit(self, domain, min_interval=None):
         """``(hits, window)`` for a domain: the site config, tightened by a Crawl-delay."""
         hits, window = self.site_config.limit(domain)

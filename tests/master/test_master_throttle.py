@@ -5,7 +5,7 @@ import time
 
 from master.keys import Keys
 from master.siteconfig import SiteConfig, domain_of
-from master.tasks import encode_task, make_task
+from master.tasks import decode_task, encode_task, make_task
 from master.throttle import ThrottledQueues
 
 
@@ -130,3 +130,32 @@ def test_domain_of_uses_the_registered_domain():
     assert domain_of("http://news.163.com/a") == "163.com"
     assert domain_of("http://a.b.co.uk/") == "b.co.uk"
     assert domain_of("http://127.0.0.2:8080/x") == "127.0.0.2"
+
+
+def test_an_idle_job_takes_half_of_the_longest_backlog(redis, test_settings):
+    keys = Keys.from_settings(test_settings)
+    queues = ThrottledQueues(redis, keys, SiteConfig(1000, 1.0))
+    short = fill_queue(redis, keys, "job-a", "a.com", 3)
+    long = make_task_batch("b.com", 10)
+    redis.zadd(keys.queue("job-b", "b.com"),
+               {encode_task(task): -priority for priority, task in enumerate(long)})
+    redis.sadd(keys.job_domains("job-b"), "b.com")
+
+    assert queues.steal("idle", ["job-a", "job-b"], count=64) == 5
+    kept = [decode_task(m)["url"] for m in redis.zrange(keys.queue("job-b", "b.com"), 0, -1)]
+    moved = [decode_task(m)["url"] for m in redis.zrange(keys.queue("idle", "b.com"), 0, -1)]
+    # job-b keeps its five highest-priority tasks; every task is in exactly one queue
+    assert kept == [t["url"] for t in reversed(long)][:5]
+    assert sorted(kept + moved) == sorted(t["url"] for t in long)
+    assert redis.smembers(keys.job_domains("idle")) == {"b.com"}
+    assert redis.zcard(keys.queue("job-a", "a.com")) == len(short)
+    # what it takes over is bounded, a single task is left alone, and it can take
+    assert queues.steal("idle", ["job-b"], count=2) == 2
+    assert queues.steal("idle", ["job-c"], count=64) == 0
+    assert queues.steal("idle", [], count=64) == 0
+    result = queues.take("idle", "universal", "10.0.0.9", ["b.com"], per_domain=10)
+    assert len(result.tasks) == 7
+
+
+def make_task_batch(domain, count):
+    return [make_task(f"http://www.{domain}/{n}", "c1", "universal") for n in range(count)]
