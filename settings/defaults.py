@@ -239,4 +239,7 @@ SCRAPY = {
     "TWISTED_REACTOR": "twisted.internet.asyncioreactor.AsyncioSelectorReactor",
     "FEED_EXPORT_ENCODING": "utf-8",
     "TELNETCONSOLE_ENABLED": False,
+    # Scrapy 2.19 gives every process an HTTP endpoint that runs code sent to it; the
+    # node's manager is the cluster's control plane, so a spider process listens on nothing.
+    "REMOTE_CONTROL_ENABLED": False,
 }
