@@ -222,10 +222,10 @@ def test_configured_spiders_start_with_the_manager(managers):
     assert cluster["nodes"][node]["url"] == f"http://127.0.0.1:{manager.port}/"
 
 
-def raw_call(manager, endpoint, method, body=b""):
-    """``(status code, JSON reply or None)`` for any method and body."""
+def raw_call(manager, endpoint, method):
+    """``(status code, JSON reply or None)`` for any method, without a body."""
     request = urllib.request.Request(f"http://127.0.0.1:{manager.port}/{endpoint}",
-                                     data=body or None, method=method)
+                                     method=method)
     try:
         with urllib.request.urlopen(request, timeout=30) as response:
             return response.status, json.loads(response.read() or b"null")
