@@ -67,6 +67,7 @@ class ClusterScheduler:
         self.last_work = time.monotonic()
         self.last_beat = 0.0
         self.last_steal = 0.0
+        self.domains = None       # the job's domains as the last take read them
 
     @classmethod
     def from_crawler(cls, crawler):
@@ -206,7 +207,8 @@ class ClusterScheduler:
 
     def _take(self):
         context = self.context
-        domains = context.queues.job_domains(context.job)
+        # The last take read the domains in its round trip (a tick ago at most).
+        domains, self.domains = self.domains or context.queues.job_domains(context.job), None
         if not domains:
             self._steal_if_idle()
             return
@@ -223,6 +225,7 @@ class ClusterScheduler:
 
         result = context.queues.take(context.job, context.spider_type, context.ip, domains,
                                      min_interval=context.crawl_delays, per_domain=wanted)
+        self.domains = result.domains
         for domain, member in result.tasks:
             request = self._request_for(member)
             if request is not None:

@@ -23,6 +23,7 @@ class TakeResult:
     tasks: list = field(default_factory=list)
     wait: float | None = None          # seconds until a full window frees up
     blacklisted: list = field(default_factory=list)
+    domains: list | None = None        # the job's domains, read in the same round trip
 
 
 class ThrottledQueues:
@@ -52,6 +53,8 @@ class ThrottledQueues:
 
         ``min_interval`` maps a domain to seconds between requests it asks for
         (robots.txt Crawl-delay); it can only tighten the configured limit.
+        The job's domains are read again in the same round trip (``result.domains``),
+        for a caller that takes every round to pass to the next one.
         """
         domains = self.job_domains(job) if domains is None else domains
         result = TakeResult()
@@ -63,15 +66,19 @@ class ThrottledQueues:
             return result
         pipe = self.client.pipeline(transaction=False)
         now = self.clock()
-        for domain in open_domains:
+        hit_prefix = uuid.uuid4().hex
+        for n, domain in enumerate(open_domains):
             hits, window = self.limit(domain, (min_interval or {}).get(domain))
             keys = [self.keys.queue(job, domain), self.keys.throttle("type", spider_type, domain),
                     self.keys.throttle("ip", ip, domain), self.keys.leases()]
             wanted = per_domain(domain, hits, window) if callable(per_domain) else per_domain
             args = [repr(now), repr(now - window), hits, hits, int(window * 1000),
-                    repr(now + self.lease_seconds), uuid.uuid4().hex, wanted]
+                    repr(now + self.lease_seconds), f"{hit_prefix}.{n}", wanted]
             self.scripts.run("throttle_take", keys, args, pipe=pipe)
-        for domain, reply in zip(open_domains, pipe.execute(), strict=True):
+        pipe.smembers(self.keys.job_domains(job))
+        *replies, domains_now = pipe.execute()
+        result.domains = sorted(domains_now)
+        for domain, reply in zip(open_domains, replies, strict=True):
             if reply is None:
                 continue
             if isinstance(reply, str):
