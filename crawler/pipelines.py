@@ -61,8 +61,8 @@ class CleaningPipeline(ClusterComponent):
 
 class MainTextPipeline:
     def process_item(self, item):
-        body = item.pop("_body", None)
-        if body:
+        body = item.pop("_body", None)     # the page's HTML, or its parsed lxml tree
+        if body is not None:               # (a tree's truth value is its child count)
             item["main_text"] = extract_main_text(body)
         return item
 

@@ -214,9 +214,6 @@ SCRAPY = {
         "crawler.middlewares.TaskOutputMiddleware": 950,
         # A link's depth is its task's (maxdepth is enforced by the scheduler).
         "scrapy.spidermiddlewares.depth.DepthMiddleware": None,
-        # A link becomes a task (its URL), so a Referer set on its Request is never
-        # sent; working it out cost ~20 us per link.
-        "scrapy.spidermiddlewares.referer.RefererMiddleware": None,
     },
     "EXTENSIONS": {
         "crawler.extensions.GarbageCollectorTuning": 0,

@@ -73,3 +73,21 @@ def test_the_parsed_page_gives_the_same_text_and_is_left_unchanged(name):
     assert extract_main_text(root) == extract_main_text(source)
     assert page_lines(root) == page_lines(source)
     assert etree.tostring(root) == before
+
+
+def test_the_pipeline_takes_the_page_as_a_tree_or_as_html():
+    import warnings
+
+    from parsel import Selector
+
+    from crawler.pipelines import MainTextPipeline
+
+    source = (PAGES / "news_en.html").read_text(encoding="utf-8")
+    expected = extract_main_text(source)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")      # lxml warns when a tree is truth-tested
+        from_tree = MainTextPipeline().process_item({"_body": Selector(text=source).root})
+    from_html = MainTextPipeline().process_item({"_body": source})
+    assert from_tree == from_html == {"main_text": expected}
+    assert MainTextPipeline().process_item({"_body": ""}) == {"main_text": ""}
+    assert MainTextPipeline().process_item({"title": "no page"}) == {"title": "no page"}
