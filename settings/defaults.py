@@ -121,6 +121,8 @@ CRAWLCLUSTER_IDLE_TIMEOUT = 0.0
 CRAWLCLUSTER_REFUSE_PRIVATE_ADDRESSES = False
 # Items written to MongoDB per batch.
 CRAWLCLUSTER_MONGODB_BATCH = 100
+# Seconds an item waits at most for its batch to fill before it is written.
+CRAWLCLUSTER_MONGODB_FLUSH_AFTER = 0.5
 # Allocations between Python's generation-0 garbage collections in a spider process,
 # after start-up objects are frozen (crawler/extensions.py; 0 = Python's defaults).
 CRAWLCLUSTER_GC_THRESHOLD = 20000
