@@ -31,6 +31,7 @@ sys.path.insert(0, str(ROOT))
 from bench.common import (  # noqa: E402
     bench_redis,
     bench_settings,
+    drop_bench_database,
     finish,
     machine,
     parallel_scaling,
@@ -40,7 +41,6 @@ from crawler.sitegen import DEFAULT_HOSTS, SiteSpec, generate_site  # noqa: E402
 from manager.cluster import LocalCluster  # noqa: E402
 from manager.services import StaticSite, free_port  # noqa: E402
 from message_processing.client import RequestClient  # noqa: E402
-from settings.clients import mongo_client  # noqa: E402
 
 UNTHROTTLED = {"CRAWLCLUSTER_THROTTLE_HITS": 100000, "CRAWLCLUSTER_THROTTLE_WINDOW": 1.0,
                "CRAWLCLUSTER_DISPATCH_WINDOW": 1.0, "CRAWLCLUSTER_DISPATCH_HEADROOM": 100.0,
@@ -123,12 +123,10 @@ def main():
             run_clean(cluster_settings(settings, work), manifest, args.procs, f"cluster-{number}")
             cluster = measure(site, since, f"crawlcluster, {args.procs} processes", pages)
             rounds.append({"vanilla": vanilla, "cluster": cluster, "machine_scaling": scaling})
+            drop_bench_database(settings)
     ratios = [r["cluster"] / r["vanilla"] for r in rounds]
     print(f"median vs_scrapy_single {statistics.median(ratios):.2f} (rounds: "
           + ", ".join(f"{ratio:.2f}" for ratio in ratios) + ")")
-    client = mongo_client(settings, "bench")
-    client.drop_database(settings["CRAWLCLUSTER_MONGODB_DATABASE"])
-    client.close()
     cluster = statistics.median(r["cluster"] for r in rounds)
     finish({"pages_per_s": cluster,
             "pages_per_s_per_proc": cluster / args.procs,

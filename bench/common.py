@@ -39,6 +39,19 @@ def drop_zookeeper_root(settings):
         client.close()
 
 
+def drop_bench_database(settings):
+    """Drop the benchmark's MongoDB database. Done after every round: the items of many
+    rounds take the MongoDB-wire server longer to drop than a socket timeout allows,
+    and later rounds would insert into ever larger indexes."""
+    from settings.clients import mongo_client
+
+    client = mongo_client(settings.copy_with(CRAWLCLUSTER_SOCKET_TIMEOUT=120.0), "bench")
+    try:
+        client.drop_database(settings["CRAWLCLUSTER_MONGODB_DATABASE"])
+    finally:
+        client.close()
+
+
 @contextmanager
 def bench_redis(settings):
     """A Redis client from the factory; every key under the prefix deleted after."""

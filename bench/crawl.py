@@ -34,6 +34,7 @@ sys.path.insert(0, str(ROOT))
 from bench.common import (  # noqa: E402
     bench_redis,
     bench_settings,
+    drop_bench_database,
     drop_zookeeper_root,
     finish,
     machine,
@@ -42,7 +43,6 @@ from bench.common import (  # noqa: E402
 from crawler.sitegen import DEFAULT_HOSTS, SiteSpec, generate_site  # noqa: E402
 from manager.localcluster import Crawl, cluster_env, submit  # noqa: E402
 from manager.services import StaticSite, free_port  # noqa: E402
-from settings.clients import mongo_client  # noqa: E402
 
 RULE = {"rules": [
     {"allow": [r"/$", r"/list/\d+\.html$"], "follow": True},
@@ -158,9 +158,7 @@ def main():
                 results[key] = measure(site, since, label, pages)
                 print(f"    (whole run {time.monotonic() - started:.0f} s)")
             rounds.append(results)
-    client = mongo_client(settings, "bench")
-    client.drop_database(settings["CRAWLCLUSTER_MONGODB_DATABASE"])
-    client.close()
+            drop_bench_database(settings)
     drop_zookeeper_root(settings)
     summary = {key: statistics.median(r[key] for r in rounds) for key in rounds[0]}
     ratios = {"vs_scrapy": median_ratio(rounds, "ours_1", "vanilla"),
