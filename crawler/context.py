@@ -176,8 +176,8 @@ class TaskTracker:
         statuses, self.statuses = self.statuses, Counter()
         context = self.context
         pipe = context.redis.pipeline(transaction=False)
-        for member, outcome, reason in outcomes:
-            context.frontier.finish(member, outcome, reason, pipe=pipe)
+        if outcomes:
+            context.frontier.finish_many(outcomes, pipe=pipe)
         for status, count in statuses.items():
             status_counter(context, status).increment(count, pipe=pipe)
             for name in (f"spider:{context.spider_type}:{status}",
@@ -188,7 +188,8 @@ class TaskTracker:
         if done:
             context.registry.count_done(context.job, done, pipe=pipe)
         results = pipe.execute()
-        self._count_progress(outcomes, results[:len(outcomes)])
+        if outcomes:
+            self._count_progress(outcomes, results[0])
         self.done_count += done
         return done
 

@@ -78,29 +78,32 @@ class Frontier:
 
     # --- finishing a leased task ------------------------------------------------------
 
-    def finish(self, member, outcome, reason="", pipe=None):
+    def finish(self, member, outcome, reason=""):
         """Report a taken task (its JSON exactly as taken): done, retry, failed or release.
 
         Returns 0 if the lease was no longer held, 1 done, 2 queued again,
-        3 failed for good, 4 purged (its crawl was stopped) (or the pipeline,
-        with ``pipe``). A paused crawl's task that goes back is parked instead.
+        3 failed for good, 4 purged (its crawl was stopped). A paused crawl's task
+        that goes back is parked instead.
         """
-        if outcome not in ("done", "retry", "failed", "release"):
-            raise ValueError(f"outcome must be done, retry, failed or release, not {outcome!r}")
-        task = decode_task(member)
-        crawlid = task["crawlid"]
-        keys = [self.keys.leases(), self.keys.seeds(task["spider_type"]),
-                self.keys.failed(crawlid),
-                self.keys.crawl_pending(crawlid), self.keys.crawl_counts(crawlid),
-                self.keys.crawl_stopped(crawlid), self.keys.crawl_paused(crawlid),
-                self.keys.crawl_parked(crawlid)]
-        args = [member, outcome, reason, self.max_retries + 1]
-        return self.scripts.run("lease_finish", keys, args, pipe=pipe)
+        return self.finish_many([(member, outcome, reason)])[0]
 
-    def finish_response(self, member, status, pipe=None):
+    def finish_many(self, outcomes, pipe=None):
+        """``finish`` for ``[(member, outcome, reason)]`` in one script call; returns
+        the codes in order (or the pipeline, with ``pipe``)."""
+        args = [self.max_retries + 1, self.keys.failed("%s"), *self._crawl_templates(),
+                self.keys.crawl_template("parked"), self.keys.seeds_template()]
+        for member, outcome, reason in outcomes:
+            if outcome not in ("done", "retry", "failed", "release"):
+                raise ValueError(
+                    f"outcome must be done, retry, failed or release, not {outcome!r}")
+            decode_task(member)          # a task JSON, or ValueError before anything runs
+            args += [member, outcome, reason]
+        return self.scripts.run("lease_finish", [self.keys.leases()], args, pipe=pipe)
+
+    def finish_response(self, member, status):
         """Finish by HTTP status: 2xx/3xx done, 404/410 failed, others retried."""
         outcome, reason = outcome_for_status(status)
-        return self.finish(member, outcome, reason, pipe)
+        return self.finish(member, outcome, reason)
 
     def reap_leases(self, limit=1000):
         """Re-issue expired leases; return (re-issued, failed for good or purged)."""

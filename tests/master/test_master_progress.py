@@ -1,8 +1,10 @@
 """Maintained per-crawl counts (what `info` answers from) and stopping a crawl."""
 
+import pytest
+
 from master.counters import WindowCounts
 from master.crawls import CrawlStore
-from master.tasks import encode_task
+from master.tasks import decode_task, encode_task
 from tests.master.test_master_dispatcher import queued, tasks
 
 
@@ -33,6 +35,26 @@ def test_pending_counts_follow_every_task_state(redis, parts):
     assert progress["counts"] == {"queued": 8, "done": 5, "failed": 1}
     assert store.progress("other")["total_pending"] == 2
 
+
+def test_many_outcomes_in_one_call_match_one_at_a_time(redis, parts):
+    store = CrawlStore(redis, parts.keys)
+    parts.frontier.push_seeds(tasks(8))
+    members = lease_all(parts)
+    outcomes = [("done", ""), ("failed", "HTTP 404"), ("retry", "HTTP 500"),
+                ("release", ""), ("done", "")]
+    with pytest.raises(ValueError):          # a bad outcome: nothing of the batch runs
+        parts.frontier.finish_many([(members[0], "done", ""), (members[1], "lost", "")])
+    assert parts.frontier.leased_count() == 8
+    batch = [(m, outcome, reason)
+             for m, (outcome, reason) in zip(members[:5], outcomes, strict=True)]
+    assert parts.frontier.finish_many(batch) == [1, 3, 2, 2, 1]
+    assert parts.frontier.finish_many(batch[:1]) == [0]          # lease no longer held
+    singles = [parts.frontier.finish(m, "done") for m in members[5:]]
+    assert singles == [1, 1, 1]
+    assert store.progress("c1")["counts"] == {"queued": 8, "done": 5, "failed": 1}
+    assert parts.frontier.failed("c1")[decode_task(members[1])["url"]] == {
+        "reason": "HTTP 404", "attempts": 1}
+    assert parts.frontier.leased_count() == 0
 
 def test_stop_purges_queued_tasks_and_drops_returning_ones(redis, parts):
     store = CrawlStore(redis, parts.keys)
