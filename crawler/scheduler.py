@@ -208,7 +208,8 @@ class ClusterScheduler:
     def _take(self):
         context = self.context
         # The last take read the domains in its round trip (a tick ago at most).
-        domains, self.domains = self.domains or context.queues.job_domains(context.job), None
+        domains = self.domains or context.queues.job_domains(context.job)
+        self.domains = None
         if not domains:
             self._steal_if_idle()
             return

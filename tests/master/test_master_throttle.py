@@ -9,9 +9,12 @@ from master.tasks import decode_task, encode_task, make_task
 from master.throttle import ThrottledQueues
 
 
-def fill_queue(client, keys, job, domain, count, crawlid="c1"):
+def fill_queue(client, keys, job, domain, count, crawlid="c1", prioritized=False):
+    """``count`` tasks in ``job``'s queue for ``domain``; with ``prioritized`` the n-th
+    has priority n (a queue's score is -priority), else all have priority 0."""
     tasks = [make_task(f"http://www.{domain}/{n}", crawlid, "universal") for n in range(count)]
-    client.zadd(keys.queue(job, domain), {encode_task(t): 0 for t in tasks})
+    client.zadd(keys.queue(job, domain),
+                {encode_task(t): -n if prioritized else 0 for n, t in enumerate(tasks)})
     client.sadd(keys.job_domains(job), domain)
     return tasks
 
@@ -136,10 +139,7 @@ def test_an_idle_job_takes_half_of_the_longest_backlog(redis, test_settings):
     keys = Keys.from_settings(test_settings)
     queues = ThrottledQueues(redis, keys, SiteConfig(1000, 1.0))
     short = fill_queue(redis, keys, "job-a", "a.com", 3)
-    long = make_task_batch("b.com", 10)
-    redis.zadd(keys.queue("job-b", "b.com"),
-               {encode_task(task): -priority for priority, task in enumerate(long)})
-    redis.sadd(keys.job_domains("job-b"), "b.com")
+    long = fill_queue(redis, keys, "job-b", "b.com", 10, prioritized=True)
 
     assert queues.steal("idle", ["job-a", "job-b"], count=64) == 5
     kept = [decode_task(m)["url"] for m in redis.zrange(keys.queue("job-b", "b.com"), 0, -1)]
@@ -155,7 +155,3 @@ def test_an_idle_job_takes_half_of_the_longest_backlog(redis, test_settings):
     assert queues.steal("idle", [], count=64) == 0
     result = queues.take("idle", "universal", "10.0.0.9", ["b.com"], per_domain=10)
     assert len(result.tasks) == 7
-
-
-def make_task_batch(domain, count):
-    return [make_task(f"http://www.{domain}/{n}", "c1", "universal") for n in range(count)]
