@@ -2,9 +2,10 @@
 
   python bench/dispatch.py
 
-1. Tasks/s moved from ``seeds`` into job queues by the dispatch script (500
-   per call), against the obvious way: one round trip per task (ZPOPMIN, then
-   ZADD to the chosen queue; not even atomic).
+1. Tasks/s moved from the pools into job queues by the dispatcher (one script
+   call per shard with tasks, up to 500 each, pipelined), against the obvious
+   way: one round trip per task (ZPOPMIN, then ZADD to the chosen queue; not
+   even atomic).
 2. Figure 5-1 in simulated time against the real Redis: three jobs finishing
    360/420/480 tasks/min; job 1 speeds up to 420 at minute 30 and to 480 at
    minute 50. Each 10-minute window, the share of tasks dispatched to each job
@@ -24,16 +25,17 @@ from master.dispatcher import Dispatcher
 from master.frontier import Frontier
 from master.keys import Keys
 from master.registry import JobRegistry
-from master.tasks import encode_task, make_task, seed_score
+from master.tasks import make_task
+from master.throttle import job_view
 
 JOBS = ("job1", "job2", "job3")
 
 
 def push_tasks(client, keys, count, tag):
+    frontier = Frontier(client, keys)
     for start in range(0, count, 10_000):
-        tasks = [make_task(f"http://site{n % 50}.com/{tag}/{n}", "bench", "universal")
-                 for n in range(start, min(count, start + 10_000))]
-        client.zadd(keys.seeds("universal"), {encode_task(t): seed_score(t) for t in tasks})
+        frontier.push([make_task(f"http://site{n % 50}.com/{tag}/{n}", "bench", "universal")
+                       for n in range(start, min(count, start + 10_000))])
 
 
 class Clock:
@@ -53,12 +55,13 @@ def throughput(client, keys):
     dispatcher = Dispatcher(client, keys, registry, Frontier(client, keys, clock=clock),
                             clock=clock)
     dispatcher._window_started = 0
+    dispatcher.leases.refresh()
     weights = {"job1": 360, "job2": 420, "job3": 480}
     started, moved = time.perf_counter(), 0
     while True:
-        count = dispatcher._dispatch("universal", weights, 500)
+        count = dispatcher._dispatch("universal", weights, 25_000)
         moved += count
-        if count < 500:
+        if count == 0:
             break
     ours = rate(moved, time.perf_counter() - started)
     print(f"  dispatch script, 500 per call: {ours:>9,.0f} tasks/s ({moved:,} moved)")
@@ -66,12 +69,12 @@ def throughput(client, keys):
     push_tasks(client, keys, 5_000, "naive")
     started = time.perf_counter()
     order = dispatcher.robins["universal"].sequence(weights, 5_000)
-    for job in order:
-        [(member, score)] = client.zpopmin(keys.seeds("universal"))
+    pools = [keys.pool(keys.shard_of(f"site{n}.com"), "universal") for n in range(50)]
+    for n, job in enumerate(order):
+        [(member, score)] = client.zpopmin(pools[n % 50])
         client.zadd(keys.queue(job, "site.com"), {member: score})
     naive = rate(5_000, time.perf_counter() - started)
     print(f"  one round trip per task:       {naive:>9,.0f} tasks/s")
-    client.delete(keys.seeds("universal"))
     return ours, naive
 
 
@@ -121,7 +124,7 @@ def figure_5_1(client, keys, minutes=70, step=5.0):
 def consume(client, keys, job, count):
     """The job finishes up to ``count`` tasks from its queues."""
     done = 0
-    for domain in client.smembers(keys.job_domains(job)):
+    for domain in job_view(client, keys, job).all_domains():
         if done >= count:
             break
         done += len(client.zpopmin(keys.queue(job, domain), count - done))

@@ -32,6 +32,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from bench.common import bench_redis, bench_settings, finish, machine, rate
+from master.crawls import CrawlStore
 from master.frontier import Frontier
 from master.keys import Keys
 from master.tasks import make_task
@@ -73,7 +74,7 @@ def measure_preprocess(settings, client, count):
     joined = time.perf_counter()
     started = None                  # from the poll that first brought messages
     frontier = Frontier.from_settings(client, settings)
-    while started is None or frontier.seeds_count() < count:
+    while started is None or frontier.pool_count() < count:
         before = time.perf_counter()
         if preprocess.poll_once(timeout_ms=100) and started is None:
             started = before
@@ -120,9 +121,9 @@ def measure_info(settings, client, pending):
     keys = Keys.from_settings(settings)
     frontier = Frontier.from_settings(client, settings)
     for start in range(0, pending, 5000):
-        frontier.push_seeds([make_task(f"http://www.site{n % 50}.com/{n}", "big", "universal")
-                             for n in range(start, min(pending, start + 5000))])
-    assert client.hlen(keys.crawl_pending("big")) == 50
+        frontier.push([make_task(f"http://www.site{n % 50}.com/{n}", "big", "universal")
+                       for n in range(start, min(pending, start + 5000))])
+    assert len(CrawlStore(client, keys).progress("big")["pending"]) == 50
     preprocess = Preprocess.from_settings(settings)
     monitor = Monitor.from_settings(settings)
     stop = threading.Event()

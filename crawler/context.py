@@ -176,8 +176,7 @@ class TaskTracker:
         statuses, self.statuses = self.statuses, Counter()
         context = self.context
         pipe = context.redis.pipeline(transaction=False)
-        if outcomes:
-            context.frontier.finish_many(outcomes, pipe=pipe)
+        codes = context.frontier.finish_many(outcomes, pipe=pipe) if outcomes else None
         for status, count in statuses.items():
             status_counter(context, status).increment(count, pipe=pipe)
             for name in (f"spider:{context.spider_type}:{status}",
@@ -189,7 +188,7 @@ class TaskTracker:
             context.registry.count_done(context.job, done, pipe=pipe)
         results = pipe.execute()
         if outcomes:
-            self._count_progress(outcomes, results[0])
+            self._count_progress(outcomes, codes(results))
         self.done_count += done
         return done
 

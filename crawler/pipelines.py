@@ -219,8 +219,5 @@ class MongoPipeline(ClusterComponent):
 
     def _drained(self, crawlids):
         """The crawls with no task pending anywhere (queued, in a job's queue, leased)."""
-        pipe = self.context.redis.pipeline(transaction=False)
-        for crawlid in crawlids:
-            pipe.hvals(self.context.keys.crawl_pending(crawlid))
-        return {crawlid for crawlid, pending in zip(crawlids, pipe.execute(), strict=True)
-                if sum(int(n) for n in pending) <= 0}
+        totals = self.context.crawls.pending_totals(list(crawlids))
+        return {crawlid for crawlid, pending in totals.items() if pending <= 0}

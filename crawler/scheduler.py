@@ -1,7 +1,7 @@
 """Scrapy scheduler over the master's Redis frontier (``SCHEDULER`` setting).
 
 Every ``CRAWLCLUSTER_SCHEDULER_TICK`` seconds one round:
-  1. new links the spider produced are pushed to ``seeds``: those the crawl's
+  1. new links the spider produced are pushed to their shards' pools: those the crawl's
      rules refuse were already turned away by ``enqueue_request``; the rest go
      through the Bloom filter in one batch (a page that is crawled again after
      a lease expired pushes its links without the filter, so links lost with
@@ -10,8 +10,10 @@ Every ``CRAWLCLUSTER_SCHEDULER_TICK`` seconds one round:
      and counted for the dispatcher's weights;
   3. while fewer than ``CRAWLCLUSTER_SCHEDULER_READY`` requests are ready, the
      job's domain queues are walked once through the throttled take (one
-     round trip) and what it gets is injected into the engine; a job whose
-     queues are all empty takes over half of another job's longest queue;
+     round trip, a script call per shard it has queues in) and what it gets is
+     injected into the engine; a job whose queues are all empty takes over half
+     of another job's longest queue, and now and then looks for queues of its
+     own in every shard;
   4. the job's heartbeat is refreshed.
 Redis is never called once per request. Links reach the round two ways: from
 the cluster's spiders straight through ``add_links`` (see crawler/spiders),
@@ -39,6 +41,7 @@ logger = logging.getLogger(__name__)
 
 HEARTBEAT_EVERY = 1.0     # seconds
 STEAL_EVERY = 0.2         # seconds between an idle job's looks at other jobs' backlogs
+RESCAN_EVERY = 5.0        # seconds between an idle job's looks for its queues in every shard
 
 
 class NewLink(NamedTuple):
@@ -67,7 +70,8 @@ class ClusterScheduler:
         self.last_work = time.monotonic()
         self.last_beat = 0.0
         self.last_steal = 0.0
-        self.domains = None       # the job's domains as the last take read them
+        self.last_rescan = time.monotonic()
+        self.view = None          # the job's shards and domains as the last take read them
 
     @classmethod
     def from_crawler(cls, crawler):
@@ -106,7 +110,7 @@ class ClusterScheduler:
             tracker.fail(member, "release", "job closing")
         tracker.report()
         moved = self.context.registry.deregister(self.context.job)
-        logger.info("job %s closed (%s): %d tasks done, %d queued tasks back to seeds",
+        logger.info("job %s closed (%s): %d tasks done, %d queued tasks back to the pools",
                     self.context.job, reason, tracker.done_count, max(moved, 0))
         # The last progress still goes to the crawl record before the clients close.
         writes = [d for d in (flush() for flush in self.context.periodic) if d is not None]
@@ -207,13 +211,14 @@ class ClusterScheduler:
 
     def _take(self):
         context = self.context
-        # The last take read the domains in its round trip (a tick ago at most).
-        domains = self.domains or context.queues.job_domains(context.job)
-        self.domains = None
-        if not domains:
-            self._steal_if_idle()
+        # The last take read the shards and domains in its round trip (a tick ago at most).
+        view = self.view or context.queues.job_view(context.job)
+        self.view = None
+        if not view.domains:
+            self._when_idle()
             return
-        share = max(1, -(-(self.ready_size - len(self.ready)) // len(domains)))
+        domains = view.all_domains()
+        share = max(1, -(-(self.ready_size - len(self.ready)) // max(1, len(domains))))
         slow = set()
 
         def wanted(domain, hits, window):
@@ -224,9 +229,9 @@ class ClusterScheduler:
                 return 1
             return share
 
-        result = context.queues.take(context.job, context.spider_type, context.ip, domains,
+        result = context.queues.take(context.job, context.spider_type, context.ip, view,
                                      min_interval=context.crawl_delays, per_domain=wanted)
-        self.domains = result.domains
+        self.view = result.view
         for domain, member in result.tasks:
             request = self._request_for(member)
             if request is not None:
@@ -238,24 +243,31 @@ class ClusterScheduler:
             if dropped:
                 self.stats.inc_value("crawlcluster/tasks/blacklisted", dropped)
         if not result.tasks and result.wait is None:
-            self._steal_if_idle()
+            self._when_idle()
 
-    def _steal_if_idle(self):
+    def _when_idle(self):
         """With its queues empty (not merely throttled) and nothing ready, the job takes
         a share of another job's backlog, at most every STEAL_EVERY seconds: the
         dispatcher hands tasks out as they come, so near a crawl's end one job may be
-        idle while another still has a queue to work through."""
+        idle while another still has a queue to work through. Every RESCAN_EVERY
+        seconds it also looks for queues of its own in every shard (one whose index
+        entry was lost)."""
         now = time.monotonic()
         if self.ready or now - self.last_steal < STEAL_EVERY:
             return
         self.last_steal = now
         context = self.context
+        if now - self.last_rescan >= RESCAN_EVERY:
+            self.last_rescan = now
+            if context.queues.rescan(context.job):
+                self.view = None
         others = [job for job, info in context.registry.live_jobs().items()
                   if job != context.job and info.get("spider_type") == context.spider_type]
         moved = context.queues.steal(context.job, others, self.ready_size)
         if moved:
             logger.debug("took %d queued tasks over from another job", moved)
             self.stats.inc_value("crawlcluster/tasks/taken_over", moved)
+            self.view = None
 
     def _request_for(self, member):
         """The Request for a taken task, or None (reported failed) if it cannot be."""
@@ -302,13 +314,13 @@ class ClusterScheduler:
         links, self.new_links = self.new_links, []
         is_new = self._check_and_add(links)
         # A page crawled again after a lease expired pushes its links even if seen:
-        # the job that first crawled it may have died before they reached seeds.
+        # the job that first crawled it may have died before they reached the pool.
         fresh = [link for link, new in zip(links, is_new, strict=True)
                  if new or link.parent["task"].get("attempts", 0) > 0]
         self.stats.inc_value("crawlcluster/links/duplicate", len(links) - len(fresh))
         tasks = self._within_domain_limits(
             [task for task in map(_task_for_link, fresh) if task is not None])
-        self.context.frontier.push_seeds(tasks)
+        self.context.frontier.push(tasks)
         self.stats.inc_value("crawlcluster/links/new", len(tasks))
 
     def _check_and_add(self, links):
@@ -323,7 +335,8 @@ class ClusterScheduler:
             return tasks
         pipe = self.context.redis.pipeline(transaction=False)
         for task in limited:
-            pipe.hincrby(self.context.keys.crawl_domain_pages(task["crawlid"]), task["domain"])
+            pipe.hincrby(self.context.keys.crawl_domain_pages(task["crawlid"], task["domain"]),
+                         task["domain"])
         over = {id(task) for task, count in zip(limited, pipe.execute(), strict=True)
                 if count > self._config(task)["domain_max_pages"]}
         if over:
@@ -335,7 +348,7 @@ class ClusterScheduler:
 
 
 def _task_for_link(link):
-    """The seed task for a new link (its parent's crawl, priority and user; one level
+    """The task for a new link (its parent's crawl, priority and user; one level
     deeper), or None if it cannot be made."""
     parent = link.parent["task"]
     try:

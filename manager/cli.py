@@ -231,7 +231,7 @@ def build_parser():
     services.set_defaults(func=cmd_services, quiet_clients=True)
 
     master = commands.add_parser(
-        "master", help="run the dispatcher: seeds to job queues by weighted round robin")
+        "master", help="run a dispatcher: pools to job queues by weighted round robin")
     master.set_defaults(func=cmd_master)
 
     up = commands.add_parser("up", help="start a local cluster: servers, master, preprocess, "

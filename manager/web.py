@@ -149,11 +149,11 @@ class Overview(WsResource):
             node["jobs"] += 1
         store = CrawlStore(redis, keys)
         crawls = {crawlid: store.progress(crawlid) for crawlid in store.recent_crawls(20)}
+        frontier = Frontier.from_settings(redis, settings)
         return {"nodes": nodes, "crawls": crawls,
                 "status_codes": grouped_window_counts(redis, keys, "spider"),
                 "modules": Heartbeats.from_settings(redis, settings).status(),
-                "queues": {"seeds": Frontier.from_settings(redis, settings).seeds_count(),
-                           "leased": redis.zcard(keys.leases())}}
+                "queues": {"pool": frontier.pool_count(), "leased": frontier.leased_count()}}
 
 
 class Validate(WsResource):

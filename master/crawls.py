@@ -1,10 +1,11 @@
-"""Crawls: a crawl's config stored once, its seed task queued.
+"""Crawls: a crawl's config stored once, the task of its seed URL put in the pool.
 
 The config (rule, spider type, maxdepth, domain_max_pages, allowed domains,
 cookie, user agent, expires, attrs, ...) is one JSON string per crawl; tasks
 carry only the crawl id. Submitting the same crawl twice stores the same
-config and queues the seed once more, which the Bloom filter in the spiders
-makes harmless for its links.
+config and queues its seed once more, which the Bloom filter in the
+spiders makes harmless for its links. A crawl's counts live in the shards of
+its domains and are summed over the shards it has been in.
 """
 
 import json
@@ -39,7 +40,7 @@ class CrawlStore:
         return config
 
     def submit(self, config, bloom, frontier):
-        """Store the crawl, index it under its user and queue its seed in one
+        """Store the crawl, index it under its user and queue its seed task in one
         transaction; the seed URL goes into the filter so the crawl does not fetch it
         again when a page links back to it."""
         batch = WriteBatch(self.client.pipeline())
@@ -59,25 +60,48 @@ class CrawlStore:
         seed = seed or self.seed_task(config)
         batch.seeds.append(seed)
         if config.get("domain_max_pages"):      # the seed is one of the domain's pages
-            batch.pipe.hincrby(self.keys.crawl_domain_pages(config["crawlid"]), seed["domain"])
+            batch.pipe.hincrby(self.keys.crawl_domain_pages(config["crawlid"], seed["domain"]),
+                               seed["domain"])
         for url in config.get("hubs") or ():
             hub = dict(seed, url=url, domain=domain_of(url), id=f"hub:{url}")
             frontier.add_hub(hub, config.get("hub_span", 3600.0), pipe=batch.pipe)
 
     def progress(self, crawlid):
         """A crawl's pending tasks per domain, its counts, whether it is stopped or
-        paused (and how many of its tasks are parked)."""
+        paused (and how many of its tasks are parked), summed over its shards."""
+        shards = [int(shard) for shard in self.client.smembers(self.keys.crawl_shards(crawlid))]
         pipe = self.client.pipeline(transaction=False)
-        pipe.hgetall(self.keys.crawl_pending(crawlid))
-        pipe.hgetall(self.keys.crawl_counts(crawlid))
-        pipe.exists(self.keys.crawl_stopped(crawlid))
-        pipe.exists(self.keys.crawl_paused(crawlid))
-        pipe.zcard(self.keys.crawl_parked(crawlid))
-        pending, counts, stopped, paused, parked = pipe.execute()
-        pending = {domain: int(n) for domain, n in pending.items() if int(n) > 0}
-        return {"pending": pending, "total_pending": sum(pending.values()),
-                "counts": {name: int(n) for name, n in counts.items()},
+        pipe.exists(self.keys.crawl_stopped(crawlid, 0))     # flags are in every shard
+        pipe.exists(self.keys.crawl_paused(crawlid, 0))
+        for shard in shards:
+            pipe.hgetall(self.keys.crawl_pending(crawlid, shard))
+            pipe.hgetall(self.keys.crawl_counts(crawlid, shard))
+            pipe.zcard(self.keys.crawl_parked(crawlid, shard))
+        stopped, paused, *per_shard = pipe.execute()
+        pending, counts, parked = {}, {}, 0
+        for n in range(0, len(per_shard), 3):
+            for domain, count in per_shard[n].items():
+                if int(count) > 0:
+                    pending[domain] = pending.get(domain, 0) + int(count)
+            for name, count in per_shard[n + 1].items():
+                counts[name] = counts.get(name, 0) + int(count)
+            parked += per_shard[n + 2]
+        return {"pending": pending, "total_pending": sum(pending.values()), "counts": counts,
                 "stopped": bool(stopped), "paused": bool(paused), "parked": parked}
+
+    def pending_totals(self, crawlids):
+        """``{crawlid: tasks pending}`` over each crawl's shards, in two round trips."""
+        pipe = self.client.pipeline(transaction=False)
+        for crawlid in crawlids:
+            pipe.smembers(self.keys.crawl_shards(crawlid))
+        shards = pipe.execute()
+        pipe = self.client.pipeline(transaction=False)
+        for crawlid, names in zip(crawlids, shards, strict=True):
+            for shard in names:
+                pipe.hvals(self.keys.crawl_pending(crawlid, int(shard)))
+        values = iter(pipe.execute())
+        return {crawlid: sum(max(0, int(n)) for _ in names for n in next(values))
+                for crawlid, names in zip(crawlids, shards, strict=True)}
 
     def user_crawls(self, userid):
         return sorted(self.client.smembers(self.keys.user_crawls(userid)))
@@ -96,13 +120,13 @@ class CrawlStore:
 class WriteBatch:
     """Writes of many requests gathered for one transaction: per-request commands go
     on ``pipe`` as they come; strings, set members and seed tasks are gathered and
-    written with one command each by ``flush`` (fewer commands, same result)."""
+    written with one command (or one script call per shard) each by ``flush``."""
 
     def __init__(self, pipe):
         self.pipe = pipe
         self.strings = {}      # key -> value (MSET)
         self.sets = {}         # key -> members (SADD)
-        self.seeds = []        # tasks (one seeds_push call)
+        self.seeds = []        # crawls' seed tasks (one pool_push call per shard)
         self.index = {}        # crawl id -> submitted at (one ZADD to the crawl index)
 
     def flush(self, frontier):
@@ -112,4 +136,4 @@ class WriteBatch:
             self.pipe.zadd(frontier.keys.crawls(), self.index)
         for key, members in self.sets.items():
             self.pipe.sadd(key, *members)
-        frontier.push_seeds(self.seeds, pipe=self.pipe)
+        frontier.push(self.seeds, pipe=self.pipe)

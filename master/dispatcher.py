@@ -1,23 +1,31 @@
-"""The dispatcher (``crawlcluster master``): seeds to job queues, by speed.
+"""The dispatcher (``crawlcluster master``): pools to job queues, by speed.
 
-Each tick it
-  1. once a second: moves the queues of jobs whose heartbeat expired back to
-     ``seeds``, re-issues expired leases and due hub pages;
+Several may run; each holds the leases of a share of the frontier's shards
+(master/shards.py: rendezvous hashing over the live dispatchers, leases that
+expire) and dispatches only those, so the role scales out and a dispatcher
+that dies has its shards taken over once its leases run out. Each tick it
+  1. once a second: keeps its shard leases, moves the queues of jobs whose
+     heartbeat expired back to the pools, and for a tenth of its shards
+     re-issues expired leases and due hub pages and looks at every pool (the
+     sweep that finds work whose index mark was lost);
   2. weighs the live jobs: tasks each finished per minute over the last
      ``k`` minutes (thesis formula 4-2), a job younger than that measured over
      its age, a job with nothing measured yet given the mean weight;
-  3. moves tasks from each spider type's ``seeds`` to the live jobs of that
-     type by weighted round robin (thesis 4.2.1.1), in atomic batches, paced
-     so that a window gets at most ``headroom`` times what the live jobs
-     finish in it (thesis 4.2.1.2): queues never run far
-     ahead of the jobs, so the weights stay current.
+  3. moves tasks from the pools of its shards that hold work of a spider type
+     to the live jobs of that type by weighted round robin (thesis 4.2.1.1),
+     one atomic script call per shard, pipelined, paced so that a window gets
+     at most ``headroom`` times what the live jobs finish in it (thesis
+     4.2.1.2): queues never run far ahead of the jobs, so the weights stay
+     current.
 Killing it at any instant loses and duplicates nothing: every move is one Lua
-call. SIGTERM and SIGINT stop it after the current tick.
+call in one shard. SIGTERM and SIGINT stop it after the current tick, and its
+leases are given back at once.
 """
 
 import logging
 import math
 import os
+import random
 import signal
 import socket
 import threading
@@ -27,23 +35,29 @@ from master.frontier import Frontier
 from master.keys import Keys
 from master.lua import LuaScripts
 from master.registry import Heartbeats, JobRegistry
+from master.shards import ShardLeases, prune, read_index
 from master.wrr import WeightedRoundRobin
 
 logger = logging.getLogger(__name__)
 
-# Seconds between upkeep passes (dead jobs, expired leases, due hubs): each is
+# Seconds between upkeep passes (leases, dead jobs, a slice of the shards): each is
 # measured in seconds or minutes, while dispatch ticks run many times a second.
 UPKEEP_EVERY = 1.0
+# Upkeep passes to go once over every shard held (expired leases, hubs, the sweep).
+UPKEEP_SLICES = 10
 
 
 class Dispatcher:
-    def __init__(self, client, keys, registry, frontier, window=600.0, headroom=1.25,
-                 default_weight=600, batch=500, idle_sleep=0.5, clock=time.time,
-                 scripts=None, min_age=60.0):
+    def __init__(self, client, keys, registry, frontier, leases=None, window=600.0,
+                 headroom=1.25, default_weight=600, batch=500, idle_sleep=0.5,
+                 clock=time.time, scripts=None, min_age=60.0):
         self.client = client
         self.keys = keys
         self.registry = registry
         self.frontier = frontier
+        self.scripts = scripts or LuaScripts(client)
+        self.leases = leases or ShardLeases(client, keys, f"{socket.gethostname()}:{os.getpid()}",
+                                            clock=clock, scripts=self.scripts)
         self.window = window
         self.headroom = headroom
         self.default_weight = default_weight
@@ -51,7 +65,6 @@ class Dispatcher:
         self.batch = batch
         self.idle_sleep = idle_sleep
         self.clock = clock
-        self.scripts = scripts or LuaScripts(client)
         self.robins = {}          # spider type -> its jobs' weighted round robin
         self.stopping = threading.Event()
         self._window_started = None
@@ -59,14 +72,20 @@ class Dispatcher:
         self.heartbeat = None     # callable beating the role's heartbeat (main sets it)
         self.heartbeat_every = 5.0
         self._last_upkeep = -math.inf
+        self._upkeep_slice = 0
 
     @classmethod
-    def from_settings(cls, client, settings, clock=time.time):
+    def from_settings(cls, client, settings, clock=time.time, instance=None):
         scripts = LuaScripts(client)
         common = {"clock": clock, "scripts": scripts}
-        return cls(client, Keys.from_settings(settings),
+        keys = Keys.from_settings(settings)
+        instance = instance or f"{socket.gethostname()}:{os.getpid()}"
+        return cls(client, keys,
                    JobRegistry.from_settings(client, settings, **common),
                    Frontier.from_settings(client, settings, **common),
+                   ShardLeases(client, keys, instance,
+                               ttl=settings.getfloat("CRAWLCLUSTER_DISPATCH_LEASE_SECONDS"),
+                               **common),
                    window=settings.getfloat("CRAWLCLUSTER_DISPATCH_WINDOW"),
                    headroom=settings.getfloat("CRAWLCLUSTER_DISPATCH_HEADROOM"),
                    default_weight=settings.getint("CRAWLCLUSTER_DISPATCH_DEFAULT_WEIGHT"),
@@ -98,34 +117,53 @@ class Dispatcher:
         if self.clock() - self._last_upkeep >= UPKEEP_EVERY:
             self._upkeep()
         jobs = self.registry.live_jobs()
-        if not jobs:
+        if not jobs or not self.leases.held:
             return 0
         weights = self.weights(jobs)
         allowance = self._allowance(weights)
         by_type = {}
         for job, info in jobs.items():
             by_type.setdefault(info["spider_type"], {})[job] = weights[job]
-        moved, busy = 0, set(by_type)
-        while moved < allowance and busy and not self.stopping.is_set():
-            # A spider type's seeds go to that type's jobs only; types take turns.
-            for spider_type in sorted(busy):
-                count = self._dispatch(spider_type, by_type[spider_type],
-                                       min(self.batch, allowance - moved))
-                moved += count
-                if count == 0:
-                    busy.discard(spider_type)
-                if moved >= allowance:
-                    break
+        moved = 0
+        # A spider type's pools go to that type's jobs only.
+        for spider_type in sorted(by_type):
+            if moved >= allowance or self.stopping.is_set():
+                break
+            moved += self._dispatch(spider_type, by_type[spider_type], allowance - moved)
+        if moved:
+            pipe = self.client.pipeline(transaction=False)
+            pipe.incrby(self.keys.dispatched(self._window_started), moved)
+            pipe.expire(self.keys.dispatched(self._window_started), int(self.window * 2))
+            pipe.execute()
         return moved
 
     def _upkeep(self):
+        held = sorted(self.leases.refresh())
         for job, moved in self.registry.expire_dead().items():
-            logger.info("job %s stopped beating: %d queued tasks back to seeds", job, moved)
-        requeued, failed = self.frontier.reap_leases()
+            logger.info("job %s stopped beating: %d queued tasks back to the pools", job, moved)
+        self._upkeep_slice = (self._upkeep_slice + 1) % UPKEEP_SLICES
+        shards = held[self._upkeep_slice::UPKEEP_SLICES]
+        requeued, failed = self.frontier.reap_leases(shards)
         if requeued or failed:
             logger.info("expired leases: %d re-issued, %d failed for good", requeued, failed)
-        self.frontier.issue_due_hubs()
+        self.frontier.issue_due_hubs(shards)
+        self._sweep(shards)
         self._last_upkeep = self.clock()
+
+    def _sweep(self, shards):
+        """Mark the pools of ``shards`` that hold tasks: work whose mark was lost (a
+        writer that died between its push and its mark) is found within a sweep."""
+        types = self.frontier.pool_types()
+        pipe = self.client.pipeline(transaction=False)
+        for spider_type in types:
+            for shard in shards:
+                pipe.zcard(self.keys.pool(shard, spider_type))
+        sizes = iter(pipe.execute())
+        pipe = self.client.pipeline(transaction=False)
+        for spider_type in types:
+            waiting = [shard for shard in shards if next(sizes)]
+            self.frontier.mark_pools(pipe, spider_type, waiting)
+        pipe.execute()
 
     def _allowance(self, weights):
         """Tasks the pacing lets out now: the window's cap so far, less what went."""
@@ -139,19 +177,67 @@ class Dispatcher:
         dispatched = int(self.client.get(self.keys.dispatched(start)) or 0)
         return max(0, int(paced) - dispatched)
 
-    def _dispatch(self, spider_type, weights, count):
+    def _dispatch(self, spider_type, weights, budget):
+        """Move up to ``budget`` tasks of ``spider_type`` out of the pools of the shards
+        this dispatcher holds: sizes read first, so the weighted round robin's sequence
+        is cut into exactly the pieces each shard's call uses; then one script call per
+        shard, pipelined. Shards found empty leave the index."""
+        index = self.keys.pool_shards(spider_type)
+        looked_at = self.clock()
+        held = [shard for shard in read_index(self.client, index) if shard in self.leases.held]
+        pipe = self.client.pipeline(transaction=False)
+        for shard in held:
+            pipe.zcard(self.keys.pool(shard, spider_type))
+        sizes = dict(zip(held, pipe.execute(), strict=True))
+        pipe = self.client.pipeline(transaction=False)
+        prune(self.scripts, pipe, index, [shard for shard, size in sizes.items() if not size],
+              looked_at)
+        takes = self._shares({shard: size for shard, size in sizes.items() if size}, budget)
+        if takes:
+            self._dispatch_pass(spider_type, weights, takes, pipe)
+        else:
+            pipe.execute()
+        return sum(takes.values())
+
+    def _shares(self, sizes, budget):
+        """``{shard: tasks to take}``: the budget spread evenly over the shards with
+        tasks, at most ``batch`` and at most what each holds."""
+        takes, left = {}, budget
+        by_size = sorted(sizes.items(), key=lambda item: (item[1], random.random()))
+        for n, (shard, size) in enumerate(by_size):
+            take = min(size, self.batch, left // (len(by_size) - n))
+            if take:
+                takes[shard] = take
+                left -= take
+        return takes
+
+    def _dispatch_pass(self, spider_type, weights, takes, pipe):
+        """One call per shard, each given its piece of the weighted round robin's next
+        jobs; the jobs are marked in the shards first (on ``pipe``, which may hold other
+        writes already)."""
         robin = self.robins.setdefault(spider_type, WeightedRoundRobin())
-        order = robin.sequence(weights, count)
-        keys = [self.keys.seeds(spider_type), self.keys.dispatched(self._window_started)]
-        args = [self.keys.queue_template(), self.keys.job_domains_template(), count,
-                int(self.window * 2), *order]
-        moved, _ = self.scripts.run("dispatch", keys, args)
-        robin.advance(weights, moved)
-        for job in order[:moved]:
-            self._window_totals[job] = self._window_totals.get(job, 0) + 1
-        if moved:
-            logger.debug("dispatched %d tasks, weights %s", moved, weights)
-        return moved
+        order = robin.sequence(weights, sum(takes.values()))
+        for job in weights:
+            self.frontier.marks.mark(pipe, self.keys.job_shards(job), list(takes))
+        start, pieces = len(pipe), []
+        for shard, take in takes.items():
+            piece = order[sum(len(p) for p in pieces):][:take]
+            pieces.append(piece)
+            self.scripts.run("dispatch", [self.keys.pool(shard, spider_type),
+                                          self.keys.shard_owner(shard)],
+                             [self.leases.instance, self.keys.queue_template(shard),
+                              self.keys.job_domains_template(shard), take, *piece], pipe=pipe)
+        replies = pipe.execute()[start:]
+        robin.advance(weights, len(order))
+        for shard, piece, moved in zip(takes, pieces, replies, strict=True):
+            if moved < 0:               # the lease was lost since the upkeep
+                self.leases.held.discard(shard)
+                takes[shard] = 0
+                continue
+            takes[shard] = moved
+            for job in piece[:moved]:
+                self._window_totals[job] = self._window_totals.get(job, 0) + 1
+        logger.debug("dispatched %d tasks, weights %s", sum(takes.values()), weights)
 
     def _log_window(self):
         if self._window_started is not None and self._window_totals:
@@ -167,11 +253,12 @@ class Dispatcher:
     # --- the role ------------------------------------------------------------------------
 
     def run(self):
-        """Tick until stopped, ``idle_sleep`` apart: a tick moves everything the seeds
+        """Tick until stopped, ``idle_sleep`` apart: a tick moves everything the pools
         hold and the pacing allows, so ticking again at once would find little and
         cost the master and Redis a busy loop."""
-        logger.info("dispatcher running: window %.0f s, headroom %.2f, batch %d",
-                    self.window, self.headroom, self.batch)
+        logger.info("dispatcher %s running: window %.0f s, headroom %.2f, batch %d, "
+                    "%d frontier shards", self.leases.instance, self.window, self.headroom,
+                    self.batch, self.keys.shards)
         import redis
 
         last_beat = 0.0
@@ -187,6 +274,10 @@ class Dispatcher:
                 continue
             self.stopping.wait(self.idle_sleep)
         self._log_window()
+        try:
+            self.leases.release_all()
+        except redis.RedisError as exc:
+            logger.warning("could not give the shard leases back (they expire): %s", exc)
         logger.info("dispatcher stopped")
 
     def stop(self, *_):
@@ -198,9 +289,9 @@ def main(settings):
     from settings.clients import redis_client
 
     client = redis_client(settings, "master")
-    dispatcher = Dispatcher.from_settings(client, settings)
-    beats = Heartbeats.from_settings(client, settings)
     instance = f"{socket.gethostname()}:{os.getpid()}"
+    dispatcher = Dispatcher.from_settings(client, settings, instance=instance)
+    beats = Heartbeats.from_settings(client, settings)
     dispatcher.heartbeat = lambda: beats.beat("master", instance)
     dispatcher.heartbeat_every = beats.interval
     signal.signal(signal.SIGTERM, dispatcher.stop)

@@ -1,21 +1,28 @@
-"""URL states (seed 000's URL pool) over the master's Redis data model.
+"""URL states (seed 000's URL pool) over the master's sharded Redis data model.
 
-A task waits in ``seeds``, is moved to a job's domain queue by the
+A task waits in its shard's pool, is moved to a job's domain queue by the
 dispatcher, taken under the throttles with a lease (master/throttle.py), and
 finished by the job: done; retried (up to ``CRAWLCLUSTER_MAX_RETRIES``, then
 failed for good); or failed for good at once (404, 410). A lease that expires
 unacknowledged is re-issued (the pending timeout). Hub pages are re-issued
-every refresh span. Each step is one Lua script.
+every refresh span. Each step is one Lua script in one shard; work spread over
+shards is one script call per shard, pipelined.
 """
 
 import json
 import time
+from collections import defaultdict
 
 from master.keys import Keys
 from master.lua import LuaScripts
+from master.shards import Marks, check_shape
 from master.tasks import decode_task, encode_task, seed_score
 
 PERMANENT_STATUSES = {404, 410}
+OUTCOMES = ("done", "retry", "failed", "release")
+# Per-crawl keys every script that creates or finishes a task reads or keeps, in the
+# order the scripts take their templates.
+CRAWL_STATE = ("pending", "counts", "stopped", "paused")
 
 
 def outcome_for_status(status):
@@ -32,7 +39,7 @@ def outcome_for_status(status):
 
 
 class Frontier:
-    """Seeds, leases, failures and hubs of one cluster."""
+    """Pools, leases, failures and hubs of one cluster, over every shard."""
 
     def __init__(self, client, keys, lease_seconds=300.0, max_retries=3,
                  clock=time.time, scripts=None):
@@ -42,38 +49,83 @@ class Frontier:
         self.max_retries = max_retries
         self.clock = clock
         self.scripts = scripts or LuaScripts(client)
+        self.marks = Marks(clock)
+        self._crawl_shards_known = set()     # (crawlid, shard) this process indexed
+        self._types_known = set()            # spider types this process added to pool_types
 
     @classmethod
     def from_settings(cls, client, settings, **kwargs):
-        return cls(client, Keys.from_settings(settings),
+        keys = Keys.from_settings(settings)
+        check_shape(client, keys)
+        return cls(client, keys,
                    lease_seconds=settings.getfloat("CRAWLCLUSTER_LEASE_SECONDS"),
                    max_retries=settings.getint("CRAWLCLUSTER_MAX_RETRIES"), **kwargs)
 
-    # --- seeds ---------------------------------------------------------------------
+    # --- the pool ----------------------------------------------------------------------
 
-    def push_seeds(self, tasks, pipe=None):
-        """Queue new tasks for dispatch (highest priority first), counted as pending
-        for their crawl; a stopped crawl's tasks are refused.
+    def push(self, tasks, pipe=None):
+        """Put new tasks in their shards' pools for dispatch (highest priority first),
+        counted as pending for their crawl; a stopped crawl's tasks are refused.
 
-        Returns ``[queued, refused]`` (or the pipeline, with ``pipe``).
+        Returns ``[queued, refused]`` (or the pipeline, with ``pipe``: a caller's
+        pipeline may be discarded, so nothing is taken as written until it runs).
         """
-        if not tasks:
-            return pipe if pipe is not None else [0, 0]
-        args = [*self._crawl_templates(), self.keys.crawl_template("parked"),
-                self.keys.seeds_template()]
+        target = pipe if pipe is not None else self.client.pipeline(transaction=False)
+        groups = defaultdict(list)
         for task in tasks:
-            args += [seed_score(task), encode_task(task)]
-        return self.scripts.run("seeds_push", [self.keys.seed_types()], args, pipe=pipe)
+            groups[(self.keys.shard_of(task["domain"]), task["spider_type"])].append(task)
+        indexed = self.index_crawls(target, [(task["crawlid"], shard)
+                                             for (shard, _), group in groups.items()
+                                             for task in group], again=pipe is not None)
+        for spider_type in {spider_type for _, spider_type in groups}:
+            self.mark_pools(target, spider_type,
+                            [shard for shard, kind in groups if kind == spider_type],
+                            force=pipe is not None)
+        start = len(target)
+        for (shard, spider_type), group in groups.items():
+            args = self._templates(shard, *CRAWL_STATE, "parked")
+            for task in group:
+                args += [seed_score(task), encode_task(task)]
+            self.scripts.run("pool_push", [self.keys.pool(shard, spider_type)], args, pipe=target)
+        if pipe is not None:
+            return pipe
+        replies = target.execute()[start:] if len(target) else []
+        self._crawl_shards_known |= indexed
+        return [sum(reply[0] for reply in replies), sum(reply[1] for reply in replies)]
 
-    def seed_types(self):
-        return sorted(self.client.smembers(self.keys.seed_types()))
+    def index_crawls(self, pipe, crawl_shards, again=True):
+        """Mark the shards crawls have tasks in (``[(crawlid, shard)]``): a crawl's counts
+        are summed over its shards. Without ``again``, pairs this process already wrote
+        are left out. Returns the pairs marked."""
+        new = set(crawl_shards) - (set() if again else self._crawl_shards_known)
+        by_crawl = defaultdict(list)
+        for crawlid, shard in sorted(new):
+            by_crawl[crawlid].append(shard)
+        for crawlid, shards in by_crawl.items():
+            pipe.sadd(self.keys.crawl_shards(crawlid), *shards)
+        if len(self._crawl_shards_known) > 100_000:
+            self._crawl_shards_known.clear()
+        return new
 
-    def seeds_count(self, spider_type=None):
-        """Tasks waiting in seeds, of one spider type or of all."""
-        types = [spider_type] if spider_type else self.seed_types()
+    def mark_pools(self, pipe, spider_type, shards, force=False):
+        """Tell the dispatchers these shards' pools of ``spider_type`` may hold tasks."""
+        if not shards:
+            return
+        if force or spider_type not in self._types_known:
+            pipe.sadd(self.keys.pool_types(), spider_type)
+            self._types_known.add(spider_type)
+        self.marks.mark(pipe, self.keys.pool_shards(spider_type), shards, force=force)
+
+    def pool_types(self):
+        return sorted(self.client.smembers(self.keys.pool_types()))
+
+    def pool_count(self, spider_type=None):
+        """Tasks waiting in the pools, of one spider type or of all (every shard)."""
+        types = [spider_type] if spider_type else self.pool_types()
         pipe = self.client.pipeline(transaction=False)
         for name in types:
-            pipe.zcard(self.keys.seeds(name))
+            for shard in self.keys.all_shards():
+                pipe.zcard(self.keys.pool(shard, name))
         return sum(pipe.execute())
 
     # --- finishing a leased task ------------------------------------------------------
@@ -88,80 +140,139 @@ class Frontier:
         return self.finish_many([(member, outcome, reason)])[0]
 
     def finish_many(self, outcomes, pipe=None):
-        """``finish`` for ``[(member, outcome, reason)]`` in one script call; returns
-        the codes in order (or the pipeline, with ``pipe``)."""
-        args = [self.max_retries + 1, self.keys.failed("%s"), *self._crawl_templates(),
-                self.keys.crawl_template("parked"), self.keys.seeds_template()]
-        for member, outcome, reason in outcomes:
-            if outcome not in ("done", "retry", "failed", "release"):
+        """``finish`` for ``[(member, outcome, reason)]``, one script call per shard.
+
+        Returns the codes in order; with ``pipe``, a function that picks them out of
+        the pipeline's results.
+        """
+        by_shard = defaultdict(list)          # shard -> indexes into outcomes
+        for n, (member, outcome, _) in enumerate(outcomes):
+            if outcome not in OUTCOMES:
                 raise ValueError(
                     f"outcome must be done, retry, failed or release, not {outcome!r}")
-            decode_task(member)          # a task JSON, or ValueError before anything runs
-            args += [member, outcome, reason]
-        return self.scripts.run("lease_finish", [self.keys.leases()], args, pipe=pipe)
+            task = decode_task(member)       # a task JSON, or ValueError before anything runs
+            by_shard[self.keys.shard_of(task["domain"])].append((n, task))
+        target = pipe if pipe is not None else self.client.pipeline(transaction=False)
+        for shard, items in by_shard.items():
+            back = {task["spider_type"] for n, task in items if outcomes[n][1] != "done"}
+            for spider_type in back:        # retried or released tasks go back to the pool
+                self.mark_pools(target, spider_type, [shard])
+        start = len(target)
+        for shard, items in by_shard.items():
+            args = [self.max_retries + 1, *self._templates(shard, "failed", *CRAWL_STATE, "parked"),
+                    self.keys.pool_template(shard)]
+            for n, _ in items:
+                args += list(outcomes[n])
+            self.scripts.run("lease_finish", [self.keys.leases(shard)], args, pipe=target)
+
+        def codes(results):
+            ordered = [0] * len(outcomes)
+            for (_, items), reply in zip(by_shard.items(), results[start:], strict=False):
+                for (n, _), code in zip(items, reply, strict=True):
+                    ordered[n] = code
+            return ordered
+
+        return codes(target.execute()) if pipe is None else codes
 
     def finish_response(self, member, status):
         """Finish by HTTP status: 2xx/3xx done, 404/410 failed, others retried."""
         outcome, reason = outcome_for_status(status)
         return self.finish(member, outcome, reason)
 
-    def reap_leases(self, limit=1000):
-        """Re-issue expired leases; return (re-issued, failed for good or purged)."""
-        args = [repr(self.clock()), limit, self.max_retries + 1, self.keys.failed("%s"),
-                *self._crawl_templates(), self.keys.crawl_template("parked"),
-                self.keys.seeds_template()]
-        requeued, failed = self.scripts.run("lease_reap", [self.keys.leases()], args)
-        return requeued, failed
+    def reap_leases(self, shards=None, limit=1000):
+        """Re-issue expired leases of ``shards`` (all by default); return (re-issued,
+        failed for good or purged)."""
+        shards = self.keys.all_shards() if shards is None else shards
+        replies = self._per_shard("lease_reap", shards, lambda shard: (
+            [self.keys.leases(shard)],
+            [repr(self.clock()), limit, self.max_retries + 1,
+             *self._templates(shard, "failed", *CRAWL_STATE, "parked"),
+             self.keys.pool_template(shard)]))
+        self._mark_refilled({shard: requeued for shard, (requeued, _) in replies.items()})
+        return (sum(requeued for requeued, _ in replies.values()),
+                sum(failed for _, failed in replies.values()))
 
     def leased_count(self):
-        return self.client.zcard(self.keys.leases())
+        return self._sum_over_shards(lambda pipe, shard: pipe.zcard(self.keys.leases(shard)))
+
+    def hubs_count(self):
+        return self._sum_over_shards(lambda pipe, shard: pipe.zcard(self.keys.hubs(shard)))
 
     def failed(self, crawlid):
         """``{url: {"reason", "attempts"}}`` of a crawl's URLs that failed for good."""
-        raw = self.client.hgetall(self.keys.failed(crawlid))
-        return {url: json.loads(reason) for url, reason in raw.items()}
+        pipe = self.client.pipeline(transaction=False)
+        for shard in self.crawl_shards(crawlid):
+            pipe.hgetall(self.keys.crawl_failed(crawlid, shard))
+        return {url: json.loads(reason)
+                for raw in pipe.execute() for url, reason in raw.items()}
 
-    # --- stopping a crawl ------------------------------------------------------------------
+    def crawl_shards(self, crawlid):
+        return sorted(int(shard) for shard in self.client.smembers(self.keys.crawl_shards(crawlid)))
+
+    # --- stopping, pausing, resuming a crawl ----------------------------------------------
 
     def purge_crawl(self, crawlid, jobs, slice_size=1000):
-        """Stop a crawl: flag it, then remove its tasks from seeds, every job's queue
-        for its domains and the hubs. Leased tasks are purged as they come back
-        (lease_finish, lease_reap) and new links of the crawl are refused
-        (seeds_push). Returns the pending tasks removed."""
-        self.client.set(self.keys.crawl_stopped(crawlid), repr(self.clock()))
-        purged = sum(self._take_out(queue, crawlid, "purge", slice_size)
-                     for queue in [self.keys.crawl_parked(crawlid), *self._queues(crawlid, jobs)])
-        self._take_out(self.keys.hubs(), crawlid, "purge-schedule", slice_size)
+        """Stop a crawl: flag it in every shard, then remove its tasks from the pools,
+        every job's queue for its domains and the hubs. Leased tasks are purged as they
+        come back (lease_finish, lease_reap) and new links of the crawl are refused
+        (pool_push). Returns the pending tasks removed."""
+        self._flag_everywhere(crawlid, "stopped")
+        purged = 0
+        for shard in self.crawl_shards(crawlid):
+            places = [self.keys.crawl_parked(crawlid, shard), *self._queues(crawlid, shard, jobs)]
+            purged += sum(self._take_out(key, crawlid, shard, "purge", slice_size)
+                          for key in places)
+            self._take_out(self.keys.hubs(shard), crawlid, shard, "purge-schedule", slice_size)
         return purged
 
     def pause_crawl(self, crawlid, jobs, slice_size=1000):
-        """Pause a crawl: flag it and park its waiting tasks (seeds, job queues); tasks
-        in flight finish, and whatever of it would be queued again is parked too.
-        Returns the tasks parked now."""
-        self.client.set(self.keys.crawl_paused(crawlid), repr(self.clock()))
-        return sum(self._take_out(queue, crawlid, "park", slice_size)
-                   for queue in self._queues(crawlid, jobs))
+        """Pause a crawl: flag it in every shard and park its waiting tasks (pools, job
+        queues); tasks in flight finish, and whatever of it would be queued again is
+        parked too. Returns the tasks parked now."""
+        self._flag_everywhere(crawlid, "paused")
+        return sum(self._take_out(key, crawlid, shard, "park", slice_size)
+                   for shard in self.crawl_shards(crawlid)
+                   for key in self._queues(crawlid, shard, jobs))
 
     def resume_crawl(self, crawlid, slice_size=1000):
-        """Resume a paused crawl: its parked tasks go back to seeds. Returns how many."""
-        self.client.delete(self.keys.crawl_paused(crawlid))
-        keys = [self.keys.crawl_parked(crawlid)]
-        moved, total = None, 0
-        while moved != 0:
-            moved = self.scripts.run("parked_release", keys,
-                                     [slice_size, self.keys.seeds_template()])
-            total += moved
+        """Resume a paused crawl: its parked tasks go back to the pools. Returns how many."""
+        self._flag_everywhere(crawlid, "paused", on=False)
+        shards = self.crawl_shards(crawlid)
+        self._mark_refilled(dict.fromkeys(shards, True))      # before the tasks get there
+        total = 0
+        for shard in shards:
+            moved = None
+            while moved != 0:
+                moved = self.scripts.run("parked_release", [self.keys.crawl_parked(crawlid, shard)],
+                                         [slice_size, self.keys.pool_template(shard)])
+                total += moved
         return total
 
-    def _queues(self, crawlid, jobs):
-        """Where a crawl's waiting tasks can be: seeds and the jobs' queues for its domains."""
-        domains = list(self.client.hkeys(self.keys.crawl_pending(crawlid)))
-        seeds = [self.keys.seeds(spider_type) for spider_type in self.seed_types()]
-        return seeds + [self.keys.queue(job, domain) for job in jobs for domain in domains]
+    def is_flagged(self, crawlid, flag):
+        """Is the crawl stopped / paused? (Flags are set in every shard, shard 0 first.)"""
+        return bool(self.client.exists(getattr(self.keys, f"crawl_{flag}")(crawlid, 0)))
 
-    def _take_out(self, key, crawlid, mode, slice_size):
-        keys = [key, self.keys.crawl_pending(crawlid), self.keys.crawl_counts(crawlid),
-                self.keys.crawl_parked(crawlid)]
+    def _flag_everywhere(self, crawlid, flag, on=True):
+        """Set (or clear) a crawl's flag in every shard: a script reads it in its own."""
+        key = getattr(self.keys, f"crawl_{flag}")
+        pipe = self.client.pipeline(transaction=False)
+        for shard in self.keys.all_shards():
+            if on:
+                pipe.set(key(crawlid, shard), repr(self.clock()))
+            else:
+                pipe.delete(key(crawlid, shard))
+        pipe.execute()
+
+    def _queues(self, crawlid, shard, jobs):
+        """Where a crawl's waiting tasks in a shard can be: its pools and the jobs'
+        queues for the crawl's domains there."""
+        domains = list(self.client.hkeys(self.keys.crawl_pending(crawlid, shard)))
+        pools = [self.keys.pool(shard, spider_type) for spider_type in self.pool_types()]
+        return pools + [self.keys.queue(job, domain) for job in jobs for domain in domains]
+
+    def _take_out(self, key, crawlid, shard, mode, slice_size):
+        keys = [key, *(getattr(self.keys, f"crawl_{kind}")(crawlid, shard)
+                       for kind in ("pending", "counts", "parked"))]
         cursor, total = "0", 0
         while True:
             cursor, taken = self.scripts.run("queue_purge", keys,
@@ -176,13 +287,48 @@ class Frontier:
         """Re-issue this task every ``span`` seconds, bypassing the filter."""
         hub = dict(task, hub_span=float(span))
         target = pipe if pipe is not None else self.client
-        target.sadd(self.keys.seed_types(), task["spider_type"])    # where it will be issued
-        return target.zadd(self.keys.hubs(), {encode_task(hub): self.clock() + span})
+        shard = self.keys.shard_of(task["domain"])
+        self.index_crawls(target, [(task["crawlid"], shard)])     # counted there when issued
+        target.sadd(self.keys.pool_types(), task["spider_type"])    # where it will be issued
+        return target.zadd(self.keys.hubs(shard), {encode_task(hub): self.clock() + span})
 
-    def issue_due_hubs(self, limit=1000):
-        args = [repr(self.clock()), limit, *self._crawl_templates(), self.keys.seeds_template()]
-        return self.scripts.run("hubs_due", [self.keys.hubs()], args)
+    def issue_due_hubs(self, shards=None, limit=1000):
+        """Issue the due hubs of ``shards`` (all by default); return how many."""
+        shards = self.keys.all_shards() if shards is None else shards
+        replies = self._per_shard("hubs_due", shards, lambda shard: (
+            [self.keys.hubs(shard)],
+            [repr(self.clock()), limit, *self._templates(shard, *CRAWL_STATE),
+             self.keys.pool_template(shard)]))
+        self._mark_refilled(replies)
+        return sum(replies.values())
 
-    def _crawl_templates(self):
-        return [self.keys.crawl_template(kind)
-                for kind in ("pending", "counts", "stopped", "paused")]
+    # --- helpers -------------------------------------------------------------------------
+
+    def _per_shard(self, script, shards, keys_and_args):
+        """Run ``script`` once per shard, pipelined; ``{shard: reply}``."""
+        shards = list(shards)
+        pipe = self.client.pipeline(transaction=False)
+        for shard in shards:
+            self.scripts.run(script, *keys_and_args(shard), pipe=pipe)
+        return dict(zip(shards, pipe.execute(), strict=True))
+
+    def _mark_refilled(self, moved_by_shard):
+        """Mark the pools of shards that tasks went back to (every spider type: a reaped
+        task's type is not returned, and an extra mark costs one empty look)."""
+        refilled = [shard for shard, moved in moved_by_shard.items() if moved]
+        if not refilled:
+            return
+        pipe = self.client.pipeline(transaction=False)
+        for spider_type in self.pool_types():
+            self.mark_pools(pipe, spider_type, refilled, force=True)
+        pipe.execute()
+
+    def _sum_over_shards(self, command):
+        pipe = self.client.pipeline(transaction=False)
+        for shard in self.keys.all_shards():
+            command(pipe, shard)
+        return sum(pipe.execute())
+
+    def _templates(self, shard, *kinds):
+        """Templates of a shard's per-crawl keys (``crawl_<kind>``), in the order given."""
+        return [self.keys.crawl_template(kind, shard) for kind in kinds]

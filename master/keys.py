@@ -2,186 +2,262 @@
 
 No other module spells a key. All keys start with the configured prefix
 (``CRAWLCLUSTER_KEY_PREFIX``), so several clusters, or several tests, share
-one Redis without meeting. A Lua script that touches several keys gets keys
-sharing one ``{hash tag}`` so it also runs on Redis Cluster.
+one Redis without meeting.
+
+The frontier is sharded by site: a domain belongs to one of
+``CRAWLCLUSTER_FRONTIER_SHARDS`` shards (``shard_of``: CRC-32 of the registered
+domain), and every key of that domain's life (the shard's pool, the job queues
+and throttle windows of its domains, the leases of its tasks, its crawls'
+pending counts) carries the shard's hash tag ``{<prefix>:<shard>}``. A Lua
+script touches the keys of one shard only, so a Redis Cluster spreads the
+frontier over its masters. State that spans shards (the job registry, the
+crawl index, the indexes of which shards hold work) carries the cluster-wide
+tag ``{<prefix>}`` and is never changed in the same script as a shard.
 
 The README's "Redis data model" section lists each key, its type, and who
 writes and reads it.
 """
 
+import zlib
+
+# Shards of a frontier unless configured otherwise (settings/defaults.py says why).
+DEFAULT_SHARDS = 1024
+
+
+def shard_of(domain: str, shards: int) -> int:
+    """The shard a (registered) domain belongs to: stable across processes and
+    Python versions (CRC-32, not ``hash``)."""
+    return zlib.crc32(domain.encode("utf-8")) % shards
+
 
 class Keys:
-    """Key templates under one prefix."""
+    """Key templates under one prefix, for a frontier of ``shards`` shards."""
 
-    def __init__(self, prefix):
+    def __init__(self, prefix: str, shards: int = DEFAULT_SHARDS):
         if not prefix or any(ch in prefix for ch in " {}"):
             raise ValueError(f"key prefix must be non-empty without spaces or braces: {prefix!r}")
+        if not isinstance(shards, int) or shards < 1:
+            raise ValueError(f"frontier shards must be a whole number >= 1, got {shards!r}")
         self.prefix = prefix
+        self.shards = shards
 
     @classmethod
-    def from_settings(cls, settings):
-        return cls(settings["CRAWLCLUSTER_KEY_PREFIX"])
+    def from_settings(cls, settings) -> "Keys":
+        return cls(settings["CRAWLCLUSTER_KEY_PREFIX"],
+                   settings.getint("CRAWLCLUSTER_FRONTIER_SHARDS"))
 
-    def pattern(self):
+    def pattern(self) -> str:
         """SCAN pattern matching every key under this prefix (tests, cleanup)."""
         return f"{self.prefix}:*"
 
-    # --- the frontier: every key a frontier script touches shares one hash tag -----
-    # (the prefix in braces), so the atomic moves between seeds, job queues,
-    # throttle windows and leases run on Redis Cluster too; the Bloom filter and
-    # the counters, most of the memory and traffic, spread over the cluster.
+    def shard_of(self, domain: str) -> int:
+        return shard_of(domain, self.shards)
+
+    def all_shards(self) -> range:
+        return range(self.shards)
+
+    # --- hash tags ---------------------------------------------------------------------
 
     @property
-    def tag(self):
+    def tag(self) -> str:
+        """Start of the cluster-wide keys (registry, indexes, intake): one hash tag."""
         return f"{self.prefix}:{{{self.prefix}}}"
 
-    def seeds(self, spider_type):
-        """zset of task JSON, score -priority: one spider type's tasks waiting for the
-        dispatcher (only jobs of that type get them)."""
-        return f"{self.tag}:seeds:{spider_type}"
+    def shard_tag(self, shard: int) -> str:
+        """Start of every key of one frontier shard: the shard's own hash tag."""
+        return f"{self.prefix}:{{{self.prefix}:{shard}}}"
 
-    def seeds_template(self):
-        """``seeds(spider_type)`` as a Lua string.format template (spider type)."""
-        return self.seeds("%s")
+    def hash_tag(self, key: str) -> str:
+        """The hash tag of one of these keys (what Redis Cluster hashes to a slot)."""
+        start = key.index("{") + 1
+        return key[start:key.index("}", start)]
 
-    def seed_types(self):
-        """set of the spider types that have (had) seeds."""
-        return f"{self.tag}:seed_types"
+    def frontier_meta(self) -> str:
+        """string (JSON): the frontier's shape (shard count), so every process agrees."""
+        return f"{self.tag}:frontier"
 
-    def queue(self, job, domain):
+    # --- one shard: the pool, job queues, throttles, leases, hubs ----------------------
+
+    def pool(self, shard: int, spider_type: str) -> str:
+        """zset of task JSON, score -priority: the shard's tasks of one spider type waiting
+        for the dispatcher (a crawl's first URL and every new link alike)."""
+        return f"{self.shard_tag(shard)}:pool:{spider_type}"
+
+    def pool_template(self, shard: int) -> str:
+        """``pool(shard, spider_type)`` as a Lua string.format template (spider type)."""
+        return self.pool(shard, "%s")
+
+    def queue(self, job: str, domain: str) -> str:
         """zset of task JSON, score -priority: one job's tasks for one domain."""
-        return f"{self.tag}:queue:{job}:{domain}"
+        return self.queue_template(self.shard_of(domain)) % (job, domain)
 
-    def queue_template(self):
-        """``queue(job, domain)`` as a Lua string.format template (job, domain)."""
-        return self.queue("%s", "%s")
+    def queue_template(self, shard: int) -> str:
+        """``queue(job, domain)`` of a shard's domains, as a template (job, domain)."""
+        return f"{self.shard_tag(shard)}:queue:%s:%s"
 
-    def job_domains(self, job):
-        """set of the domains a job has (or had) a queue for."""
-        return f"{self.tag}:job:{job}:domains"
+    def job_domains(self, job: str, shard: int) -> str:
+        """set of the shard's domains a job has a queue for (an emptied queue's domain is
+        removed by the take that finds it empty)."""
+        return f"{self.shard_tag(shard)}:job:{job}:domains"
 
-    def job_domains_template(self):
-        return self.job_domains("%s")
+    def job_domains_template(self, shard: int) -> str:
+        return self.job_domains("%s", shard)
 
-    def jobs(self):
+    def throttle(self, kind: str, who: str, domain: str) -> str:
+        """zset of hit times: the sliding window of (spider type | ip, domain)."""
+        return self.throttle_template(self.shard_of(domain)) % (kind, who, domain)
+
+    def throttle_template(self, shard: int) -> str:
+        """``throttle(kind, who, domain)`` of a shard's domains, as a template."""
+        return f"{self.shard_tag(shard)}:throttle:%s:%s:%s"
+
+    def leases(self, shard: int) -> str:
+        """zset of the shard's leased task JSON, score = lease expiry time."""
+        return f"{self.shard_tag(shard)}:leases"
+
+    def hubs(self, shard: int) -> str:
+        """zset of the shard's hub task JSON, score = when the hub is next due."""
+        return f"{self.shard_tag(shard)}:hubs"
+
+    def shard_owner(self, shard: int) -> str:
+        """string with a TTL: the dispatcher instance that holds the shard's lease (only
+        it dispatches the shard's pool)."""
+        return f"{self.shard_tag(shard)}:owner"
+
+    # --- one crawl in one shard: counts, flags, failures -----------------------------------
+
+    def crawl_failed(self, crawlid: str, shard: int) -> str:
+        """hash url -> JSON reason: the crawl's URLs of this shard that failed for good."""
+        return f"{self.shard_tag(shard)}:crawl:{crawlid}:failed"
+
+    def crawl_domain_pages(self, crawlid: str, domain: str) -> str:
+        """hash domain -> pages queued for the crawl (domain_max_pages), in the domain's shard."""
+        return f"{self.shard_tag(self.shard_of(domain))}:crawl:{crawlid}:domain_pages"
+
+    def crawl_pending(self, crawlid: str, shard: int) -> str:
+        """hash domain -> the crawl's tasks of this shard not finished yet (waiting,
+        queued for a job or leased); kept by every script that creates or finishes one."""
+        return f"{self.shard_tag(shard)}:crawl:{crawlid}:pending"
+
+    def crawl_counts(self, crawlid: str, shard: int) -> str:
+        """hash queued / done / failed / dropped / purged -> the crawl's tasks of this shard."""
+        return f"{self.shard_tag(shard)}:crawl:{crawlid}:counts"
+
+    def crawl_stopped(self, crawlid: str, shard: int) -> str:
+        """string, in every shard once a crawl is stopped or expired: its tasks are dropped."""
+        return f"{self.shard_tag(shard)}:crawl:{crawlid}:stopped"
+
+    def crawl_paused(self, crawlid: str, shard: int) -> str:
+        """string, in every shard while a crawl is paused: its waiting tasks are parked."""
+        return f"{self.shard_tag(shard)}:crawl:{crawlid}:paused"
+
+    def crawl_parked(self, crawlid: str, shard: int) -> str:
+        """zset of a paused crawl's task JSON of this shard (score -priority), back to the
+        pool on resume."""
+        return f"{self.shard_tag(shard)}:crawl:{crawlid}:parked"
+
+    def crawl_template(self, kind: str, shard: int) -> str:
+        """``crawl_<kind>(crawlid, shard)`` as a Lua string.format template (crawlid)."""
+        return getattr(self, f"crawl_{kind}")("%s", shard)
+
+    # --- cluster-wide: registry, indexes of the shards that hold work, crawls ----------------
+
+    def jobs(self) -> str:
         """zset job id -> last heartbeat time: the job registry."""
         return f"{self.tag}:jobs"
 
-    def job_info(self, job):
+    def job_info(self, job: str) -> str:
         """string (JSON): a job's spider type, host, ip and node."""
         return f"{self.tag}:job:{job}:info"
 
-    def throttle(self, kind, who, domain):
-        """zset of hit times: the sliding window of (spider type | ip, domain)."""
-        return f"{self.tag}:throttle:{kind}:{who}:{domain}"
+    def job_shards(self, job: str) -> str:
+        """zset shard -> when it was last marked: the shards where a job may have queues
+        (marked before tasks are moved there; pruned only long after a look found none)."""
+        return f"{self.tag}:job:{job}:shards"
 
-    def leases(self):
-        """zset of leased task JSON, score = lease expiry time."""
-        return f"{self.tag}:leases"
+    def pool_shards(self, spider_type: str) -> str:
+        """zset shard -> when it was last marked: the shards whose pool of this spider
+        type may hold tasks (marked with every push; the dispatcher's index)."""
+        return f"{self.tag}:pool_shards:{spider_type}"
 
-    def dispatched(self, window_start):
-        """string counter: tasks dispatched in the window starting then."""
+    def pool_types(self) -> str:
+        """set of the spider types that have (had) tasks in a pool."""
+        return f"{self.tag}:pool_types"
+
+    def dispatchers(self) -> str:
+        """zset dispatcher instance -> last beat: the masters sharing the shards."""
+        return f"{self.tag}:dispatchers"
+
+    def dispatched(self, window_start: float) -> str:
+        """string counter: tasks dispatched in the window starting then (all masters)."""
         return f"{self.tag}:dispatched:{int(window_start)}"
 
-    def failed(self, crawlid):
-        """hash url -> JSON reason: URLs of a crawl that failed for good."""
-        return f"{self.tag}:crawl:{crawlid}:failed"
-
-    def crawl(self, crawlid):
+    def crawl(self, crawlid: str) -> str:
         """string (JSON): a crawl's config and rule, stored once per crawl."""
         return f"{self.tag}:crawl:{crawlid}:config"
 
-    def crawl_domain_pages(self, crawlid):
-        """hash domain -> pages queued for the crawl (domain_max_pages)."""
-        return f"{self.tag}:crawl:{crawlid}:domain_pages"
+    def crawl_shards(self, crawlid: str) -> str:
+        """set of the shards a crawl has (had) tasks in: where its counts are summed from."""
+        return f"{self.tag}:crawl:{crawlid}:shards"
 
-    def crawl_pending(self, crawlid):
-        """hash domain -> tasks of the crawl not finished yet (queued, dispatched or
-        leased); kept by every script that creates or finishes a task (info)."""
-        return f"{self.tag}:crawl:{crawlid}:pending"
-
-    def crawl_counts(self, crawlid):
-        """hash queued / done / failed / dropped / purged -> tasks of the crawl."""
-        return f"{self.tag}:crawl:{crawlid}:counts"
-
-    def crawl_stopped(self, crawlid):
-        """string: present once a crawl is stopped or expired; its tasks are dropped."""
-        return f"{self.tag}:crawl:{crawlid}:stopped"
-
-    def crawl_paused(self, crawlid):
-        """string: present while a crawl is paused; its waiting tasks are parked."""
-        return f"{self.tag}:crawl:{crawlid}:paused"
-
-    def crawl_parked(self, crawlid):
-        """zset of a paused crawl's task JSON (score -priority), back to seeds on resume."""
-        return f"{self.tag}:crawl:{crawlid}:parked"
-
-    def crawl_template(self, kind):
-        """``crawl_<kind>(crawlid)`` as a Lua string.format template (crawlid)."""
-        return getattr(self, f"crawl_{kind}")("%s")
-
-    def crawls(self):
+    def crawls(self) -> str:
         """zset crawl id -> when it was (last) submitted: every crawl."""
         return f"{self.tag}:crawls"
 
-    def user_crawls(self, userid):
+    def user_crawls(self, userid: str) -> str:
         """set of the crawl ids a user (scrapy-cluster: appid) submitted."""
         return f"{self.tag}:user:{userid}:crawls"
 
-    def hubs(self):
-        """zset of hub task JSON, score = when the hub is next due."""
-        return f"{self.tag}:hubs"
-
     # --- counters (master/counters.py) -------------------------------------------
-    def rolling_counter(self, name):
+    def rolling_counter(self, name: str) -> str:
         """zset of event times in a rolling window; member is a unique event id."""
         return f"{self.prefix}:counter:rolling:{name}"
 
-    def step_counter(self, name, window_start):
+    def step_counter(self, name: str, window_start: float) -> str:
         """zset of event times in the fixed window starting at ``window_start``."""
         return f"{self.prefix}:counter:step:{name}:{int(window_start)}"
 
     # --- Bloom filter (master/bloom.py) ---------------------------------------------
-    def bloom_block(self, name, block):
+    def bloom_block(self, name: str, block: int) -> str:
         """string (bitmap, or 4-bit counters in counting mode): one block of a filter."""
         return f"{self.prefix}:bloom:{name}:{block}"
 
-    def bloom_meta(self, name):
+    def bloom_meta(self, name: str) -> str:
         """string (JSON): the filter's parameters, so every process uses the same."""
         return f"{self.prefix}:bloom:{name}:meta"
 
-    def window_counts(self, name):
+    def window_counts(self, name: str) -> str:
         """hash minute -> events, plus ``lifetime``: a WindowCounts counter."""
         return f"{self.prefix}:counter:windows:{name}"
 
-    def job_done(self, job):
+    def job_done(self, job: str) -> str:
         """rolling counter name: tasks a job finished (the dispatcher's weights)."""
         return f"job:{job}:done"
 
     # --- message processing (message_processing/) ------------------------------------
-    def intake_applied(self, topic, partition):
+    def intake_applied(self, topic: str, partition: int) -> str:
         """string: the last offset of a Kafka partition whose result Redis holds."""
         return f"{self.tag}:intake:{topic}:{partition}:applied"
 
-    def intake_topic_id(self, topic, partition):
+    def intake_topic_id(self, topic: str, partition: int) -> str:
         """string: the broker's id of the topic the partition's applied offset counts in
         (a topic made again, e.g. by a broker that lost its storage, numbers from 0)."""
         return f"{self.tag}:intake:{topic}:{partition}:topic_id"
 
-    def intake_outbox(self, topic, partition):
+    def intake_outbox(self, topic: str, partition: int) -> str:
         """list of reply JSON for a partition's messages, not yet on the replies topic."""
         return f"{self.tag}:intake:{topic}:{partition}:outbox"
 
-    def monitor_work(self):
+    def monitor_work(self) -> str:
         """zset of stored requests (JSON) for the monitor, score = when due; a claimed
         one is pushed a lease into the future until it is answered."""
         return f"{self.tag}:monitor:work"
 
     # --- liveness --------------------------------------------------------------------
-    def heartbeat(self, role, host):
+    def heartbeat(self, role: str, host: str) -> str:
         """string with a TTL: the role on that host is alive while it exists."""
         return f"{self.prefix}:heartbeat:{role}:{host}"
 
-    def heartbeats(self):
+    def heartbeats(self) -> str:
         """zset "role:host" -> last beat time: every role instance ever seen."""
         return f"{self.prefix}:heartbeats"

@@ -2,9 +2,10 @@
 
 A job (one spider process) registers with its spider type, host and ip, and
 beats a heartbeat; the registry is a sorted set of job -> last beat. A job
-silent for longer than the TTL is dead: one Lua call moves every task queued
-for it back to ``seeds`` and removes it (thesis 4.2.1.3). Its leased tasks
-come back when their leases expire.
+silent for longer than the TTL is dead: in every shard one Lua call moves the
+tasks queued for it back to the shard's pool, then it leaves the registry
+(thesis 4.2.1.3); a crash in between leaves it dead in the registry, to be
+done again. Its leased tasks come back when their leases expire.
 """
 
 import json
@@ -49,7 +50,7 @@ class JobRegistry:
         return pipe.execute()[1] is not None
 
     def deregister(self, job):
-        """A job ending cleanly: its queued tasks go back to seeds now."""
+        """A job ending cleanly: its queued tasks go back to the pools now."""
         return self.requeue(job, cutoff=float("inf"))
 
     def info(self, job):
@@ -73,9 +74,29 @@ class JobRegistry:
         return {job: count for job, count in moved.items() if count >= 0}
 
     def requeue(self, job, cutoff):
-        keys = [self.keys.job_domains(job), self.keys.jobs(), self.keys.job_info(job)]
-        args = [self.keys.queue_template(), job, repr(cutoff), self.keys.seeds_template()]
-        return self.scripts.run("requeue_job", keys, args)
+        """Move a job's queued tasks back to the pools, in every shard, and remove it
+        from the registry; -1 (nothing done) if it beat after ``cutoff``."""
+        beat = self.client.zscore(self.keys.jobs(), job)
+        if beat is not None and beat > cutoff:
+            return -1
+        info = self.info(job)
+        pipe = self.client.pipeline(transaction=False)
+        for shard in self.keys.all_shards():
+            self.scripts.run("requeue_job", [self.keys.job_domains(job, shard)],
+                             [self.keys.queue_template(shard), job,
+                              self.keys.pool_template(shard)], pipe=pipe)
+        moved = dict(zip(self.keys.all_shards(), pipe.execute(), strict=True))
+        pipe = self.client.pipeline(transaction=False)
+        refilled = [str(shard) for shard, count in moved.items() if count]
+        types = [info["spider_type"]] if info else self.client.smembers(self.keys.pool_types())
+        for spider_type in types if refilled else ():
+            pipe.zadd(self.keys.pool_shards(spider_type), dict.fromkeys(refilled, self.clock()))
+        pipe.delete(self.keys.job_info(job), self.keys.job_shards(job))
+        # A job that beats from now on is told it was declared dead, and registers again.
+        self.scripts.run("index_prune", [self.keys.jobs()], [repr(min(cutoff, 1e18)), job],
+                         pipe=pipe)
+        pipe.execute()
+        return sum(moved.values())
 
     # --- finished tasks: the dispatcher's feedback ---------------------------------
 

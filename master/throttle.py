@@ -1,19 +1,35 @@
 """Throttled domain queues (thesis 4.2.2): one take, both windows, atomically.
 
-Each job has a priority queue per domain. A job takes a task from a domain
-only while two sliding windows allow it: (spider type, domain), shared by
-every host running that type, and (host ip, domain), shared by every spider
-on one host. The limits come from the live site config (ZooKeeper);
-blacklisted domains are never handed out. ``take`` tries all of a job's
-domains in one round trip and leases what it gets.
+Each job has a priority queue per domain, in the domain's shard. A job takes a
+task from a domain only while two sliding windows allow it: (spider type,
+domain), shared by every host running that type, and (host ip, domain),
+shared by every spider on one host. The limits come from the live site config
+(ZooKeeper); blacklisted domains are never handed out. ``take`` tries all of a
+job's domains in one round trip, one script call per shard, and leases what it
+gets.
 """
 
+import random
 import time
 import uuid
 from dataclasses import dataclass, field
 
 from master.keys import Keys
 from master.lua import LuaScripts
+from master.shards import prune, read_index
+
+
+@dataclass
+class JobView:
+    """Where a job's queues are, as its last take read them: shard -> its domains there
+    (shards from the job's index; a shard just marked has no domains known yet)."""
+
+    domains: dict = field(default_factory=dict)
+    empty: list = field(default_factory=list)     # shards the last take found no domain in
+    seen_at: float = 0.0
+
+    def all_domains(self):
+        return sorted(domain for names in self.domains.values() for domain in names)
 
 
 @dataclass
@@ -23,7 +39,19 @@ class TakeResult:
     tasks: list = field(default_factory=list)
     wait: float | None = None          # seconds until a full window frees up
     blacklisted: list = field(default_factory=list)
-    domains: list | None = None        # the job's domains, read in the same round trip
+    view: JobView | None = None        # the job's shards and domains, read in the same round trip
+
+
+def job_view(client, keys, job):
+    """The job's shards (its index) and its domains in each: two round trips."""
+    shards = read_index(client, keys.job_shards(job))
+    if not shards:
+        return JobView()
+    pipe = client.pipeline(transaction=False)
+    for shard in shards:
+        pipe.smembers(keys.job_domains(job, shard))
+    return JobView({shard: sorted(names) for shard, names in zip(shards, pipe.execute(),
+                                                                 strict=True)})
 
 
 class ThrottledQueues:
@@ -43,60 +71,101 @@ class ThrottledQueues:
         return cls(client, Keys.from_settings(settings), site_config,
                    lease_seconds=settings.getfloat("CRAWLCLUSTER_LEASE_SECONDS"), **kwargs)
 
-    def job_domains(self, job):
-        return sorted(self.client.smembers(self.keys.job_domains(job)))
+    def job_view(self, job):
+        return job_view(self.client, self.keys, job)
 
-    def take(self, job, spider_type, ip, domains=None, min_interval=None, per_domain=1):
+    def job_domains(self, job):
+        return self.job_view(job).all_domains()
+
+    def rescan(self, job):
+        """Look for the job's domains in every shard and mark the shards that have some
+        in its index: finds queues whose index entry was lost (slow; for an idle job)."""
+        pipe = self.client.pipeline(transaction=False)
+        for shard in self.keys.all_shards():
+            pipe.scard(self.keys.job_domains(job, shard))
+        found = [shard for shard, size in zip(self.keys.all_shards(), pipe.execute(),
+                                              strict=True) if size]
+        if found:
+            self.client.zadd(self.keys.job_shards(job), {str(shard): self.clock()
+                                                         for shard in found})
+        return found
+
+    def take(self, job, spider_type, ip, view=None, min_interval=None, per_domain=1):
         """Try each domain of the job once; lease up to ``per_domain`` tasks of each, as
         many as the windows allow. ``per_domain`` is a number, or a callable of
         ``(domain, hits, window)`` giving the number.
 
-        ``min_interval`` maps a domain to seconds between requests it asks for
-        (robots.txt Crawl-delay); it can only tighten the configured limit.
-        The job's domains are read again in the same round trip (``result.domains``),
-        for a caller that takes every round to pass to the next one.
+        ``view`` is where the job's queues are (``result.view`` of the last take; read
+        first if None). ``min_interval`` maps a domain to seconds between requests it
+        asks for (robots.txt Crawl-delay); it can only tighten the configured limit.
         """
-        domains = self.job_domains(job) if domains is None else domains
+        view = self.job_view(job) if view is None else view
         result = TakeResult()
-        open_domains = []
-        for domain in domains:
-            (result.blacklisted if self.site_config.is_blacklisted(domain)
-             else open_domains).append(domain)
-        if not open_domains:
-            return result
         pipe = self.client.pipeline(transaction=False)
+        prune(self.scripts, pipe, self.keys.job_shards(job), view.empty, view.seen_at)
         now = self.clock()
         hit_prefix = uuid.uuid4().hex
-        for n, domain in enumerate(open_domains):
-            hits, window = self.limit(domain, (min_interval or {}).get(domain))
-            keys = [self.keys.queue(job, domain), self.keys.throttle("type", spider_type, domain),
-                    self.keys.throttle("ip", ip, domain), self.keys.leases()]
-            wanted = per_domain(domain, hits, window) if callable(per_domain) else per_domain
-            args = [repr(now), repr(now - window), hits, hits, int(window * 1000),
-                    repr(now + self.lease_seconds), f"{hit_prefix}.{n}", wanted]
-            self.scripts.run("throttle_take", keys, args, pipe=pipe)
-        pipe.smembers(self.keys.job_domains(job))
-        *replies, domains_now = pipe.execute()
-        result.domains = sorted(domains_now)
-        for domain, reply in zip(open_domains, replies, strict=True):
-            if reply is None:
-                continue
+        start, called = len(pipe), []
+        for shard, domains in sorted(view.domains.items()):
+            args = [repr(now), repr(now + self.lease_seconds), hit_prefix,
+                    self.keys.queue_template(shard), self.keys.throttle_template(shard),
+                    job, spider_type, ip]
+            open_domains = []
+            for domain in domains:
+                if self.site_config.is_blacklisted(domain):
+                    result.blacklisted.append(domain)
+                    continue
+                hits, window = self.limit(domain, (min_interval or {}).get(domain))
+                wanted = per_domain(domain, hits, window) if callable(per_domain) else per_domain
+                args += [domain, hits, int(window * 1000), wanted]
+                open_domains.append(domain)
+            self.scripts.run("throttle_take", [self.keys.leases(shard),
+                                               self.keys.job_domains(job, shard)], args, pipe=pipe)
+            called.append((shard, open_domains))
+        pipe.zrange(self.keys.job_shards(job), 0, -1)
+        *replies, shards_now = pipe.execute()
+        result.view = JobView(dict.fromkeys(sorted(int(shard) for shard in shards_now), ()),
+                              seen_at=now)
+        for (shard, open_domains), (domains_now, *per) in zip(called, replies[start:],
+                                                               strict=True):
+            self._collect(result, open_domains, per)
+            if shard in result.view.domains:
+                result.view.domains[shard] = sorted(domains_now)
+                if not domains_now:
+                    result.view.empty.append(shard)
+        return result
+
+    @staticmethod
+    def _collect(result, domains, replies):
+        for domain, reply in zip(domains, replies, strict=True):
             if isinstance(reply, str):
                 wait = float(reply.removeprefix("wait:"))
                 result.wait = wait if result.wait is None else min(result.wait, wait)
-            else:
+            elif reply:
                 result.tasks.extend((domain, member) for member in reply)
-        return result
 
-    def steal(self, job, others, count, sample=64):
-        """Move up to ``count`` tasks (at most half of one queue) from the longest domain
-        queue of the jobs ``others`` into ``job``'s queue for that domain; return how
+    def steal(self, job, others, count, sample=64, shards=4):
+        """Move up to ``count`` tasks (at most half of one queue per shard) from the
+        longest domain queues of the jobs ``others`` into ``job``'s queues for those
+        domains, in up to ``shards`` shards where the others have queues; return how
         many. For an idle job, while others still hold a backlog (a crawl's tail)."""
         if not others or count <= 0:
             return 0
-        args = [self.keys.queue_template(), self.keys.job_domains_template(), job, count,
-                sample, *others]
-        return int(self.scripts.run("queue_steal", (), args))
+        pipe = self.client.pipeline(transaction=False)
+        for other in others:
+            pipe.zrange(self.keys.job_shards(other), 0, -1)
+        candidates = sorted({int(shard) for found in pipe.execute() for shard in found})
+        chosen = random.sample(candidates, min(shards, len(candidates)))
+        if not chosen:
+            return 0
+        pipe = self.client.pipeline(transaction=False)
+        pipe.zadd(self.keys.job_shards(job), {str(shard): self.clock() for shard in chosen})
+        share = -(-count // len(chosen))
+        for shard in chosen:
+            args = [self.keys.queue_template(shard), self.keys.job_domains_template(shard), job,
+                    share, sample, *others]
+            self.scripts.run("queue_steal", [self.keys.job_domains(job, shard)], args, pipe=pipe)
+        return int(sum(pipe.execute()[1:]))
 
     def limit(self, domain, min_interval=None):
         """``(hits, window)`` for a domain: the site config, tightened by a Crawl-delay."""
@@ -112,8 +181,9 @@ class ThrottledQueues:
     def drop_blacklisted(self, job, domains):
         """Remove a job's queues for blacklisted domains; return tasks dropped."""
         pipe = self.client.pipeline(transaction=False)
-        templates = [self.keys.crawl_template("pending"), self.keys.crawl_template("counts")]
         for domain in domains:
+            shard = self.keys.shard_of(domain)
             self.scripts.run("queue_drop", [self.keys.queue(job, domain)],
-                             [*templates, domain], pipe=pipe)
+                             [self.keys.crawl_template("pending", shard),
+                              self.keys.crawl_template("counts", shard), domain], pipe=pipe)
         return sum(pipe.execute())

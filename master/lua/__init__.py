@@ -26,12 +26,14 @@ class LuaScripts:
 
     ``scripts.run("counter_rolling_add", keys, args)`` runs a script on the
     client, or on ``pipe`` when given (queued with the pipeline's commands).
+    ``sources`` replaces the scripts' text (tests run instrumented copies; those
+    are not loaded on connect, so load them once with SCRIPT LOAD).
     """
 
-    def __init__(self, client):
+    def __init__(self, client, sources=None):
         self.client = client
         self._scripts = {name: client.register_script(source)
-                         for name, source in script_sources().items()}
+                         for name, source in (sources or script_sources()).items()}
         pool = client.connection_pool
         if pool.connection_kwargs.get("redis_connect_func") is not load_scripts_on_connect:
             pool.connection_kwargs["redis_connect_func"] = load_scripts_on_connect

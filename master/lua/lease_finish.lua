@@ -1,10 +1,10 @@
 -- Jobs report how leased tasks ended (seed 000's URL states), many in one call: "done",
 -- "retry" (counts an attempt; past the limit the URL fails for good), "failed" (for
--- good now, e.g. 404/410) or "release" (not attempted: back to seeds as it was, e.g.
+-- good now, e.g. 404/410) or "release" (not attempted: back to the pool as it was, e.g.
 -- the job is closing). A lease that already expired and was re-issued is left alone.
--- A task of a stopped crawl that would go back to seeds is purged instead; one of a
--- paused crawl is parked.
--- KEYS[1]  leases (zset of task JSON, score = lease expiry)
+-- A task of a stopped crawl that would go back to the pool is purged instead; one of a
+-- paused crawl is parked. Every key is of the shard of KEYS[1].
+-- KEYS[1]  the shard's leases (zset of task JSON, score = lease expiry)
 -- ARGV[1]  attempts allowed per URL
 -- ARGV[2]  failed-URLs hash key template, string.format(template, crawlid)
 -- ARGV[3]  pending hash key template, string.format(template, crawlid)
@@ -12,7 +12,7 @@
 -- ARGV[5]  stopped flag key template, string.format(template, crawlid)
 -- ARGV[6]  paused flag key template, string.format(template, crawlid)
 -- ARGV[7]  parked set key template, string.format(template, crawlid)
--- ARGV[8]  seeds key template, string.format(template, spider type)
+-- ARGV[8]  pool key template, string.format(template, spider type)
 -- ARGV[9..] per task: the task JSON exactly as taken, outcome, reason
 -- Returns: per task, 0 lease not held, 1 done, 2 queued again, 3 failed for good,
 -- 4 purged.

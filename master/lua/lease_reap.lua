@@ -1,7 +1,8 @@
--- Re-issue tasks whose lease expired unacknowledged (seed 000's pending timeout): back
--- to seeds with one more attempt, or failed for good once the attempts are used up;
--- a task of a stopped crawl is purged, one of a paused crawl parked.
--- KEYS[1]  leases (zset of task JSON, score = lease expiry)
+-- Re-issue one shard's tasks whose lease expired unacknowledged (seed 000's pending
+-- timeout): back to the pool with one more attempt, or failed for good once the attempts
+-- are used up; a task of a stopped crawl is purged, one of a paused crawl parked. Every
+-- key is of the shard of KEYS[1].
+-- KEYS[1]  the shard's leases (zset of task JSON, score = lease expiry)
 -- ARGV[1]  now (seconds)
 -- ARGV[2]  leases to handle at most
 -- ARGV[3]  attempts allowed per URL
@@ -11,7 +12,7 @@
 -- ARGV[7]  stopped flag key template, string.format(template, crawlid)
 -- ARGV[8]  paused flag key template, string.format(template, crawlid)
 -- ARGV[9]  parked set key template, string.format(template, crawlid)
--- ARGV[10] seeds key template, string.format(template, spider type)
+-- ARGV[10] pool key template, string.format(template, spider type)
 -- Returns: {tasks re-issued, tasks failed for good or purged}
 local expired = redis.call('ZRANGEBYSCORE', KEYS[1], '-inf', ARGV[1], 'LIMIT', 0, tonumber(ARGV[2]))
 local requeued, failed = 0, 0

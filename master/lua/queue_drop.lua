@@ -1,5 +1,5 @@
 -- Delete a job's queue for a domain that was blacklisted, and count its tasks as
--- dropped for their crawls.
+-- dropped for their crawls. Every key is of the shard of KEYS[1].
 -- KEYS[1]  the job's queue for the domain (zset of task JSON)
 -- ARGV[1]  pending hash key template, string.format(template, crawlid)
 -- ARGV[2]  counts hash key template, string.format(template, crawlid)

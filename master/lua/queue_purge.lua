@@ -1,6 +1,6 @@
--- Take one crawl's tasks out of one sorted set (seeds, a job's domain queue, hubs), a
--- slice at a time so a huge queue never blocks Redis for long: removed for good (stop,
--- expire) or parked in the crawl's parked set (pause).
+-- Take one crawl's tasks out of one sorted set of a shard (a pool, a job's domain queue,
+-- the hubs), a slice at a time so a huge queue never blocks Redis for long: removed for
+-- good (stop, expire) or parked in the crawl's parked set (pause). KEYS are of one shard.
 -- KEYS[1]  the sorted set of task JSON
 -- KEYS[2]  the crawl's pending hash (domain -> tasks)
 -- KEYS[3]  the crawl's counts hash

@@ -1,10 +1,10 @@
--- An idle job takes a share of the backlog another job of its spider type was given:
--- of the other jobs' domain queues (a random sample of each job's domains), the
--- longest gives up to half its tasks, the lowest-priority ones, to the idle job's
--- queue for that domain. Atomic: a task is in exactly one queue. The throttles are
+-- An idle job takes a share of the backlog another job of its spider type was given, in
+-- one shard: of the other jobs' domain queues there (a random sample of each job's
+-- domains), the longest gives up to half its tasks, the lowest-priority ones, to the idle
+-- job's queue for that domain. Atomic: a task is in exactly one queue. The throttles are
 -- per (spider type, domain) and (host ip, domain), so which job holds a task does not
--- change how fast its domain is fetched.
--- Queue keys are built here from templates, as in dispatch.lua (same hash tag).
+-- change how fast its domain is fetched. Every key is of the shard of KEYS[1].
+-- KEYS[1]  the idle job's domains in the shard (set)
 -- ARGV[1]  queue key template, string.format(template, job, domain)
 -- ARGV[2]  job-domains set key template, string.format(template, job)
 -- ARGV[3]  the idle job
@@ -32,5 +32,5 @@ for i = 1, #popped, 2 do
   entries[#entries + 1] = popped[i]          -- task
 end
 redis.call('ZADD', string.format(ARGV[1], ARGV[3], longest_domain), unpack(entries))
-redis.call('SADD', string.format(ARGV[2], ARGV[3]), longest_domain)
+redis.call('SADD', KEYS[1], longest_domain)
 return #popped / 2

@@ -1,44 +1,65 @@
--- Take up to N tasks of one job's domain queue, as many as both sliding windows allow
--- (thesis 4.2.2: per spider type and per host IP, scrapy-cluster semantics), record a
--- hit in both windows per task, and lease them. Nothing changes when the queue is
--- empty or a window is full.
--- KEYS[1]  the job's queue for the domain (zset of task JSON, score -priority)
--- KEYS[2]  window of (spider type, domain) (zset of hit times)
--- KEYS[3]  window of (host ip, domain) (zset of hit times)
--- KEYS[4]  leases (zset of task JSON, score = lease expiry)
+-- One job's take in one shard: for each of the job's domains named, take up to N tasks
+-- of its queue, as many as both sliding windows allow (thesis 4.2.2: per spider type
+-- and per host IP, scrapy-cluster semantics), record a hit in both windows per task, and
+-- lease them. A domain whose queue is empty leaves the job's domain set (the dispatcher
+-- adds it again with its next task, in the same shard, atomically). Every key is of the
+-- shard of KEYS[1].
+-- KEYS[1]  the shard's leases (zset of task JSON, score = lease expiry)
+-- KEYS[2]  the job's domains in the shard (set)
 -- ARGV[1]  now (seconds)
--- ARGV[2]  window start = now - window; hits at or before it no longer count
--- ARGV[3]  hits allowed per window for the spider type
--- ARGV[4]  hits allowed per window for the host ip
--- ARGV[5]  window length in milliseconds (the windows' TTL)
--- ARGV[6]  lease expiry time
--- ARGV[7]  unique id prefix for the hits recorded
--- ARGV[8]  tasks wanted at most
--- Returns: a list of task JSON; or "wait:<seconds>" while a window is full; or nil if
--- the queue is empty.
-local now, window_s = tonumber(ARGV[1]), tonumber(ARGV[5]) / 1000
-local function room(window, allowed)
-  allowed = tonumber(allowed)
+-- ARGV[2]  lease expiry time
+-- ARGV[3]  unique id prefix for the hits recorded
+-- ARGV[4]  queue key template, string.format(template, job, domain)
+-- ARGV[5]  window key template, string.format(template, kind, who, domain)
+-- ARGV[6]  the job
+-- ARGV[7]  its spider type
+-- ARGV[8]  its host ip
+-- ARGV[9..] per domain: domain, hits allowed per window (both windows), window length
+--          in milliseconds (the windows' TTL), tasks wanted at most
+-- Returns: {the job's domains in the shard now, then per domain named: a list of task
+-- JSON; or "wait:<seconds>" while a window is full; or 0 if the queue is empty}
+local now = tonumber(ARGV[1])
+
+local function room(window, allowed, window_s)
   if allowed <= 0 then return 0, window_s end
-  redis.call('ZREMRANGEBYSCORE', window, '-inf', ARGV[2])
+  redis.call('ZREMRANGEBYSCORE', window, '-inf', now - window_s)
   local used = redis.call('ZCARD', window)
   if used < allowed then return allowed - used, 0 end
   local oldest = redis.call('ZRANGE', window, 0, 0, 'WITHSCORES')
   return 0, math.max(tonumber(oldest[2]) + window_s - now, 0)
 end
-if redis.call('ZCARD', KEYS[1]) == 0 then return nil end
-local type_room, type_wait = room(KEYS[2], ARGV[3])
-local ip_room, ip_wait = room(KEYS[3], ARGV[4])
-local n = math.min(tonumber(ARGV[8]), type_room, ip_room)
-if n <= 0 then return 'wait:' .. string.format('%.3f', math.max(type_wait, ip_wait)) end
-local popped = redis.call('ZPOPMIN', KEYS[1], n)
-local tasks = {}
-for i = 1, #popped, 2 do
-  local hit = ARGV[7] .. ':' .. i
-  redis.call('ZADD', KEYS[2], ARGV[1], hit)
-  redis.call('ZADD', KEYS[3], ARGV[1], hit)
-  redis.call('ZADD', KEYS[4], ARGV[6], popped[i])
-  tasks[#tasks + 1] = popped[i]
+
+local function take(n, domain, hits, window_ms, wanted)
+  local queue = string.format(ARGV[4], ARGV[6], domain)
+  if redis.call('ZCARD', queue) == 0 then
+    redis.call('SREM', KEYS[2], domain)
+    return 0
+  end
+  local window_s = window_ms / 1000
+  local by_type = string.format(ARGV[5], 'type', ARGV[7], domain)
+  local by_ip = string.format(ARGV[5], 'ip', ARGV[8], domain)
+  local type_room, type_wait = room(by_type, hits, window_s)
+  local ip_room, ip_wait = room(by_ip, hits, window_s)
+  local count = math.min(wanted, type_room, ip_room)
+  if count <= 0 then return 'wait:' .. string.format('%.3f', math.max(type_wait, ip_wait)) end
+  local popped = redis.call('ZPOPMIN', queue, count)
+  local tasks = {}
+  for i = 1, #popped, 2 do
+    local hit = ARGV[3] .. '.' .. n .. ':' .. i
+    redis.call('ZADD', by_type, ARGV[1], hit)
+    redis.call('ZADD', by_ip, ARGV[1], hit)
+    redis.call('ZADD', KEYS[1], ARGV[2], popped[i])
+    tasks[#tasks + 1] = popped[i]
+  end
+  redis.call('PEXPIRE', by_type, window_ms)
+  redis.call('PEXPIRE', by_ip, window_ms)
+  return tasks
 end
-for i = 2, 3 do redis.call('PEXPIRE', KEYS[i], ARGV[5]) end
-return tasks
+
+local replies = {}
+for i = 9, #ARGV, 4 do
+  replies[#replies + 1] = take(i, ARGV[i], tonumber(ARGV[i + 1]), tonumber(ARGV[i + 2]),
+                               tonumber(ARGV[i + 3]))
+end
+table.insert(replies, 1, redis.call('SMEMBERS', KEYS[2]))
+return replies

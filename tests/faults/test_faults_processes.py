@@ -15,6 +15,7 @@ import pytest
 from manager.cluster import LocalCluster, manager_call
 from manager.demo import UNIVERSAL_RULE
 from manager.services import free_port
+from master.crawls import CrawlStore
 from master.keys import Keys
 from message_processing.client import RequestClient
 
@@ -176,8 +177,9 @@ def test_preprocess_and_monitor_killed_mid_batch_and_restarted(cluster, site, mo
     keys = Keys.from_settings(cluster.settings)
     deadline = time.monotonic() + 120
     while True:
-        counts = [redis.hgetall(keys.crawl_counts(f"burst-{n}")) for n in range(len(details))]
+        counts = [CrawlStore(redis, keys).progress(f"burst-{n}")["counts"]
+                  for n in range(len(details))]
         if all(c.get("done") for c in counts) or time.monotonic() > deadline:
             break
         time.sleep(1)
-    assert all(c == {"queued": "1", "done": "1"} for c in counts), counts
+    assert all(c == {"queued": 1, "done": 1} for c in counts), counts

@@ -14,14 +14,27 @@ from master.frontier import Frontier
 from master.keys import Keys
 from master.registry import JobRegistry
 from master.tasks import decode_task, make_task
+from master.throttle import job_view
 
 
 def tasks(count, crawlid="c1"):
     return [make_task(f"http://site{n % 4}.com/{n}", crawlid, "universal") for n in range(count)]
 
 
+def queue_members(redis, keys, job):
+    """Every task JSON in the job's queues (found through its shard index)."""
+    return [member for domain in job_view(redis, keys, job).all_domains()
+            for member in redis.zrange(keys.queue(job, domain), 0, -1)]
+
+
 def queued(redis, keys, job):
-    return sum(redis.zcard(keys.queue(job, d)) for d in redis.smembers(keys.job_domains(job)))
+    return len(queue_members(redis, keys, job))
+
+
+def pool_members(redis, keys, spider_type="universal"):
+    """Every task JSON waiting in the pools of one spider type (all shards)."""
+    return [member for shard in keys.all_shards()
+            for member in redis.zrange(keys.pool(shard, spider_type), 0, -1)]
 
 
 def test_dispatch_follows_measured_speeds(redis, parts):
@@ -36,7 +49,7 @@ def test_dispatch_follows_measured_speeds(redis, parts):
     registry.count_done("b", 100)          # 50 / min
     registry.register("c", "universal", "c", "10.0.0.2")   # new: gets the mean
     assert dispatcher.weights(registry.live_jobs()) == {"a": 150, "b": 50, "c": 100}
-    frontier.push_seeds(tasks(3000))
+    frontier.push(tasks(3000))
     moved = dispatcher.tick()
     assert moved > 0
     counts = {job: queued(redis, keys, job) for job in "abc"}
@@ -45,12 +58,12 @@ def test_dispatch_follows_measured_speeds(redis, parts):
     assert counts["b"] == pytest.approx(moved / 6, abs=2)
 
 
-def test_expired_job_returns_its_tasks_to_seeds(redis, parts):
+def test_expired_job_returns_its_tasks_to_the_pool(redis, parts):
     clock, keys, registry, frontier, dispatcher = (
         parts.clock, parts.keys, parts.registry, parts.frontier, parts.dispatcher)
     registry.register("alive", "universal", "n1", "10.0.0.1")
     registry.register("dying", "universal", "n2", "10.0.0.2")
-    frontier.push_seeds(tasks(100))
+    frontier.push(tasks(100))
     dispatcher.tick()
     assert queued(redis, keys, "dying") == 50
     clock.now += 20
@@ -67,13 +80,13 @@ def test_expired_lease_is_reissued(redis, parts):
     clock, keys, registry, frontier, dispatcher, queues = (
         parts.clock, parts.keys, parts.registry, parts.frontier, parts.dispatcher, parts.queues)
     registry.register("j", "universal", "n", "10.0.0.1")
-    frontier.push_seeds(tasks(1))
+    frontier.push(tasks(1))
     dispatcher.tick()
     [(_, member)] = queues.take("j", "universal", "10.0.0.1").tasks
     assert frontier.leased_count() == 1
     clock.now += 61
     assert frontier.reap_leases() == (1, 0)
-    [again] = redis.zrange(keys.seeds("universal"), 0, -1)
+    [again] = pool_members(redis, keys)
     assert decode_task(again)["attempts"] == 1
     assert decode_task(again)["url"] == decode_task(member)["url"]
     assert frontier.finish(member, "done") == 0       # the old lease is gone
@@ -83,7 +96,7 @@ def test_a_url_failing_four_times_fails_for_good(redis, parts):
     clock, registry, frontier, dispatcher, queues = (
         parts.clock, parts.registry, parts.frontier, parts.dispatcher, parts.queues)
     registry.register("j", "universal", "n", "10.0.0.1")
-    frontier.push_seeds(tasks(1))
+    frontier.push(tasks(1))
     outcomes = []
     for _ in range(4):
         dispatcher.tick()
@@ -91,7 +104,7 @@ def test_a_url_failing_four_times_fails_for_good(redis, parts):
         outcomes.append(frontier.finish_response(member, 503))
         clock.now += 2
     assert outcomes == [2, 2, 2, 3]
-    assert frontier.seeds_count() == 0
+    assert frontier.pool_count() == 0
     failed = frontier.failed("c1")
     assert list(failed.values()) == [{"reason": "HTTP 503", "attempts": 4}]
 
@@ -100,13 +113,13 @@ def test_not_found_fails_at_once_and_done_is_done(redis, parts):
     registry, frontier, dispatcher, queues = (
         parts.registry, parts.frontier, parts.dispatcher, parts.queues)
     registry.register("j", "universal", "n", "10.0.0.1")
-    frontier.push_seeds(tasks(2))
+    frontier.push(tasks(2))
     dispatcher.tick()
     taken = [member for _, member in queues.take("j", "universal", "10.0.0.1").tasks]
     assert len(taken) == 2                  # two domains, one task each
     assert frontier.finish_response(taken[0], 404) == 3
     assert frontier.finish_response(taken[1], 200) == 1
-    assert frontier.leased_count() == 0 and frontier.seeds_count() == 0
+    assert frontier.leased_count() == 0 and frontier.pool_count() == 0
     [(reason)] = frontier.failed("c1").values()
     assert reason["reason"] == "HTTP 404"
 
@@ -118,8 +131,8 @@ def test_hubs_are_reissued_every_span(redis, parts):
     assert frontier.issue_due_hubs() == 0
     clock.now += 61
     assert frontier.issue_due_hubs() == 1
-    assert frontier.seeds_count() == 1
-    redis.delete(keys.seeds("universal"))
+    assert frontier.pool_count() == 1
+    redis.delete(keys.pool(keys.shard_of(hub["domain"]), "universal"))
     clock.now += 30
     assert frontier.issue_due_hubs() == 0
     clock.now += 31
@@ -156,7 +169,7 @@ def test_killed_dispatcher_never_loses_or_duplicates(redis, test_settings):
 
     threading.Thread(target=beat, daemon=True).start()
     originals = tasks(20_000)
-    frontier.push_seeds(originals)
+    frontier.push(originals)
     env = dispatcher_env(test_settings)
     rng = random.Random(7)
     try:
@@ -167,18 +180,17 @@ def test_killed_dispatcher_never_loses_or_duplicates(redis, test_settings):
             process.wait()
         process = start_dispatcher(env)
         deadline = time.monotonic() + 60
-        while frontier.seeds_count() and time.monotonic() < deadline:
+        while frontier.pool_count() and time.monotonic() < deadline:
             time.sleep(0.2)
         process.terminate()
         process.wait(10)
     finally:
         beating.set()
-    places = [keys.seeds("universal")] + [keys.queue(job, domain) for job in ("j1", "j2", "j3")
-                               for domain in redis.smembers(keys.job_domains(job))]
-    members = [m for key in places for m in redis.zrange(key, 0, -1)]
+    members = pool_members(redis, keys) + [m for job in ("j1", "j2", "j3")
+                                           for m in queue_members(redis, keys, job)]
     assert len(members) == 20_000
     assert {decode_task(m)["id"] for m in members} == {t["id"] for t in originals}
-    assert frontier.seeds_count() == 0
+    assert frontier.pool_count() == 0
 
 
 def test_sigterm_stops_the_dispatcher_cleanly(test_settings, local_servers):
@@ -194,13 +206,12 @@ def test_tasks_go_only_to_jobs_of_their_spider_type(redis, parts):
     registry, frontier, dispatcher = parts.registry, parts.frontier, parts.dispatcher
     registry.register("u1", "universal", "h", "10.0.0.1")
     registry.register("p1", "precise", "h", "10.0.0.1")
-    frontier.push_seeds(tasks(20) + [make_task(f"http://p.com/{n}", "c2", "precise")
+    frontier.push(tasks(20) + [make_task(f"http://p.com/{n}", "c2", "precise")
                                      for n in range(10)])
-    assert frontier.seeds_count() == 30 and frontier.seeds_count("precise") == 10
+    assert frontier.pool_count() == 30 and frontier.pool_count("precise") == 10
     dispatcher.tick()
-    assert frontier.seeds_count() == 0
+    assert frontier.pool_count() == 0
     for job, spider_type, count in (("u1", "universal", 20), ("p1", "precise", 10)):
-        members = [m for d in redis.smembers(parts.keys.job_domains(job))
-                   for m in redis.zrange(parts.keys.queue(job, d), 0, -1)]
+        members = queue_members(redis, parts.keys, job)
         assert len(members) == count
         assert {decode_task(m)["spider_type"] for m in members} == {spider_type}

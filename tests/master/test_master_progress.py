@@ -5,7 +5,7 @@ import pytest
 from master.counters import WindowCounts
 from master.crawls import CrawlStore
 from master.tasks import decode_task, encode_task
-from tests.master.test_master_dispatcher import queued, tasks
+from tests.master.test_master_dispatcher import pool_members, queued, tasks
 
 
 def lease_all(parts, job="a"):
@@ -21,7 +21,7 @@ def lease_all(parts, job="a"):
 
 def test_pending_counts_follow_every_task_state(redis, parts):
     store = CrawlStore(redis, parts.keys)
-    parts.frontier.push_seeds(tasks(8) + tasks(2, crawlid="other"))
+    parts.frontier.push(tasks(8) + tasks(2, crawlid="other"))
     progress = store.progress("c1")
     assert progress["total_pending"] == 8
     assert progress["pending"] == {f"site{n}.com": 2 for n in range(4)}
@@ -38,7 +38,7 @@ def test_pending_counts_follow_every_task_state(redis, parts):
 
 def test_many_outcomes_in_one_call_match_one_at_a_time(redis, parts):
     store = CrawlStore(redis, parts.keys)
-    parts.frontier.push_seeds(tasks(8))
+    parts.frontier.push(tasks(8))
     members = lease_all(parts)
     outcomes = [("done", ""), ("failed", "HTTP 404"), ("retry", "HTTP 500"),
                 ("release", ""), ("done", "")]
@@ -58,21 +58,21 @@ def test_many_outcomes_in_one_call_match_one_at_a_time(redis, parts):
 
 def test_stop_purges_queued_tasks_and_drops_returning_ones(redis, parts):
     store = CrawlStore(redis, parts.keys)
-    parts.frontier.push_seeds(tasks(20))
+    parts.frontier.push(tasks(20))
     members = lease_all(parts)
-    for member in members[3:]:                # 3 stay leased, the rest back in seeds
+    for member in members[3:]:                # 3 stay leased, the rest back in the pool
         parts.frontier.finish(member, "release")
     parts.dispatcher.tick()                   # ... and dispatched to the job's queues
-    parts.frontier.push_seeds(tasks(5))        # 5 more waiting in seeds
+    parts.frontier.push(tasks(5))             # 5 more waiting in the pool
     parts.frontier.add_hub(tasks(1)[0], span=60)
     leased = parts.frontier.leased_count()
     purged = parts.frontier.purge_crawl("c1", ["a"])
     assert purged == 25 - leased
-    assert parts.frontier.seeds_count() == 0 and queued(redis, parts.keys, "a") == 0
-    assert redis.zcard(parts.keys.hubs()) == 0
+    assert parts.frontier.pool_count() == 0 and queued(redis, parts.keys, "a") == 0
+    assert parts.frontier.hubs_count() == 0
     assert parts.frontier.finish(members[0], "retry", "HTTP 500") == 4
     assert parts.frontier.finish(members[1], "done") == 1
-    assert parts.frontier.push_seeds(tasks(3)) == [0, 3]        # new links refused
+    assert parts.frontier.push(tasks(3)) == [0, 3]        # new links refused
     progress = store.progress("c1")
     assert progress["stopped"] and progress["counts"]["purged"] == purged + 1
     assert progress["total_pending"] == leased - 2
@@ -81,7 +81,7 @@ def test_stop_purges_queued_tasks_and_drops_returning_ones(redis, parts):
 def test_blacklisted_queue_drop_is_counted(redis, parts):
     store = CrawlStore(redis, parts.keys)
     parts.registry.register("a", "universal", "a", "10.0.0.1")
-    parts.frontier.push_seeds(tasks(8))
+    parts.frontier.push(tasks(8))
     parts.dispatcher.tick()
     assert parts.queues.drop_blacklisted("a", ["site0.com"]) == 2
     progress = store.progress("c1")
@@ -109,35 +109,34 @@ def test_encoded_tasks_are_found_by_the_scripts_field_match():
 
 def test_pause_parks_waiting_and_returning_tasks_and_resume_brings_them_back(redis, parts):
     store, frontier = CrawlStore(redis, parts.keys), parts.frontier
-    frontier.push_seeds(tasks(12) + tasks(4, crawlid="other"))
+    frontier.push(tasks(12) + tasks(4, crawlid="other"))
     members = lease_all(parts)
     leased = [m for m in members if '"crawlid":"c1"' in m][:2]
     for member in [m for m in members if m not in leased]:
         frontier.finish(member, "release")
-    parts.dispatcher.tick()                                  # some in queues, some in seeds
-    frontier.push_seeds(tasks(3))
+    parts.dispatcher.tick()                                  # some in queues, some in the pool
+    frontier.push(tasks(3))
     parked = frontier.pause_crawl("c1", ["a"])
     assert parked == 13                                      # 10 waiting + 3 new, not the leased
-    assert frontier.push_seeds(tasks(2)) == [2, 0]           # new links: parked too
+    assert frontier.push(tasks(2)) == [2, 0]                 # new links: parked too
     assert frontier.finish(leased[0], "retry", "HTTP 500") == 2
     frontier.finish(leased[1], "done")
     progress = store.progress("c1")
     assert progress["paused"] and progress["parked"] == 16
     assert progress["total_pending"] == 16                   # parked tasks still pending
-    seeds = parts.keys.seeds("universal")
-    assert not any('"crawlid":"c1"' in m for m in redis.zrange(seeds, 0, -1))
+    assert not any('"crawlid":"c1"' in m for m in pool_members(redis, parts.keys))
     assert store.progress("other")["total_pending"] == 4     # other crawls untouched
 
     assert frontier.resume_crawl("c1") == 16
     progress = store.progress("c1")
     assert not progress["paused"] and progress["parked"] == 0
-    c1_seeds = [m for m in redis.zrange(seeds, 0, -1) if '"crawlid":"c1"' in m]
-    assert len(c1_seeds) == 16 and progress["total_pending"] == 16
+    c1_waiting = [m for m in pool_members(redis, parts.keys) if '"crawlid":"c1"' in m]
+    assert len(c1_waiting) == 16 and progress["total_pending"] == 16
 
 
 def test_stopping_a_paused_crawl_purges_its_parked_tasks(redis, parts):
     frontier = parts.frontier
-    frontier.push_seeds(tasks(5))
+    frontier.push(tasks(5))
     frontier.pause_crawl("c1", [])
     assert frontier.purge_crawl("c1", []) == 5
     assert CrawlStore(redis, parts.keys).progress("c1")["total_pending"] == 0

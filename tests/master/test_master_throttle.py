@@ -15,7 +15,9 @@ def fill_queue(client, keys, job, domain, count, crawlid="c1", prioritized=False
     tasks = [make_task(f"http://www.{domain}/{n}", crawlid, "universal") for n in range(count)]
     client.zadd(keys.queue(job, domain),
                 {encode_task(t): -n if prioritized else 0 for n, t in enumerate(tasks)})
-    client.sadd(keys.job_domains(job), domain)
+    shard = keys.shard_of(domain)
+    client.sadd(keys.job_domains(job, shard), domain)
+    client.zadd(keys.job_shards(job), {str(shard): time.time()})
     return tasks
 
 
@@ -28,7 +30,7 @@ def hammer(settings, job, ip, seconds, start_at, out):
         time.sleep(0.001)
     taken = []
     while time.time() < start_at + seconds:
-        result = queues.take(job, "universal", ip, ["example.com"])
+        result = queues.take(job, "universal", ip)
         taken += [time.time() for _ in result.tasks]
         time.sleep(min(result.wait or 0.002, 0.02))
     out.put(taken)
@@ -67,7 +69,7 @@ def test_blacklisted_domain_yields_nothing(redis, test_settings, zookeeper):
     assert [domain for domain, _ in result.tasks] == ["good.com"]
     assert result.blacklisted == ["spam.com"]
     assert redis.zcard(keys.queue("job", "spam.com")) == 5
-    assert redis.zcard(keys.leases()) == 1
+    assert redis.zcard(keys.leases(keys.shard_of("good.com"))) == 1
 
 
 def test_live_rate_change_applies_within_two_seconds(redis, test_settings, zookeeper):
@@ -135,23 +137,26 @@ def test_domain_of_uses_the_registered_domain():
     assert domain_of("http://127.0.0.2:8080/x") == "127.0.0.2"
 
 
-def test_an_idle_job_takes_half_of_the_longest_backlog(redis, test_settings):
+def test_an_idle_job_takes_half_of_the_longest_backlog_of_each_shard(redis, test_settings):
     keys = Keys.from_settings(test_settings)
+    assert keys.shard_of("a.com") != keys.shard_of("b.com")
     queues = ThrottledQueues(redis, keys, SiteConfig(1000, 1.0))
     short = fill_queue(redis, keys, "job-a", "a.com", 3)
     long = fill_queue(redis, keys, "job-b", "b.com", 10, prioritized=True)
+    fill_queue(redis, keys, "job-c", "c.com", 1)            # a single task is left alone
 
-    assert queues.steal("idle", ["job-a", "job-b"], count=64) == 5
+    assert queues.steal("idle", ["job-a", "job-b", "job-c"], count=64) == 5 + 1
     kept = [decode_task(m)["url"] for m in redis.zrange(keys.queue("job-b", "b.com"), 0, -1)]
     moved = [decode_task(m)["url"] for m in redis.zrange(keys.queue("idle", "b.com"), 0, -1)]
     # job-b keeps its five highest-priority tasks; every task is in exactly one queue
     assert kept == [t["url"] for t in reversed(long)][:5]
     assert sorted(kept + moved) == sorted(t["url"] for t in long)
-    assert redis.smembers(keys.job_domains("idle")) == {"b.com"}
-    assert redis.zcard(keys.queue("job-a", "a.com")) == len(short)
-    # what it takes over is bounded, a single task is left alone, and it can take
+    assert queues.job_domains("idle") == ["a.com", "b.com"]
+    assert redis.zcard(keys.queue("job-a", "a.com")) == len(short) - 1
+    assert redis.zcard(keys.queue("job-c", "c.com")) == 1
+    # what it takes over is bounded, and it can take it
     assert queues.steal("idle", ["job-b"], count=2) == 2
     assert queues.steal("idle", ["job-c"], count=64) == 0
     assert queues.steal("idle", [], count=64) == 0
-    result = queues.take("idle", "universal", "10.0.0.9", ["b.com"], per_domain=10)
-    assert len(result.tasks) == 7
+    result = queues.take("idle", "universal", "10.0.0.9", per_domain=10)
+    assert len(result.tasks) == 7 + 1

@@ -10,6 +10,7 @@ import pytest
 
 from manager.localcluster import cluster_env
 from master.counters import WindowCounts
+from master.frontier import Frontier
 from master.keys import Keys
 from settings.clients import kafka_consumer, kafka_producer
 from tests.message_processing.samples import MALFORMED, MAX_BYTES, crawl, valid
@@ -106,6 +107,11 @@ def wire(test_settings, kafka_topics):
     client.close()
 
 
+
+def waiting(redis, keys):
+    """Tasks waiting in the universal spiders' pools (every shard)."""
+    return Frontier(redis, keys).pool_count("universal")
+
 def wait_for(condition, timeout=60.0, what="condition"):
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
@@ -144,7 +150,7 @@ def test_mixed_valid_and_malformed_messages(redis, test_settings, roles, wire):
     assert all(len(uuids[uuid]) == 1 for uuid in expected)     # each answered once
 
     crawls = [n for n in expected if int(n[1:]) % 10 in (0, 1)]
-    assert redis.zcard(keys.seeds("universal")) == len(crawls)            # each seed stored once
+    assert waiting(redis, keys) == len(crawls)            # each seed stored once
     stored = redis.mget([keys.crawl(f"c{n[1:]}" if int(n[1:]) % 10 == 0 else f"sc{n[1:]}")
                          for n in crawls])
     assert all(stored)
@@ -166,7 +172,7 @@ def test_two_instances_share_the_partitions(redis, test_settings, roles, wire):
         wire.send(crawl(n, uuid=f"u{n}"))
     wire.collect(lambda replies: len(replies) >= 400, settle=2.0)
     assert sorted(wire.by_uuid()) == sorted(f"u{n}" for n in range(400))
-    assert redis.zcard(Keys.from_settings(test_settings).seeds("universal")) == 400
+    assert waiting(redis, Keys.from_settings(test_settings)) == 400
 
 
 def test_sigkill_mid_batch_loses_and_duplicates_nothing(redis, test_settings, roles, wire):
@@ -175,13 +181,13 @@ def test_sigkill_mid_batch_loses_and_duplicates_nothing(redis, test_settings, ro
     for n in range(total):
         wire.send(crawl(n, uuid=f"u{n}"))
     first = roles("preprocess", "first", CRAWLCLUSTER_PREPROCESS_BATCH=50)
-    wait_for(lambda: redis.zcard(keys.seeds("universal")) > 200, 60, "the intake to start")
+    wait_for(lambda: waiting(redis, keys) > 200, 60, "the intake to start")
     first.stop(signal.SIGKILL)
-    assert redis.zcard(keys.seeds("universal")) < total                  # killed mid-way
+    assert waiting(redis, keys) < total                  # killed mid-way
     roles("preprocess", "second")
-    wait_for(lambda: redis.zcard(keys.seeds("universal")) >= total, 120, "every crawl stored")
+    wait_for(lambda: waiting(redis, keys) >= total, 120, "every crawl stored")
     time.sleep(2.0)
-    assert redis.zcard(keys.seeds("universal")) == total
+    assert waiting(redis, keys) == total
     assert all(redis.mget([keys.crawl(f"c{n}") for n in range(total)]))
     wire.collect(lambda replies: len(wire.by_uuid()) >= total, settle=1.0)
     assert set(wire.by_uuid()) == {f"u{n}" for n in range(total)}
@@ -217,7 +223,7 @@ def test_scrapy_cluster_examples_and_every_monitor_plugin(redis, test_settings, 
     everything = ask({"stats": "all", "appid": "testapp", "uuid": "all1"})
     assert {"kafka-monitor", "redis-monitor", "spiders", "machines", "queues"} <= set(everything)
     assert everything["modules"]["preprocess"] and everything["modules"]["monitor"]
-    assert everything["queues"]["seeds"] == 1
+    assert everything["queues"]["pool"] == 1
     zk = ask({"uuid": "abc123", "appid": "madisonTest", "action": "domain-update",
               "domain": "dmoz.org", "hits": 60, "window": 60, "scale": 0.9})
     assert zk["status"] == "ok"
@@ -267,7 +273,7 @@ def test_cli_client_submit_info_config_stats_watch_stop(test_settings, roles, tm
     config = run_cli(test_settings, "config", "rate", "site1.com", "--hits", "3")
     assert config.returncode == 0 and "rate site1.com: done" in config.stdout
     stats = json.loads(run_cli(test_settings, "stats", "queue", "--json").stdout)
-    assert stats["queues"]["seeds"] == 1
+    assert stats["queues"]["pool"] == 1
 
     env = cluster_env(test_settings, fast=False)
     watcher = subprocess.Popen([sys.executable, "-m", "manager.cli", "watch", "--crawlid", "c1",

@@ -41,7 +41,7 @@ def test_redelivered_and_older_ranges_are_skipped(redis, test_settings, partitio
     assert len(preprocess.apply(partition, records(t, 0, 9))) == 10
     assert preprocess.apply(partition, records(t, 3, 6)) == []          # an older range again
     assert len(preprocess.apply(partition, records(t, 5, 12))) == 3      # only 10, 11, 12 are new
-    assert frontier.seeds_count() == 13
+    assert frontier.pool_count() == 13
     outbox = redis.lrange(preprocess.keys.intake_outbox(t, 0), 0, -1)
     assert sorted(json.loads(reply)["crawlid"] for reply in outbox) == sorted(
         f"c{n}" for n in range(13))                                     # one ack each

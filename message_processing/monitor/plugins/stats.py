@@ -4,6 +4,7 @@ nodes and jobs, in scrapy-cluster's reply shape (windows 900 s ... 7 days and
 ``lifetime``)."""
 
 from master.counters import grouped_window_counts
+from master.throttle import job_view
 from message_processing.monitor.plugins import MonitorPlugin
 from message_processing.replies import reply_to
 
@@ -86,22 +87,20 @@ class StatsPlugin(MonitorPlugin):
         return nodes
 
     def queues(self):
-        keys, redis = self.context.keys, self.context.redis
+        """Tasks waiting (pools), queued per job, leased, hub schedules and the monitor's
+        work list, summed over the shards."""
+        context = self.context
+        keys, redis, frontier = context.keys, context.redis, context.frontier
         jobs = redis.zrange(keys.jobs(), 0, -1)
+        views = {job: job_view(redis, keys, job) for job in jobs}
         pipe = redis.pipeline(transaction=False)
-        pipe.zcard(keys.leases())
-        pipe.zcard(keys.hubs())
-        pipe.zcard(keys.monitor_work())
-        for job in jobs:
-            pipe.smembers(keys.job_domains(job))
-        leased, hubs, work, *domains = pipe.execute()
-        seeds = self.context.frontier.seeds_count()
-        pipe = redis.pipeline(transaction=False)
-        for job, names in zip(jobs, domains, strict=True):
-            for domain in names:
+        for job, view in views.items():
+            for domain in view.all_domains():
                 pipe.zcard(keys.queue(job, domain))
         sizes = iter(pipe.execute())
-        per_job = {job: sum(next(sizes) for _ in names)
-                   for job, names in zip(jobs, domains, strict=True)}
-        return {"seeds": seeds, "leased": leased, "hubs": hubs, "monitor_work": work,
-                "jobs": per_job, "total_queued": seeds + sum(per_job.values())}
+        per_job = {job: sum(next(sizes) for _ in view.all_domains())
+                   for job, view in views.items()}
+        waiting = frontier.pool_count()
+        return {"pool": waiting, "leased": frontier.leased_count(),
+                "hubs": frontier.hubs_count(), "monitor_work": redis.zcard(keys.monitor_work()),
+                "jobs": per_job, "total_queued": waiting + sum(per_job.values())}

@@ -1,0 +1,142 @@
+"""What the sharded frontier needs beyond one shard: its stored shape, the indexes of
+which shards hold work, and the dispatchers' shard leases.
+
+A shard's own state changes only in Lua scripts of that shard. The indexes
+(``Keys.pool_shards``, ``Keys.job_shards``) are cluster-wide zsets, shard ->
+when last marked: a writer marks a shard *before* (or with) the write that puts
+work there, and a reader removes a shard only if it saw it empty and nobody
+marked it for ``PRUNE_MARGIN`` seconds before that look (``index_prune.lua``).
+A crash between the mark and the work leaves a harmless extra entry; an entry
+lost anyway (a writer stalled longer than the margin) is found again by the
+slower full sweeps (the dispatcher's upkeep, an idle job's rescan).
+"""
+
+import json
+import time
+import zlib
+
+from master.lua import LuaScripts
+from settings.errors import ConfigError
+
+# Seconds a shard's index entry is kept after its last mark, however empty it looks.
+PRUNE_MARGIN = 5.0
+# A writer marks a shard at most this often (well inside PRUNE_MARGIN).
+MARK_EVERY = 1.0
+
+
+def check_shape(client, keys) -> None:
+    """Store the frontier's shard count the first time; refuse to work on a frontier
+    made with another count (its domains would be looked for in the wrong shards)."""
+    meta = json.dumps({"shards": keys.shards})
+    if client.set(keys.frontier_meta(), meta, nx=True):
+        return
+    stored = json.loads(client.get(keys.frontier_meta()) or meta)
+    if stored.get("shards") != keys.shards:
+        raise ConfigError(
+            f"the frontier under key prefix {keys.prefix!r} has {stored.get('shards')} shards, "
+            f"but CRAWLCLUSTER_FRONTIER_SHARDS is {keys.shards}: set it to "
+            f"{stored.get('shards')}, or use another CRAWLCLUSTER_KEY_PREFIX")
+
+
+class Marks:
+    """Index marks one process makes, each (index, shard) at most every MARK_EVERY s."""
+
+    def __init__(self, clock=time.time):
+        self.clock = clock
+        self._last = {}            # (index key, shard) -> when this process marked it
+
+    def mark(self, pipe, index, shards, force=False):
+        """ZADD ``shards`` (those not marked lately, or all with ``force``) to ``index``."""
+        now = self.clock()
+        due = [shard for shard in shards
+               if force or now - self._last.get((index, shard), -1e18) >= MARK_EVERY]
+        if not due:
+            return
+        for shard in due:
+            self._last[(index, shard)] = now
+        if len(self._last) > 100_000:
+            self._last.clear()
+        pipe.zadd(index, {str(shard): now for shard in due})
+
+
+def prune(scripts, pipe, index, shards, seen_at):
+    """Remove ``shards`` from ``index`` unless marked within PRUNE_MARGIN of ``seen_at``
+    (when they were seen empty)."""
+    if shards:
+        scripts.run("index_prune", [index], [repr(seen_at - PRUNE_MARGIN),
+                                             *map(str, shards)], pipe=pipe)
+
+
+def read_index(client, index) -> list[int]:
+    return sorted(int(shard) for shard in client.zrange(index, 0, -1))
+
+
+def prefers(instance: str, shard: int, instances) -> bool:
+    """Rendezvous hashing: does ``instance`` rank first for ``shard`` among ``instances``?
+    Every dispatcher computes the same answer from the same list, and only the shards
+    of an instance that joins or leaves change hands."""
+    def rank(name):
+        return zlib.crc32(f"{name}/{shard}".encode())
+    return max(instances, key=lambda name: (rank(name), name)) == instance
+
+
+class ShardLeases:
+    """The shards one dispatcher holds: it beats in the dispatchers' registry, holds the
+    leases of the shards it ranks first for among the live dispatchers, renews them
+    well inside their TTL and gives back those another ranks first for."""
+
+    def __init__(self, client, keys, instance, ttl=10.0, clock=time.time, scripts=None):
+        self.client = client
+        self.keys = keys
+        self.instance = instance
+        self.ttl = ttl
+        self.clock = clock
+        self.scripts = scripts or LuaScripts(client)
+        self.held: set[int] = set()
+        self._renewed_at = -1e18
+        self._members: list[str] = []
+
+    def live_dispatchers(self) -> list[str]:
+        cutoff = self.clock() - self.ttl
+        return sorted(self.client.zrangebyscore(self.keys.dispatchers(), f"({cutoff!r}", "+inf"))
+
+    def refresh(self) -> set[int]:
+        """Beat, then claim / renew / release as the live dispatchers rank; returns the
+        shards held. Renewing every shard costs one call per shard, so it happens a
+        third of a TTL apart unless the dispatchers changed or a shard is not held."""
+        now = self.clock()
+        self.client.zadd(self.keys.dispatchers(), {self.instance: now})
+        members = self.live_dispatchers()
+        if self.instance not in members:
+            members = sorted([*members, self.instance])
+        mine = {shard for shard in self.keys.all_shards()
+                if prefers(self.instance, shard, members)}
+        due = (members != self._members or mine != self.held
+               or now - self._renewed_at >= self.ttl / 3)
+        if due:
+            self._claim(mine)
+            self._members, self._renewed_at = members, now
+        return self.held
+
+    def _claim(self, mine):
+        pipe = self.client.pipeline(transaction=False)
+        wanted, given_back = sorted(mine), sorted(self.held - mine)
+        for shard in wanted:
+            self._run(pipe, shard, "hold")
+        for shard in given_back:
+            self._run(pipe, shard, "release")
+        replies = pipe.execute()
+        self.held = {shard for shard, got in zip(wanted, replies, strict=False) if got == 1}
+
+    def _run(self, pipe, shard, mode):
+        self.scripts.run("shard_claim", [self.keys.shard_owner(shard)],
+                         [self.instance, int(self.ttl * 1000), mode], pipe=pipe)
+
+    def release_all(self):
+        """A dispatcher stopping cleanly: its shards are free at once, not after a TTL."""
+        pipe = self.client.pipeline(transaction=False)
+        for shard in sorted(self.held):
+            self._run(pipe, shard, "release")
+        pipe.zrem(self.keys.dispatchers(), self.instance)
+        pipe.execute()
+        self.held = set()

@@ -1,0 +1,200 @@
+"""The sharded frontier: shards of domains, one hash tag per script, the stored shape,
+the shard indexes and the dispatchers' shard leases, against a real Redis."""
+
+import time
+
+import pytest
+
+from master.bloom import BloomFilter, BloomParams
+from master.counters import RollingTimeCounter, StepTimeCounter, WindowCounts
+from master.crawls import CrawlStore
+from master.dispatcher import Dispatcher
+from master.frontier import Frontier
+from master.keys import Keys, shard_of
+from master.lua import LuaScripts, script_sources
+from master.registry import JobRegistry
+from master.shards import ShardLeases, check_shape, prune, read_index
+from master.siteconfig import SiteConfig
+from master.tasks import make_task
+from master.throttle import ThrottledQueues
+from message_processing.worklist import WorkList
+from settings.errors import ConfigError
+from tests.master.conftest import Clock
+from tests.master.test_master_dispatcher import tasks
+
+
+def test_a_domain_always_falls_in_the_same_shard():
+    assert shard_of("example.com", 1024) == 697           # CRC-32, not Python's hash
+    assert len({shard_of(f"site{n}.com", 1024) for n in range(1000)}) > 600
+    with pytest.raises(ValueError):
+        Keys("cc", 0)
+
+
+def test_every_key_of_a_domain_carries_its_shard_tag():
+    keys = Keys("cc", 64)
+    shard = keys.shard_of("example.com")
+    tag = f"cc:{shard}"
+    domain_keys = [keys.queue("job", "example.com"), keys.throttle("ip", "10.0.0.1", "example.com"),
+                   keys.crawl_domain_pages("c1", "example.com"), keys.pool(shard, "universal"),
+                   keys.leases(shard), keys.hubs(shard), keys.shard_owner(shard),
+                   keys.job_domains("job", shard),
+                   *(keys.crawl_template(kind, shard) % "c1" for kind in
+                     ("pending", "counts", "stopped", "paused", "parked", "failed"))]
+    assert {keys.hash_tag(key) for key in domain_keys} == {tag}
+    cluster_wide = [keys.jobs(), keys.job_shards("job"), keys.pool_shards("universal"),
+                    keys.crawl_shards("c1"), keys.crawl("c1"), keys.frontier_meta()]
+    assert {keys.hash_tag(key) for key in cluster_wide} == {"cc"}
+
+
+def test_a_frontier_with_another_shard_count_is_refused(redis, test_settings):
+    check_shape(redis, Keys.from_settings(test_settings))
+    check_shape(redis, Keys.from_settings(test_settings))          # the same: fine
+    other = Keys(test_settings["CRAWLCLUSTER_KEY_PREFIX"], 64)
+    with pytest.raises(ConfigError, match="has 1024 shards, but CRAWLCLUSTER_FRONTIER_SHARDS is 64"):
+        check_shape(redis, other)
+    with pytest.raises(ConfigError):
+        Frontier.from_settings(redis, test_settings.copy_with(CRAWLCLUSTER_FRONTIER_SHARDS=64))
+
+
+# Every call a script makes goes through this check first: each key it names must be
+# one of its KEYS, or carry the hash tag KEYS[1] carries (and every KEYS[i] that tag).
+# That is Redis Cluster's rule, checked here on one Redis for every script.
+CHECK = """
+local function __tag_of(key) return string.match(key, '{([^}]*)}') end
+local __declared, __tag = {}, KEYS[1] and __tag_of(KEYS[1])
+for _, key in ipairs(KEYS) do
+  __declared[key] = true
+  if __tag_of(key) ~= __tag then error('CROSSTAG declared ' .. key) end
+end
+local function __checked(...)
+  local args = {...}
+  for i = 2, #args do
+    local a = args[i]
+    if type(a) == 'string' and string.sub(a, 1, #ARGV_PREFIX) == ARGV_PREFIX
+        and not __declared[a] and (__tag == nil or __tag_of(a) ~= __tag) then
+      error('CROSSTAG ' .. args[1] .. ' ' .. a .. ' in a script whose KEYS[1] is '
+            .. tostring(KEYS[1]))
+    end
+  end
+  return redis.call(...)
+end
+"""
+
+
+class CheckedScripts(LuaScripts):
+    """The cluster's scripts with the tag check in front of every call; records which ran."""
+
+    def __init__(self, client, prefix):
+        prelude = CHECK.replace("ARGV_PREFIX", repr(prefix + ":"))
+        sources = {name: prelude + source.replace("redis.call(", "__checked(")
+                   for name, source in script_sources().items()}
+        for source in sources.values():
+            client.script_load(source)
+        super().__init__(client, sources)
+        self.ran = set()
+
+    def run(self, name, keys=(), args=(), pipe=None):
+        self.ran.add(name)
+        return super().run(name, keys, args, pipe=pipe)
+
+
+def test_every_script_touches_the_keys_of_one_hash_tag_only(redis, test_settings):
+    keys = Keys.from_settings(test_settings)
+    scripts = CheckedScripts(redis, keys.prefix)
+    clock = Clock()
+    common = {"clock": clock, "scripts": scripts}
+    registry = JobRegistry(redis, keys, ttl=30, **common)
+    frontier = Frontier(redis, keys, lease_seconds=60, **common)
+    dispatcher = Dispatcher(redis, keys, registry, frontier, window=60, headroom=10,
+                            default_weight=6000, **common)
+    queues = ThrottledQueues(redis, keys, SiteConfig(1000, 1.0), lease_seconds=60, **common)
+
+    for job in ("a", "b"):
+        registry.register(job, "universal", job, "10.0.0.1")
+    frontier.push(tasks(40) + tasks(4, crawlid="c2"))
+    frontier.add_hub(make_task("http://hub.com/", "c1", "universal"), span=60)
+    dispatcher.tick()                                             # pool -> job queues
+    taken = [member for _, member in queues.take("a", "universal", "10.0.0.1",
+                                                 per_domain=100).tasks]
+    frontier.finish_many([(taken[0], "done", ""), (taken[1], "retry", "HTTP 500")])
+    queues.steal("a", ["b"], count=10)
+    queues.drop_blacklisted("b", ["site3.com"])
+    frontier.pause_crawl("c2", ["a", "b"])
+    frontier.resume_crawl("c2")
+    frontier.purge_crawl("c2", ["a", "b"])
+    clock.now += 61
+    frontier.reap_leases()
+    frontier.issue_due_hubs()
+    registry.deregister("b")
+    dispatcher.leases.release_all()
+    dispatcher.tick()                                             # an empty shard pruned
+    BloomFilter(redis, keys, "t", BloomParams.for_capacity(1000, 0.01, counting=True),
+                scripts=scripts).remove_many(["http://a.com/"])
+    RollingTimeCounter(redis, keys.rolling_counter("r"), 60, **common).increment()
+    StepTimeCounter(redis, keys, "s", step=60, keep=2, **common).increment()
+    WindowCounts(redis, keys.window_counts("w"), **common).increment()
+    worklist = WorkList(redis, keys, **common)
+    worklist.add({"id": "e1", "kind": "expire"})
+    worklist.claim()
+    assert scripts.ran == set(script_sources())                  # every script was checked
+
+
+def test_the_checked_scripts_do_catch_a_key_of_another_shard(redis, test_settings):
+    keys = Keys.from_settings(test_settings)
+    scripts = CheckedScripts(redis, keys.prefix)
+    frontier = Frontier(redis, keys, scripts=scripts)
+    task = tasks(1)[0]
+    wrong = keys.shard_of(task["domain"]) + 1
+    with pytest.raises(Exception, match="CROSSTAG"):
+        scripts.run("pool_push", [keys.pool(wrong, "universal")],
+                    [*frontier._templates(wrong - 1, "pending", "counts", "stopped", "paused",
+                                          "parked"), 0, '{"crawlid":"c1","domain":"x"}'])
+
+
+def test_a_shard_marked_after_it_was_seen_empty_stays_in_the_index(redis, test_settings):
+    keys = Keys.from_settings(test_settings)
+    scripts = LuaScripts(redis)
+    index = keys.pool_shards("universal")
+    redis.zadd(index, {"1": 100.0, "2": 100.0, "3": 200.0})
+    pipe = redis.pipeline(transaction=False)
+    prune(scripts, pipe, index, [1, 2, 3], seen_at=200.0)        # 3 was marked 0 s before
+    pipe.execute()
+    assert read_index(redis, index) == [3]
+
+
+def test_a_crawl_over_many_shards_is_summed_and_stopped_everywhere(redis, test_settings):
+    frontier = Frontier.from_settings(redis, test_settings)
+    many = [make_task(f"http://site{n}.com/", "wide", "universal") for n in range(300)]
+    assert frontier.push(many) == [300, 0]
+    store = CrawlStore(redis, frontier.keys)
+    assert len(frontier.crawl_shards("wide")) == len({frontier.keys.shard_of(t["domain"])
+                                                     for t in many})
+    assert store.progress("wide")["total_pending"] == 300
+    assert store.pending_totals(["wide", "none"]) == {"wide": 300, "none": 0}
+    assert frontier.purge_crawl("wide", []) == 300
+    assert frontier.push([make_task("http://new-site.org/", "wide", "universal")]) == [0, 1]
+    assert store.progress("wide")["stopped"] and frontier.pool_count() == 0
+
+
+def test_two_dispatchers_share_the_shards_and_one_takes_over_from_a_dead_one(
+        redis, test_settings):
+    keys = Keys(test_settings["CRAWLCLUSTER_KEY_PREFIX"], 64)
+    first = ShardLeases(redis, keys, "first", ttl=1.0)
+    second = ShardLeases(redis, keys, "second", ttl=1.0)
+    first.refresh()
+    assert first.held == set(range(64))                          # alone: every shard
+    second.refresh()
+    first.refresh()                                               # sees "second", gives back
+    deadline = time.monotonic() + 5
+    while len(second.refresh()) + len(first.held) != 64 or not second.held:
+        assert time.monotonic() < deadline, (first.held, second.held)
+        time.sleep(0.05)
+        first.refresh()
+    assert not first.held & second.held and 16 <= len(second.held) <= 48
+    # "first" dies (stops renewing): "second" holds everything once its leases expire
+    deadline = time.monotonic() + 5
+    while len(second.refresh()) < 64:
+        assert time.monotonic() < deadline, len(second.held)
+        time.sleep(0.1)
+    owners = redis.mget([keys.shard_owner(shard) for shard in range(64)])
+    assert set(owners) == {"second"}
