@@ -33,6 +33,8 @@ FREE_PORTS_FROM = 10000
 MANAGER_PORTS_AHEAD = 16
 
 ZOOKEEPER_JARS = ("/usr/share/java/zookeeper.jar", "/usr/share/java/slf4j-simple.jar")
+# A local Redis Cluster: this many nodes on consecutive ports, each master with a replica.
+REDIS_CLUSTER_NODES = 6
 
 
 # --- addresses -------------------------------------------------------------------
@@ -142,8 +144,12 @@ class ServerSpec:
 
     def command(self, host, port, data_dir, settings):
         if self.kind == "redis":
-            return ["redis-server", "--port", str(port), "--bind", host,
-                    "--save", "", "--appendonly", "no", "--dir", str(data_dir)]
+            command = ["redis-server", "--port", str(port), "--bind", host,
+                       "--save", "", "--appendonly", "no", "--dir", str(data_dir)]
+            if settings.getbool("CRAWLCLUSTER_REDIS_CLUSTER"):
+                command += ["--cluster-enabled", "yes", "--cluster-config-file", "nodes.conf",
+                            "--cluster-node-timeout", "2000"]
+            return command
         if self.kind == "zookeeper":
             config = _write_zoo_cfg(host, port, data_dir)
             return ["java", "-Xmx256m", f"-Dzookeeper.log.dir={data_dir}",
@@ -295,10 +301,35 @@ class LocalServers:
                 raise ServiceError(
                     f"{kind} is not installed and CRAWLCLUSTER_SERVICES_INSTALL is off")
             spec.install()
+        if kind == "redis" and self.settings.getbool("CRAWLCLUSTER_REDIS_CLUSTER"):
+            return self._start_redis_cluster(spec, host, port)
+        return self._spawn(spec, kind, host, port)
+
+    def _spawn(self, spec, kind, host, port):
         command = spec.command(host, port, self.state.data_dir(kind), self.settings)
         process = spawn(command, self.state.log_path(kind), cwd=self.state.data_dir(kind))
         self.state.record(kind, process.pid, command)
         return process
+
+    def _start_redis_cluster(self, spec, host, port):
+        """Six nodes from ``port`` on, joined as 3 masters each with a replica; the
+        first is recorded as "redis", the others as "redis-node-<port>"."""
+        ports = range(port, port + REDIS_CLUSTER_NODES)
+        processes = [self._spawn(spec, "redis" if p == port else f"redis-node-{p}", host, p)
+                     for p in ports]
+        deadline = time.monotonic() + self.start_timeout
+        while not all(port_open(host, p) for p in ports):
+            if time.monotonic() > deadline or any(proc.poll() is not None for proc in processes):
+                raise ServiceError(f"the Redis Cluster nodes on ports {port}-{ports[-1]} did not "
+                                   f"start; see {self.state.log_path('redis')}")
+            time.sleep(0.05)
+        _run_install(["redis-cli", "--cluster", "create", *(f"{host}:{p}" for p in ports),
+                      "--cluster-replicas", "1", "--cluster-yes"], os.environ)
+        while not _cluster_ok(host, port):
+            if time.monotonic() > deadline:
+                raise ServiceError(f"the Redis Cluster on {host}:{port} did not reach state ok")
+            time.sleep(0.1)
+        return processes[0]
 
     def _wait_until_ready(self, kind, process):
         host, port = listen_address(self.settings, kind)
@@ -336,7 +367,11 @@ class LocalServers:
     def down(self, kinds=None):
         """Stop exactly the recorded servers (of ``kinds``); return the kinds stopped."""
         stopped = []
-        for kind in kinds or self.state.recorded_kinds():
+        kinds = list(kinds or self.state.recorded_kinds())
+        if "redis" in kinds:            # a local Redis Cluster's other nodes too
+            kinds += [kind for kind in self.state.recorded_kinds()
+                      if kind.startswith("redis-node-") and kind not in kinds]
+        for kind in kinds:
             record = self.state.recorded(kind)
             if record:
                 stop_process(record["pid"])
@@ -346,6 +381,13 @@ class LocalServers:
         if not stopped:
             self.out("no local servers recorded in " + str(self.state.root))
         return stopped
+
+
+def _cluster_ok(host, port):
+    """Does a Redis Cluster node say the cluster is ok (every slot served)?"""
+    result = subprocess.run(["redis-cli", "-h", host, "-p", str(port), "cluster", "info"],
+                            check=False, capture_output=True, text=True, stdin=subprocess.DEVNULL)
+    return "cluster_state:ok" in result.stdout
 
 
 def spawn(command, log_path, cwd=None, env=None):

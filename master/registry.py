@@ -91,7 +91,8 @@ class JobRegistry:
         types = [info["spider_type"]] if info else self.client.smembers(self.keys.pool_types())
         for spider_type in types if refilled else ():
             pipe.zadd(self.keys.pool_shards(spider_type), dict.fromkeys(refilled, self.clock()))
-        pipe.delete(self.keys.job_info(job), self.keys.job_shards(job))
+        pipe.delete(self.keys.job_info(job))
+        pipe.delete(self.keys.job_shards(job))
         # A job that beats from now on is told it was declared dead, and registers again.
         self.scripts.run("index_prune", [self.keys.jobs()], [repr(min(cutoff, 1e18)), job],
                          pipe=pipe)

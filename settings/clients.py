@@ -55,21 +55,27 @@ def _timeouts(settings):
 # --- Redis -------------------------------------------------------------------
 
 def redis_client(settings, role, check=True):
-    """A redis-py client with timeouts and retries on connection errors."""
+    """A redis-py client with timeouts and retries on connection errors: a Redis Cluster
+    client when ``CRAWLCLUSTER_REDIS_CLUSTER`` is on."""
     import redis
     from redis.backoff import ExponentialBackoff
+    from redis.cluster import RedisCluster
     from redis.retry import Retry
 
     connect_timeout, socket_timeout = _timeouts(settings)
-    client = redis.Redis.from_url(
-        settings["CRAWLCLUSTER_REDIS_URL"],
-        socket_connect_timeout=connect_timeout,
-        socket_timeout=socket_timeout,
-        health_check_interval=30,
-        retry=Retry(ExponentialBackoff(cap=1.0, base=0.05), 3),
-        retry_on_error=[redis.ConnectionError, redis.TimeoutError],
-        decode_responses=True,
-    )
+    options = {"socket_connect_timeout": connect_timeout, "socket_timeout": socket_timeout,
+               "retry": Retry(ExponentialBackoff(cap=1.0, base=0.05), 3),
+               "decode_responses": True}
+    try:
+        if settings.getbool("CRAWLCLUSTER_REDIS_CLUSTER"):
+            # Reconnects and re-reads the slots itself when a master fails over.
+            client = RedisCluster.from_url(settings["CRAWLCLUSTER_REDIS_URL"], **options)
+        else:
+            client = redis.Redis.from_url(
+                settings["CRAWLCLUSTER_REDIS_URL"], health_check_interval=30,
+                retry_on_error=[redis.ConnectionError, redis.TimeoutError], **options)
+    except redis.RedisError as exc:        # the cluster client asks for the slots at once
+        raise _unreachable(role, settings, "redis", exc) from None
     if check:
         try:
             client.ping()
@@ -79,10 +85,20 @@ def redis_client(settings, role, check=True):
     return client
 
 
+def is_cluster(client):
+    """Is this a Redis Cluster client?"""
+    from redis.cluster import RedisCluster
+
+    return isinstance(client, RedisCluster)
+
+
 def _redis_version(settings):
     client = redis_client(settings, "ping")
     try:
-        return "redis " + client.info("server")["redis_version"]
+        version = client.info("server")["redis_version"]
+        if is_cluster(client):
+            return f"redis {version} cluster, {len(client.get_nodes())} nodes"
+        return "redis " + version
     finally:
         client.close()
 

@@ -15,6 +15,9 @@ The README's settings table is generated from the comments here
 # --- servers ---------------------------------------------------------------
 # Redis URL (redis:// or rediss://; a password goes in the URL).
 CRAWLCLUSTER_REDIS_URL = "redis://127.0.0.1:6379/0"
+# CRAWLCLUSTER_REDIS_URL names one node of a Redis Cluster: every role uses the cluster
+# client (`services up` then starts a local 3-master cluster from that port on).
+CRAWLCLUSTER_REDIS_CLUSTER = False
 # Kafka bootstrap servers, comma separated host:port.
 CRAWLCLUSTER_KAFKA_BOOTSTRAP = "127.0.0.1:9092"
 # ZooKeeper hosts, comma separated host:port.

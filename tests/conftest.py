@@ -136,3 +136,48 @@ def static_site(tmp_path_factory):
         pytest.skip(f"nginx could not serve the test site: {exc}")
     yield manifest, site
     site.stop()
+
+
+@pytest.fixture(scope="session")
+def redis_cluster(base_settings, tmp_path_factory):
+    """Settings naming a local Redis Cluster (3 masters, each with a replica) started by
+    ``crawlcluster services`` for this session, on six free consecutive ports."""
+    from manager.services import LocalServers, free_port, port_open
+
+    for _ in range(50):
+        port = free_port()
+        if not any(port_open("127.0.0.1", port + n) for n in range(1, 6)):
+            break
+    settings = base_settings.copy_with(
+        CRAWLCLUSTER_REDIS_CLUSTER=True, CRAWLCLUSTER_REDIS_URL=f"redis://127.0.0.1:{port}/0",
+        CRAWLCLUSTER_STATE_DIR=str(tmp_path_factory.mktemp("redis-cluster")))
+    servers = LocalServers(settings, out=lambda line: None)
+    try:
+        servers.up(["redis"])
+    except (CrawlClusterError, OSError) as exc:
+        if IN_CI:
+            pytest.fail(f"could not start a local Redis Cluster: {exc}")
+        pytest.skip(f"could not start a local Redis Cluster: {exc}")
+    yield settings
+    servers.down(["redis"])
+
+
+@pytest.fixture
+def cluster_settings(redis_cluster, test_settings):
+    """``test_settings`` (its own prefix, topics, ...) on the local Redis Cluster."""
+    return test_settings.copy_with(
+        CRAWLCLUSTER_REDIS_CLUSTER=True,
+        CRAWLCLUSTER_REDIS_URL=redis_cluster["CRAWLCLUSTER_REDIS_URL"])
+
+
+@pytest.fixture
+def cluster_redis(cluster_settings):
+    """A Redis Cluster client; the test's keys are deleted after it, one at a time."""
+    client = redis_client(cluster_settings, "test")
+    yield client
+    pattern = Keys.from_settings(cluster_settings).pattern()
+    pipe = client.pipeline(transaction=False)
+    for key in client.scan_iter(match=pattern, count=1000):
+        pipe.delete(key)
+    pipe.execute()
+    client.close()

@@ -34,22 +34,45 @@ class LuaScripts:
         self.client = client
         self._scripts = {name: client.register_script(source)
                          for name, source in (sources or script_sources()).items()}
-        pool = client.connection_pool
-        if pool.connection_kwargs.get("redis_connect_func") is not load_scripts_on_connect:
-            pool.connection_kwargs["redis_connect_func"] = load_scripts_on_connect
-            pool.disconnect()        # connections opened before: made again, with the hook
-            pool.reset()
+        _load_on_every_connection(client)
 
     def run(self, name, keys=(), args=(), pipe=None):
         script = self._scripts[name]
         if pipe is None:
             return script(keys=list(keys), args=list(args))
-        return pipe.evalsha(script.sha, len(keys), *keys, *args)
+        # execute_command: redis-py's cluster pipeline refuses pipe.evalsha by name, but
+        # routes an EVALSHA by its keys like any command.
+        return pipe.execute_command("EVALSHA", script.sha, len(keys), *keys, *args)
+
+
+def _load_on_every_connection(client):
+    """Install the connect hook; connections opened before are made again, with it."""
+    from redis.cluster import RedisCluster
+
+    if isinstance(client, RedisCluster):
+        # The cluster client runs its own hook (the handshake), then the user's; a
+        # replica promoted by a failover gets the scripts on the first connection to it.
+        if client.user_on_connect_func is not load_scripts:
+            client.user_on_connect_func = load_scripts
+            for node in client.get_nodes():
+                if node.redis_connection is not None:
+                    node.redis_connection.connection_pool.disconnect()
+        return
+    pool = client.connection_pool
+    if pool.connection_kwargs.get("redis_connect_func") is not load_scripts_on_connect:
+        pool.connection_kwargs["redis_connect_func"] = load_scripts_on_connect
+        pool.disconnect()
+        pool.reset()
 
 
 def load_scripts_on_connect(connection):
     """redis-py's connect hook: the usual handshake, then every script loaded."""
     connection.on_connect()
+    load_scripts(connection)
+
+
+def load_scripts(connection):
+    """SCRIPT LOAD every script on a connection just made (replies read after all)."""
     sources = script_sources().values()
     for source in sources:
         connection.send_command("SCRIPT", "LOAD", source)

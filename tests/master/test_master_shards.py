@@ -50,7 +50,8 @@ def test_a_frontier_with_another_shard_count_is_refused(redis, test_settings):
     check_shape(redis, Keys.from_settings(test_settings))
     check_shape(redis, Keys.from_settings(test_settings))          # the same: fine
     other = Keys(test_settings["CRAWLCLUSTER_KEY_PREFIX"], 64)
-    with pytest.raises(ConfigError, match="has 1024 shards, but CRAWLCLUSTER_FRONTIER_SHARDS is 64"):
+    refused = "has 1024 shards, but CRAWLCLUSTER_FRONTIER_SHARDS is 64"
+    with pytest.raises(ConfigError, match=refused):
         check_shape(redis, other)
     with pytest.raises(ConfigError):
         Frontier.from_settings(redis, test_settings.copy_with(CRAWLCLUSTER_FRONTIER_SHARDS=64))
@@ -98,16 +99,16 @@ class CheckedScripts(LuaScripts):
         return super().run(name, keys, args, pipe=pipe)
 
 
-def test_every_script_touches_the_keys_of_one_hash_tag_only(redis, test_settings):
-    keys = Keys.from_settings(test_settings)
-    scripts = CheckedScripts(redis, keys.prefix)
+def exercise_every_script(client, keys, scripts):
+    """Run every frontier operation once (each Lua script at least once) on ``client``,
+    in simulated time; returns what a crawl's counts say afterwards."""
     clock = Clock()
     common = {"clock": clock, "scripts": scripts}
-    registry = JobRegistry(redis, keys, ttl=30, **common)
-    frontier = Frontier(redis, keys, lease_seconds=60, **common)
-    dispatcher = Dispatcher(redis, keys, registry, frontier, window=60, headroom=10,
+    registry = JobRegistry(client, keys, ttl=30, **common)
+    frontier = Frontier(client, keys, lease_seconds=60, **common)
+    dispatcher = Dispatcher(client, keys, registry, frontier, window=60, headroom=10,
                             default_weight=6000, **common)
-    queues = ThrottledQueues(redis, keys, SiteConfig(1000, 1.0), lease_seconds=60, **common)
+    queues = ThrottledQueues(client, keys, SiteConfig(1000, 1.0), lease_seconds=60, **common)
 
     for job in ("a", "b"):
         registry.register(job, "universal", job, "10.0.0.1")
@@ -128,15 +129,23 @@ def test_every_script_touches_the_keys_of_one_hash_tag_only(redis, test_settings
     registry.deregister("b")
     dispatcher.leases.release_all()
     dispatcher.tick()                                             # an empty shard pruned
-    BloomFilter(redis, keys, "t", BloomParams.for_capacity(1000, 0.01, counting=True),
+    BloomFilter(client, keys, "t", BloomParams.for_capacity(1000, 0.01, counting=True),
                 scripts=scripts).remove_many(["http://a.com/"])
-    RollingTimeCounter(redis, keys.rolling_counter("r"), 60, **common).increment()
-    StepTimeCounter(redis, keys, "s", step=60, keep=2, **common).increment()
-    WindowCounts(redis, keys.window_counts("w"), **common).increment()
-    worklist = WorkList(redis, keys, **common)
+    RollingTimeCounter(client, keys.rolling_counter("r"), 60, **common).increment()
+    StepTimeCounter(client, keys, "s", step=60, keep=2, **common).increment()
+    WindowCounts(client, keys.window_counts("w"), **common).increment()
+    worklist = WorkList(client, keys, **common)
     worklist.add({"id": "e1", "kind": "expire"})
     worklist.claim()
+    return CrawlStore(client, keys).progress("c1")
+
+
+def test_every_script_touches_the_keys_of_one_hash_tag_only(redis, test_settings):
+    keys = Keys.from_settings(test_settings)
+    scripts = CheckedScripts(redis, keys.prefix)
+    progress = exercise_every_script(redis, keys, scripts)
     assert scripts.ran == set(script_sources())                  # every script was checked
+    assert progress["counts"]["done"] == 1 and progress["total_pending"] == 40 - 1 - 2
 
 
 def test_the_checked_scripts_do_catch_a_key_of_another_shard(redis, test_settings):
