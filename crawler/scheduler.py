@@ -52,6 +52,7 @@ class NewLink(NamedTuple):
     domain: str
     callback: str
     extra: dict | None    # spider fields for the link's task (e.g. the rule that took it)
+    unfiltered: bool = False   # pushed whatever the filter says (a round that failed)
 
 
 class ClusterScheduler:
@@ -312,11 +313,21 @@ class ClusterScheduler:
         if not self.new_links:
             return
         links, self.new_links = self.new_links, []
+        try:
+            self._push_links(links)
+        except Exception:
+            # Redis failed mid-way (a failover, say): the filter may already hold some of
+            # these links, so next round they are pushed whatever it says. A link may be
+            # queued twice; none is lost.
+            self.new_links = [link._replace(unfiltered=True) for link in links] + self.new_links
+            raise
+
+    def _push_links(self, links):
         is_new = self._check_and_add(links)
         # A page crawled again after a lease expired pushes its links even if seen:
         # the job that first crawled it may have died before they reached the pool.
         fresh = [link for link, new in zip(links, is_new, strict=True)
-                 if new or link.parent["task"].get("attempts", 0) > 0]
+                 if new or link.unfiltered or link.parent["task"].get("attempts", 0) > 0]
         self.stats.inc_value("crawlcluster/links/duplicate", len(links) - len(fresh))
         tasks = self._within_domain_limits(
             [task for task in map(_task_for_link, fresh) if task is not None])

@@ -35,6 +35,7 @@ MANAGER_PORTS_AHEAD = 16
 ZOOKEEPER_JARS = ("/usr/share/java/zookeeper.jar", "/usr/share/java/slf4j-simple.jar")
 # A local Redis Cluster: this many nodes on consecutive ports, each master with a replica.
 REDIS_CLUSTER_NODES = 6
+REDIS_CLUSTER_BUS_OFFSET = 10000      # Redis: a node's cluster bus listens on port + 10000
 
 
 # --- addresses -------------------------------------------------------------------
@@ -443,6 +444,20 @@ def free_port(hosts=("127.0.0.1",)):
         if all(port_free(host, port) for host in hosts):
             return port
     raise ServiceError(f"no port free on all of {hosts}")
+
+
+def free_redis_cluster_port(host="127.0.0.1"):
+    """A first port for a local Redis Cluster: its six nodes' ports and their cluster bus
+    ports (each node's port + 10000) all free and below the ephemeral range."""
+    top = _first_ephemeral_port() - REDIS_CLUSTER_BUS_OFFSET - REDIS_CLUSTER_NODES
+    for _ in range(200):
+        port = random.randrange(FREE_PORTS_FROM, top)
+        wanted = [port + n + bus for n in range(REDIS_CLUSTER_NODES)
+                  for bus in (0, REDIS_CLUSTER_BUS_OFFSET)]
+        if all(port_free(host, p) for p in wanted):
+            return port
+    raise ServiceError("no six consecutive ports free, with their cluster bus ports, for a "
+                       "local Redis Cluster")
 
 
 def _first_ephemeral_port():

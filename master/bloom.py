@@ -29,6 +29,7 @@ import numpy as np
 from master.keys import Keys
 from master.lua import LuaScripts
 from master.urls import url_digest
+from settings.clients import is_cluster
 from settings.errors import ConfigError
 
 _POWERS_OF_TEN = np.array([10 ** n for n in range(1, 20)], dtype=np.uint64)
@@ -230,27 +231,26 @@ class BloomFilter:
         """
         op = _SET_U1 if write else (_GET_U4 if self.params.counting else _GET_U1)
         results = np.full(len(urls), not write)
-        pool = self.client.connection_pool
-        conn = pool.get_connection()
+        connections = _Connections(self.client)
         try:
             in_flight = deque()
             for start in range(0, len(urls), self.chunk):
                 commands = self._bitfield_commands(urls, scope, start, start + self.chunk, op)
-                conn.send_packed_command([command for command, _ in commands])
-                in_flight.append(commands)
+                in_flight.append(connections.send(commands))
                 if len(in_flight) > 1:
-                    _collect(conn, in_flight.popleft(), results, write)
+                    _collect(in_flight.popleft(), results, write)
             while in_flight:
-                _collect(conn, in_flight.popleft(), results, write)
+                _collect(in_flight.popleft(), results, write)
         except BaseException:
-            conn.disconnect()   # replies may be left unread on it
+            connections.disconnect()   # replies may be left unread on them
             raise
         finally:
-            pool.release(conn)
+            connections.release()
         return results.tolist()
 
     def _bitfield_commands(self, urls, scope, start, stop, op):
-        """``[(BITFIELD command in RESP, URL index of each cell it reads)]``, one per block.
+        """``[(block key, BITFIELD command in RESP, URL index of each cell it reads)]``,
+        one per block.
 
         The positions of a whole chunk are computed as arrays, and commands are
         packed here (see ``_Op.resp``): redis-py's generic packing costs more
@@ -286,7 +286,7 @@ class BloomFilter:
             if count:
                 command.append(op.resp(offsets[run_start:run_start + count], run_digits))
                 run_start += count
-        return b"".join(command), owners
+        return key.decode(), b"".join(command), owners
 
     # --- Lua: counting mode, removal, hashing in Lua ---------------------------------
 
@@ -328,10 +328,51 @@ def _scope_of(scope, index):
     return scope[index] if isinstance(scope, list) else scope
 
 
-def _collect(conn, commands, results, write):
+def _collect(sent, results, write):
     """Read a chunk's replies: a URL is new if any of its cells was 0, held if none was."""
-    for _, owners in commands:
+    for conn, owners in sent:
         results[owners[np.asarray(conn.read_response()) == 0]] = write
+
+
+class _Connections:
+    """Connections checked out for one batch: one for a single Redis, one per node a
+    block lives on for a Redis Cluster (the client's slot map says which)."""
+
+    def __init__(self, client):
+        self.client = client
+        self.cluster = is_cluster(client)
+        self.held = {}             # pool -> connection
+
+    def send(self, commands):
+        """Send each ``(key, command, owners)`` on its node's connection, a node's
+        commands together; ``[(connection, owners)]`` in the order sent."""
+        by_conn, sent = {}, []
+        for key, command, owners in commands:
+            conn = self._connection(key)
+            by_conn.setdefault(conn, []).append(command)
+            sent.append((conn, owners))
+        for conn, packed in by_conn.items():
+            conn.send_packed_command(packed)
+        # Replies come back per connection in the order sent: regroup to match.
+        return [item for conn in by_conn for item in sent if item[0] is conn]
+
+    def _connection(self, key):
+        if self.cluster:
+            node = self.client.get_node_from_key(key)
+            pool = self.client.get_redis_connection(node).connection_pool
+        else:
+            pool = self.client.connection_pool
+        if pool not in self.held:
+            self.held[pool] = pool.get_connection()
+        return self.held[pool]
+
+    def disconnect(self):
+        for conn in self.held.values():
+            conn.disconnect()
+
+    def release(self):
+        for pool, conn in self.held.items():
+            pool.release(conn)
 
 
 class _Op:

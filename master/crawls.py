@@ -40,10 +40,11 @@ class CrawlStore:
         return config
 
     def submit(self, config, bloom, frontier):
-        """Store the crawl, index it under its user and queue its seed task in one
-        transaction; the seed URL goes into the filter so the crawl does not fetch it
-        again when a page links back to it."""
-        batch = WriteBatch(self.client.pipeline())
+        """Store the crawl, index it under its user and queue its seed task in one round
+        trip (the crawl-wide keys first; the seed's shard may be on another Redis
+        Cluster master); the seed URL goes into the filter so the crawl does not fetch
+        it again when a page links back to it."""
+        batch = WriteBatch(self.client.pipeline(transaction=False))
         self.stage(config, frontier, batch)
         batch.flush(frontier)
         batch.pipe.execute()
@@ -118,20 +119,20 @@ class CrawlStore:
 
 
 class WriteBatch:
-    """Writes of many requests gathered for one transaction: per-request commands go
-    on ``pipe`` as they come; strings, set members and seed tasks are gathered and
-    written with one command (or one script call per shard) each by ``flush``."""
+    """Writes of many requests gathered for one pipeline: per-request commands go on
+    ``pipe`` as they come; set members and seed tasks are gathered and written with one
+    command (or one script call per shard) each by ``flush``."""
 
     def __init__(self, pipe):
         self.pipe = pipe
-        self.strings = {}      # key -> value (MSET)
+        self.strings = {}      # key -> value (a SET each: a cluster pipeline has no MSET)
         self.sets = {}         # key -> members (SADD)
         self.seeds = []        # crawls' seed tasks (one pool_push call per shard)
         self.index = {}        # crawl id -> submitted at (one ZADD to the crawl index)
 
     def flush(self, frontier):
-        if self.strings:
-            self.pipe.mset(self.strings)
+        for key, value in self.strings.items():
+            self.pipe.set(key, value)
         if self.index:
             self.pipe.zadd(frontier.keys.crawls(), self.index)
         for key, members in self.sets.items():

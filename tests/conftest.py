@@ -142,12 +142,9 @@ def static_site(tmp_path_factory):
 def redis_cluster(base_settings, tmp_path_factory):
     """Settings naming a local Redis Cluster (3 masters, each with a replica) started by
     ``crawlcluster services`` for this session, on six free consecutive ports."""
-    from manager.services import LocalServers, free_port, port_open
+    from manager.services import LocalServers, free_redis_cluster_port
 
-    for _ in range(50):
-        port = free_port()
-        if not any(port_open("127.0.0.1", port + n) for n in range(1, 6)):
-            break
+    port = free_redis_cluster_port()
     settings = base_settings.copy_with(
         CRAWLCLUSTER_REDIS_CLUSTER=True, CRAWLCLUSTER_REDIS_URL=f"redis://127.0.0.1:{port}/0",
         CRAWLCLUSTER_STATE_DIR=str(tmp_path_factory.mktemp("redis-cluster")))
