@@ -124,12 +124,14 @@ class Dispatcher:
         by_type = {}
         for job, info in jobs.items():
             by_type.setdefault(info["spider_type"], {})[job] = weights[job]
-        moved = 0
-        # A spider type's pools go to that type's jobs only.
-        for spider_type in sorted(by_type):
+        moved, types = 0, sorted(by_type)
+        # A spider type's pools go to that type's jobs only; each type gets an even
+        # share of the allowance, and what one leaves goes to the types after it.
+        for n, spider_type in enumerate(types):
             if moved >= allowance or self.stopping.is_set():
                 break
-            moved += self._dispatch(spider_type, by_type[spider_type], allowance - moved)
+            share = -(-(allowance - moved) // (len(types) - n))
+            moved += self._dispatch(spider_type, by_type[spider_type], share)
         if moved:
             pipe = self.client.pipeline(transaction=False)
             pipe.incrby(self.keys.dispatched(self._window_started), moved)
