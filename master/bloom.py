@@ -346,15 +346,15 @@ class _Connections:
     def send(self, commands):
         """Send each ``(key, command, owners)`` on its node's connection, a node's
         commands together; ``[(connection, owners)]`` in the order sent."""
-        by_conn, sent = {}, []
+        by_conn = {}                      # connection -> (commands, their owners)
         for key, command, owners in commands:
-            conn = self._connection(key)
-            by_conn.setdefault(conn, []).append(command)
-            sent.append((conn, owners))
-        for conn, packed in by_conn.items():
+            packed, owners_of = by_conn.setdefault(self._connection(key), ([], []))
+            packed.append(command)
+            owners_of.append(owners)
+        for conn, (packed, _) in by_conn.items():
             conn.send_packed_command(packed)
-        # Replies come back per connection in the order sent: regroup to match.
-        return [item for conn in by_conn for item in sent if item[0] is conn]
+        return [(conn, owners) for conn, (_, owners_of) in by_conn.items()
+                for owners in owners_of]
 
     def _connection(self, key):
         if self.cluster:

@@ -12,6 +12,7 @@ import json
 import time
 
 from master.keys import Keys
+from master.shards import crawl_shards
 from master.siteconfig import domain_of
 from master.tasks import check_name, make_task
 
@@ -70,7 +71,7 @@ class CrawlStore:
     def progress(self, crawlid):
         """A crawl's pending tasks per domain, its counts, whether it is stopped or
         paused (and how many of its tasks are parked), summed over its shards."""
-        shards = [int(shard) for shard in self.client.smembers(self.keys.crawl_shards(crawlid))]
+        shards = crawl_shards(self.client, self.keys, crawlid)
         pipe = self.client.pipeline(transaction=False)
         pipe.exists(self.keys.crawl_stopped(crawlid, 0))     # flags are in every shard
         pipe.exists(self.keys.crawl_paused(crawlid, 0))

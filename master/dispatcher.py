@@ -47,6 +47,11 @@ UPKEEP_EVERY = 1.0
 UPKEEP_SLICES = 10
 
 
+def instance_id():
+    """This process among the dispatchers (and the roles' heartbeats): host:pid."""
+    return f"{socket.gethostname()}:{os.getpid()}"
+
+
 class Dispatcher:
     def __init__(self, client, keys, registry, frontier, leases=None, window=600.0,
                  headroom=1.25, default_weight=600, batch=500, idle_sleep=0.5,
@@ -56,8 +61,8 @@ class Dispatcher:
         self.registry = registry
         self.frontier = frontier
         self.scripts = scripts or LuaScripts(client)
-        self.leases = leases or ShardLeases(client, keys, f"{socket.gethostname()}:{os.getpid()}",
-                                            clock=clock, scripts=self.scripts)
+        self.leases = leases or ShardLeases(client, keys, instance_id(), clock=clock,
+                                            scripts=self.scripts)
         self.window = window
         self.headroom = headroom
         self.default_weight = default_weight
@@ -79,11 +84,10 @@ class Dispatcher:
         scripts = LuaScripts(client)
         common = {"clock": clock, "scripts": scripts}
         keys = Keys.from_settings(settings)
-        instance = instance or f"{socket.gethostname()}:{os.getpid()}"
         return cls(client, keys,
                    JobRegistry.from_settings(client, settings, **common),
                    Frontier.from_settings(client, settings, **common),
-                   ShardLeases(client, keys, instance,
+                   ShardLeases(client, keys, instance or instance_id(),
                                ttl=settings.getfloat("CRAWLCLUSTER_DISPATCH_LEASE_SECONDS"),
                                **common),
                    window=settings.getfloat("CRAWLCLUSTER_DISPATCH_WINDOW"),
@@ -221,10 +225,11 @@ class Dispatcher:
         order = robin.sequence(weights, sum(takes.values()))
         for job in weights:
             self.frontier.marks.mark(pipe, self.keys.job_shards(job), list(takes))
-        start, pieces = len(pipe), []
+        start, pieces, offset = len(pipe), [], 0
         for shard, take in takes.items():
-            piece = order[sum(len(p) for p in pieces):][:take]
+            piece = order[offset:offset + take]
             pieces.append(piece)
+            offset += take
             self.scripts.run("dispatch", [self.keys.pool(shard, spider_type),
                                           self.keys.shard_owner(shard)],
                              [self.leases.instance, self.keys.queue_template(shard),
@@ -291,7 +296,7 @@ def main(settings):
     from settings.clients import redis_client
 
     client = redis_client(settings, "master")
-    instance = f"{socket.gethostname()}:{os.getpid()}"
+    instance = instance_id()
     dispatcher = Dispatcher.from_settings(client, settings, instance=instance)
     beats = Heartbeats.from_settings(client, settings)
     dispatcher.heartbeat = lambda: beats.beat("master", instance)

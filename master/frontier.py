@@ -15,7 +15,7 @@ from collections import defaultdict
 
 from master.keys import Keys
 from master.lua import LuaScripts
-from master.shards import Marks, check_shape
+from master.shards import Marks, check_shape, crawl_shards
 from master.tasks import decode_task, encode_task, seed_score
 
 PERMANENT_STATUSES = {404, 410}
@@ -207,7 +207,7 @@ class Frontier:
                 for raw in pipe.execute() for url, reason in raw.items()}
 
     def crawl_shards(self, crawlid):
-        return sorted(int(shard) for shard in self.client.smembers(self.keys.crawl_shards(crawlid)))
+        return crawl_shards(self.client, self.keys, crawlid)
 
     # --- stopping, pausing, resuming a crawl ----------------------------------------------
 

@@ -14,6 +14,7 @@ import time
 from master.counters import RollingTimeCounter
 from master.keys import Keys
 from master.lua import LuaScripts
+from master.shards import mark_index
 from master.tasks import check_name
 
 
@@ -87,10 +88,10 @@ class JobRegistry:
                               self.keys.pool_template(shard)], pipe=pipe)
         moved = dict(zip(self.keys.all_shards(), pipe.execute(), strict=True))
         pipe = self.client.pipeline(transaction=False)
-        refilled = [str(shard) for shard, count in moved.items() if count]
+        refilled = [shard for shard, count in moved.items() if count]
         types = [info["spider_type"]] if info else self.client.smembers(self.keys.pool_types())
         for spider_type in types if refilled else ():
-            pipe.zadd(self.keys.pool_shards(spider_type), dict.fromkeys(refilled, self.clock()))
+            mark_index(pipe, self.keys.pool_shards(spider_type), refilled, self.clock())
         pipe.delete(self.keys.job_info(job))
         pipe.delete(self.keys.job_shards(job))
         # A job that beats from now on is told it was declared dead, and registers again.

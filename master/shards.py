@@ -56,7 +56,12 @@ class Marks:
             self._last[(index, shard)] = now
         if len(self._last) > 100_000:
             self._last.clear()
-        pipe.zadd(index, {str(shard): now for shard in due})
+        mark_index(pipe, index, due, now)
+
+
+def mark_index(target, index, shards, now):
+    """ZADD ``shards`` to ``index`` (a shard index) as marked at ``now``."""
+    target.zadd(index, {str(shard): now for shard in shards})
 
 
 def prune(scripts, pipe, index, shards, seen_at):
@@ -69,6 +74,11 @@ def prune(scripts, pipe, index, shards, seen_at):
 
 def read_index(client, index) -> list[int]:
     return sorted(int(shard) for shard in client.zrange(index, 0, -1))
+
+
+def crawl_shards(client, keys, crawlid) -> list[int]:
+    """The shards a crawl has (had) tasks in."""
+    return sorted(int(shard) for shard in client.smembers(keys.crawl_shards(crawlid)))
 
 
 def prefers(instance: str, shard: int, instances) -> bool:

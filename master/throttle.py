@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 
 from master.keys import Keys
 from master.lua import LuaScripts
-from master.shards import prune, read_index
+from master.shards import mark_index, prune, read_index
 
 
 @dataclass
@@ -86,8 +86,7 @@ class ThrottledQueues:
         found = [shard for shard, size in zip(self.keys.all_shards(), pipe.execute(),
                                               strict=True) if size]
         if found:
-            self.client.zadd(self.keys.job_shards(job), {str(shard): self.clock()
-                                                         for shard in found})
+            mark_index(self.client, self.keys.job_shards(job), found, self.clock())
         return found
 
     def take(self, job, spider_type, ip, view=None, min_interval=None, per_domain=1):
@@ -159,7 +158,7 @@ class ThrottledQueues:
         if not chosen:
             return 0
         pipe = self.client.pipeline(transaction=False)
-        pipe.zadd(self.keys.job_shards(job), {str(shard): self.clock() for shard in chosen})
+        mark_index(pipe, self.keys.job_shards(job), chosen, self.clock())
         share = -(-count // len(chosen))
         for shard in chosen:
             args = [self.keys.queue_template(shard), self.keys.job_domains_template(shard), job,
