@@ -198,7 +198,7 @@ def cmd_proxy(args, settings):
 
 
 def cmd_settings(args, settings):
-    """Print the effective settings, or the README's settings table."""
+    """Print the effective settings, or the settings table of docs/settings.md."""
     if args.markdown:
         print(settings_table())
         return 0
@@ -268,7 +268,7 @@ def build_parser():
 
     show = commands.add_parser("settings", help="print the effective settings")
     show.add_argument("--markdown", action="store_true",
-                      help="print the defaults as the README's Markdown table")
+                      help="print the defaults as docs/settings.md's Markdown table")
     show.set_defaults(func=cmd_settings)
     return parser
 

@@ -14,7 +14,7 @@ frontier over its masters. State that spans shards (the job registry, the
 crawl index, the indexes of which shards hold work) carries the cluster-wide
 tag ``{<prefix>}`` and is never changed in the same script as a shard.
 
-The README's "Redis data model" section lists each key, its type, and who
+docs/architecture.md ("Redis data model") lists each key, its type, and who
 writes and reads it.
 """
 

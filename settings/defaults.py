@@ -8,7 +8,7 @@ dict; lists and dicts are given as JSON in the environment).
 the crawler project; ``crawler/settings.py`` exposes them to Scrapy together
 with every ``CRAWLCLUSTER_`` setting.
 
-The README's settings table is generated from the comments here
+The settings table in docs/settings.md is generated from the comments here
 (``crawlcluster settings --markdown``); keep one comment line per setting.
 """
 

@@ -1,6 +1,6 @@
 """The settings reference: every default with its one-line description.
 
-The README's settings table is this module's output
+The settings table in docs/settings.md is this module's output
 (``crawlcluster settings --markdown``); a test keeps the two equal.
 """
 
