@@ -152,6 +152,7 @@ def redis_cluster(base_settings, tmp_path_factory):
     try:
         servers.up(["redis"])
     except (CrawlClusterError, OSError) as exc:
+        servers.down(["redis"])          # the nodes that did start
         if IN_CI:
             pytest.fail(f"could not start a local Redis Cluster: {exc}")
         pytest.skip(f"could not start a local Redis Cluster: {exc}")
