@@ -48,6 +48,7 @@ setup(
         "test": [
             "pytest>=8",
             "pytest-timeout>=2.3",
+            "hypothesis>=6",  # property tests of URL canonicalization
             "ruff>=0.6",
             "PyYAML>=6",  # docker-compose.yml structure test
             "playwright>=1.40",  # the web UI test, driving Debian's chromium
