@@ -47,7 +47,8 @@ class CrawlStore:
         it again when a page links back to it."""
         batch = WriteBatch(self.client.pipeline(transaction=False))
         self.stage(config, frontier, batch)
-        batch.flush(frontier)
+        batch.flush_cluster_wide(frontier)
+        batch.apply_shard_writes(frontier, batch.shard_writes(), batch.pipe)
         batch.pipe.execute()
         bloom.add_many([config["url"]], scope=config["crawlid"])
 
@@ -62,11 +63,10 @@ class CrawlStore:
         seed = seed or self.seed_task(config)
         batch.seeds.append(seed)
         if config.get("domain_max_pages"):      # the seed is one of the domain's pages
-            batch.pipe.hincrby(self.keys.crawl_domain_pages(config["crawlid"], seed["domain"]),
-                               seed["domain"])
+            batch.domain_pages.append([config["crawlid"], seed["domain"]])
         for url in config.get("hubs") or ():
             hub = dict(seed, url=url, domain=domain_of(url), id=f"hub:{url}")
-            frontier.add_hub(hub, config.get("hub_span", 3600.0), pipe=batch.pipe)
+            batch.hubs.append([hub, config.get("hub_span", 3600.0)])
 
     def progress(self, crawlid):
         """A crawl's pending tasks per domain, its counts, whether it is stopped or
@@ -120,22 +120,47 @@ class CrawlStore:
 
 
 class WriteBatch:
-    """Writes of many requests gathered for one pipeline: per-request commands go on
-    ``pipe`` as they come; set members and seed tasks are gathered and written with one
-    command (or one script call per shard) each by ``flush``."""
+    """Writes of many requests gathered for one pipeline, in two parts.
+
+    The cluster-wide part (configs, indexes, anything the plugins put on ``pipe``) is
+    under the cluster-wide hash tag, so it can be one transaction even on a Redis
+    Cluster. The shard part (seed tasks into their shards' pools, domain page counts,
+    hubs) spans shards: ``shard_writes()`` is its JSON form, which the intake stores
+    in the transaction and applies after it (``apply_shard_writes``)."""
 
     def __init__(self, pipe):
         self.pipe = pipe
         self.strings = {}      # key -> value (a SET each: a cluster pipeline has no MSET)
         self.sets = {}         # key -> members (SADD)
-        self.seeds = []        # crawls' seed tasks (one pool_push call per shard)
         self.index = {}        # crawl id -> submitted at (one ZADD to the crawl index)
+        self.seeds = []        # crawls' seed tasks (one pool_push call per shard)
+        self.domain_pages = []  # [crawlid, domain]: a page counted for domain_max_pages
+        self.hubs = []         # [hub task, span]: re-issued every span seconds
 
-    def flush(self, frontier):
+    def flush_cluster_wide(self, frontier):
+        """Put the gathered cluster-wide writes on ``pipe``."""
         for key, value in self.strings.items():
             self.pipe.set(key, value)
         if self.index:
             self.pipe.zadd(frontier.keys.crawls(), self.index)
         for key, members in self.sets.items():
             self.pipe.sadd(key, *members)
-        frontier.push(self.seeds, pipe=self.pipe)
+
+    def shard_writes(self):
+        """The shard part as a JSON-able dict, or None when there is none."""
+        if not (self.seeds or self.domain_pages or self.hubs):
+            return None
+        return {"seeds": self.seeds, "domain_pages": self.domain_pages, "hubs": self.hubs}
+
+    @staticmethod
+    def apply_shard_writes(frontier, writes, pipe):
+        """Put a ``shard_writes()`` dict on ``pipe``. Applying the same dict twice
+        queues each seed once (the pool is a set of task JSON) unless it was dispatched
+        in between, and re-adds the same hubs; only a domain page is counted twice."""
+        if not writes:
+            return
+        frontier.push(writes["seeds"], pipe=pipe)
+        for crawlid, domain in writes["domain_pages"]:
+            pipe.hincrby(frontier.keys.crawl_domain_pages(crawlid, domain), domain)
+        for hub, span in writes["hubs"]:
+            frontier.add_hub(hub, span, pipe=pipe)

@@ -248,6 +248,11 @@ class Keys:
         """list of reply JSON for a partition's messages, not yet on the replies topic."""
         return f"{self.tag}:intake:{topic}:{partition}:outbox"
 
+    def intake_staged(self, topic: str, partition: int) -> str:
+        """list of JSON: a partition's writes into the frontier's shards and its counts,
+        stored with its transaction and applied (then trimmed) right after it."""
+        return f"{self.tag}:intake:{topic}:{partition}:staged"
+
     def monitor_work(self) -> str:
         """zset of stored requests (JSON) for the monitor, score = when due; a claimed
         one is pushed a lease into the future until it is answered."""

@@ -179,3 +179,21 @@ def cluster_redis(cluster_settings):
         pipe.delete(key)
     pipe.execute()
     client.close()
+
+
+@pytest.fixture
+def frontier_settings(request, test_settings):
+    """The test's settings on a single Redis; parametrized indirectly with
+    ``"redis-cluster"``, on the local 3-master Redis Cluster instead."""
+    if getattr(request, "param", "redis") == "redis":
+        request.getfixturevalue("redis")                  # the test's keys removed after it
+        return test_settings
+    request.getfixturevalue("cluster_redis")
+    return request.getfixturevalue("cluster_settings")
+
+
+@pytest.fixture
+def frontier_redis(request, frontier_settings):
+    """A client of the Redis ``frontier_settings`` names (the test's keys removed after)."""
+    on_cluster = frontier_settings.getbool("CRAWLCLUSTER_REDIS_CLUSTER")
+    return request.getfixturevalue("cluster_redis" if on_cluster else "redis")

@@ -5,17 +5,23 @@ One loop: poll a batch, and for each partition of it
 1. decode and validate every message and let its plugin prepare the writes
    (nothing is written yet; a bad message becomes an error reply);
 2. run one Redis transaction that skips messages at or below the partition's
-   applied offset (a redelivery), queues the writes, the replies (into the
-   partition's outbox), the counters, and the new applied offset: so Redis
-   holds every result exactly once even when Kafka delivers twice;
-3. send the outbox to the replies topic and trim what was sent;
+   applied offset (a redelivery), queues the cluster-wide writes (crawl configs,
+   indexes, the monitor's work), the replies (into the partition's outbox), the
+   writes into the frontier's shards and the counters (into the partition's
+   staged list), and the new applied offset: so Redis holds every result exactly
+   once even when Kafka delivers twice. Every key of the transaction carries the
+   cluster-wide hash tag, so it is one transaction on a Redis Cluster too;
+3. apply the staged list (seed tasks into their shards' pools) and trim it;
+4. send the outbox to the replies topic and trim what was sent;
 
 then add the batch's seed URLs to their crawls' Bloom filters and commit the
 offsets to Kafka. A failure before the commit means the batch is delivered
-again, and step 2 makes that harmless. The loop never stops on bad input or a
-server error: it logs, backs off and takes the same batch again.
+again: step 2 makes that harmless, steps 3 and 4 pick up what a crash left.
+The loop never stops on bad input or a server error: it logs, backs off and
+takes the same batch again.
 """
 
+import json
 import logging
 import os
 import signal
@@ -247,22 +253,27 @@ class Preprocess:
     # --- step 2: one transaction per partition -----------------------------------------------
 
     def apply(self, partition, records):
-        """Store the partition's new messages; return the ``Handled`` ones that were new."""
+        """Store the partition's new messages (steps 2 and 3); return the ``Handled`` ones
+        that were new."""
         handled = [self.handle(record) for record in records]
         fresh = self._store(partition, records, handled, self._topic_id(partition.topic))
         if not fresh and self._topic_id_changed(partition.topic):
             # It all looked applied because the topic was made again (a broker that lost
             # its storage) and numbers from 0: not a redelivery.
             fresh = self._store(partition, records, handled, self._topic_id(partition.topic))
+        self.apply_staged(partition)
         return fresh
 
     def _store(self, partition, records, handled, topic_id):
         applied_key = self.keys.intake_applied(partition.topic, partition.partition)
         id_key = self.keys.intake_topic_id(partition.topic, partition.partition)
         outbox = self.keys.intake_outbox(partition.topic, partition.partition)
+        staged = self.keys.intake_staged(partition.topic, partition.partition)
 
         def transaction(pipe):
-            applied, applied_in = pipe.mget(applied_key, id_key)
+            # Every key here carries the cluster-wide hash tag: one transaction even on
+            # a Redis Cluster. The writes into the shards are staged and applied after.
+            applied, applied_in = pipe.get(applied_key), pipe.get(id_key)
             last = int(applied) if applied is not None else -1
             if applied_in not in (None, topic_id):
                 logger.warning("%s was made again on the broker (id %s, was %s); its "
@@ -279,11 +290,13 @@ class Preprocess:
                     replies.append(h.staged.reply)
                 else:
                     replies.append(h.error)
-            batch.flush(self.context.frontier)
+            batch.flush_cluster_wide(self.context.frontier)
+            if fresh:
+                pipe.rpush(staged, json.dumps({"writes": batch.shard_writes(),
+                                               "counts": self._counts(fresh)}))
             encoded = [encode(reply) for reply in replies if reply is not None]
             if encoded:
                 pipe.rpush(outbox, *encoded)
-            self._count(fresh, pipe)
             # Never lower it: a rebalance may redeliver an older range.
             pipe.set(applied_key, max(last, records[-1].offset))
             pipe.set(id_key, topic_id)
@@ -291,6 +304,35 @@ class Preprocess:
 
         return self.redis.transaction(transaction, applied_key, id_key,
                                       value_from_callable=True)
+
+    @staticmethod
+    def _counts(fresh):
+        """``{counter name: events}`` of a partition's new messages."""
+        counts = {"total": len(fresh)}
+        failed = sum(1 for h in fresh if h.error is not None)
+        if failed:
+            counts["fail"] = failed
+        for h in fresh:
+            if h.plugin is not None:
+                name = f"plugin:{h.plugin.name}"
+                counts[name] = counts.get(name, 0) + 1
+        return counts
+
+    def apply_staged(self, partition):
+        """Apply the partition's stored shard writes and counts, then trim them.
+        A crash in between applies them again (see WriteBatch.apply_shard_writes)."""
+        staged = self.keys.intake_staged(partition.topic, partition.partition)
+        entries = self.redis.lrange(staged, 0, -1)
+        if not entries:
+            return
+        pipe = self.redis.pipeline(transaction=False)
+        for raw in entries:
+            entry = json.loads(raw)
+            WriteBatch.apply_shard_writes(self.context.frontier, entry["writes"], pipe)
+            for name, count in entry["counts"].items():
+                self.counter(name).increment(count, pipe=pipe)
+        pipe.execute()
+        self.redis.ltrim(staged, len(entries), -1)
 
     def _topic_id(self, topic):
         """The topic's id on the broker, looked up once."""
@@ -312,20 +354,6 @@ class Preprocess:
         finally:
             admin.close()
         return str(described["topic_id"])
-
-    def _count(self, fresh, pipe):
-        if not fresh:
-            return
-        failed = sum(1 for h in fresh if h.error is not None)
-        self.counter("total").increment(len(fresh), pipe=pipe)
-        if failed:
-            self.counter("fail").increment(failed, pipe=pipe)
-        per_plugin = {}
-        for h in fresh:
-            if h.plugin is not None:
-                per_plugin[h.plugin.name] = per_plugin.get(h.plugin.name, 0) + 1
-        for name, count in per_plugin.items():
-            self.counter(f"plugin:{name}").increment(count, pipe=pipe)
 
     # --- step 3 and after ---------------------------------------------------------------------
 

@@ -74,16 +74,7 @@ def test_precise_crawl_stores_every_item_field_by_field(test_settings, mongo_db,
     assert ok >= 30                  # status codes counted per spider type (table 4-8)
 
 
-@pytest.fixture(params=["redis", "redis-cluster"])
-def frontier_settings(request, test_settings):
-    """The test's settings on a single Redis, or on the local 3-master Redis Cluster."""
-    if request.param == "redis":
-        request.getfixturevalue("redis")                  # the test's keys removed after it
-        return test_settings
-    request.getfixturevalue("cluster_redis")
-    return request.getfixturevalue("cluster_settings")
-
-
+@pytest.mark.parametrize("frontier_settings", ["redis", "redis-cluster"], indirect=True)
 def test_universal_crawl_every_page_exactly_once(frontier_settings, mongo_db, big_site,
                                                  tmp_path):
     test_settings = frontier_settings

@@ -42,11 +42,11 @@ class Role:
 
 
 @pytest.fixture
-def roles(test_settings, kafka_topics, tmp_path):
+def roles(frontier_settings, kafka_topics, tmp_path):
     started = []
 
     def start(role, name=None, **extra):
-        started.append(Role(role, test_settings, tmp_path / f"{name or role}.log", **extra))
+        started.append(Role(role, frontier_settings, tmp_path / f"{name or role}.log", **extra))
         return started[-1]
 
     yield start
@@ -175,7 +175,13 @@ def test_two_instances_share_the_partitions(redis, test_settings, roles, wire):
     assert waiting(redis, Keys.from_settings(test_settings)) == 400
 
 
-def test_sigkill_mid_batch_loses_and_duplicates_nothing(redis, test_settings, roles, wire):
+BOTH = pytest.mark.parametrize("frontier_settings", ["redis", "redis-cluster"], indirect=True)
+
+
+@BOTH
+def test_sigkill_mid_batch_loses_and_duplicates_nothing(frontier_redis, test_settings, roles,
+                                                        wire):
+    redis = frontier_redis
     keys = Keys.from_settings(test_settings)
     total = 4000
     for n in range(total):
@@ -188,13 +194,13 @@ def test_sigkill_mid_batch_loses_and_duplicates_nothing(redis, test_settings, ro
     wait_for(lambda: waiting(redis, keys) >= total, 120, "every crawl stored")
     time.sleep(2.0)
     assert waiting(redis, keys) == total
-    assert all(redis.mget([keys.crawl(f"c{n}") for n in range(total)]))
+    assert all(redis.get(keys.crawl(f"c{n}")) for n in range(total))
     wire.collect(lambda replies: len(wire.by_uuid()) >= total, settle=1.0)
     assert set(wire.by_uuid()) == {f"u{n}" for n in range(total)}
 
 
-def test_scrapy_cluster_examples_and_every_monitor_plugin(redis, test_settings, roles, wire,
-                                                           zookeeper):
+@BOTH
+def test_scrapy_cluster_examples_and_every_monitor_plugin(roles, wire, zookeeper):
     roles("preprocess")
     roles("monitor")
 

@@ -1,5 +1,6 @@
-"""The preprocess transaction against a real Redis, fed records directly: a redelivered
-range, even an older one after a rebalance, changes nothing."""
+"""The preprocess transaction against a real Redis and a real Redis Cluster, fed records
+directly: a redelivered range, even an older one after a rebalance, changes nothing, and
+the staged writes into the shards are applied once however often they are replayed."""
 
 import json
 from collections import namedtuple
@@ -7,6 +8,7 @@ from collections import namedtuple
 import pytest
 from kafka.structs import TopicPartition
 
+from master.crawls import CrawlStore
 from master.frontier import Frontier
 from message_processing.preprocess.service import Preprocess
 from settings.clients import kafka_consumer, kafka_producer
@@ -33,11 +35,17 @@ def partition_of_13(test_settings, kafka_topics):
     consumer.close()
 
 
-def test_redelivered_and_older_ranges_are_skipped(redis, test_settings, partition_of_13):
+BOTH = pytest.mark.parametrize("frontier_settings", ["redis", "redis-cluster"], indirect=True)
+
+
+@BOTH
+def test_redelivered_and_older_ranges_are_skipped(frontier_redis, frontier_settings,
+                                                  partition_of_13):
+    redis = frontier_redis
     partition, consumer = partition_of_13
-    preprocess = Preprocess(test_settings, redis, consumer=consumer, producer=None)
+    preprocess = Preprocess(frontier_settings, redis, consumer=consumer, producer=None)
     t = partition.topic
-    frontier = Frontier.from_settings(redis, test_settings)
+    frontier = Frontier.from_settings(redis, frontier_settings)
     assert len(preprocess.apply(partition, records(t, 0, 9))) == 10
     assert preprocess.apply(partition, records(t, 3, 6)) == []          # an older range again
     assert len(preprocess.apply(partition, records(t, 5, 12))) == 3      # only 10, 11, 12 are new
@@ -45,3 +53,31 @@ def test_redelivered_and_older_ranges_are_skipped(redis, test_settings, partitio
     outbox = redis.lrange(preprocess.keys.intake_outbox(t, 0), 0, -1)
     assert sorted(json.loads(reply)["crawlid"] for reply in outbox) == sorted(
         f"c{n}" for n in range(13))                                     # one ack each
+
+
+@BOTH
+def test_staged_shard_writes_survive_a_crash_and_apply_once(frontier_redis, frontier_settings,
+                                                           partition_of_13):
+    """Killed between the transaction and applying its shard writes: the next round
+    applies them; applying them again queues nothing twice."""
+    redis = frontier_redis
+    partition, consumer = partition_of_13
+    preprocess = Preprocess(frontier_settings, redis, consumer=consumer, producer=None)
+    t = partition.topic
+    frontier = Frontier.from_settings(redis, frontier_settings)
+    staged = preprocess.keys.intake_staged(t, 0)
+    batch = records(t, 0, 12)
+    topic_id = preprocess._topic_id(t)
+    assert len(preprocess._store(partition, batch, [preprocess.handle(r) for r in batch],
+                                 topic_id)) == 13                  # step 2 only, then "killed"
+    assert frontier.pool_count() == 0 and redis.llen(staged) == 1
+    assert all(redis.get(preprocess.keys.crawl(f"c{n}")) for n in range(13))   # configs stored
+
+    entry = redis.lindex(staged, 0)
+    assert preprocess.apply(partition, batch) == []                # the redelivery
+    assert frontier.pool_count() == 13 and redis.llen(staged) == 0
+    redis.rpush(staged, entry)                                     # applied, not yet trimmed
+    preprocess.apply_staged(partition)
+    assert frontier.pool_count() == 13
+    pending = CrawlStore(redis, preprocess.keys).pending_totals([f"c{n}" for n in range(13)])
+    assert set(pending.values()) == {1}                            # counted once each
