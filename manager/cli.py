@@ -55,7 +55,7 @@ def cmd_up(args, settings):
     """Start a local cluster; in the foreground until Ctrl-C unless --detach."""
     from manager.cluster import LocalCluster
 
-    cluster = LocalCluster(settings, nodes=args.nodes, procs=args.procs)
+    cluster = LocalCluster(settings, nodes=args.nodes, procs=args.procs, masters=args.masters)
     try:
         for line in cluster.describe(cluster.up()):
             print(line, flush=True)
@@ -168,6 +168,8 @@ def cmd_config(args, settings):
         if args.hits is None:
             raise CrawlClusterError("rate needs --hits (requests allowed per --window seconds)")
         request.update(rate=args.hits, window=args.window)
+        if args.ip_hits is not None:
+            request["ip_hits"] = args.ip_hits
     return _query(args, settings, request)
 
 
@@ -238,6 +240,8 @@ def build_parser():
                                         "monitor, N nodes with M spiders each")
     up.add_argument("--nodes", type=int, default=1, help="managers (nodes) to start")
     up.add_argument("--procs", type=int, default=1, help="spider processes per type per node")
+    up.add_argument("--masters", type=int, default=1,
+                    help="dispatchers (they share the frontier's shards by lease)")
     up.add_argument("-d", "--detach", action="store_true", help="return once it is up")
     up.set_defaults(func=cmd_up)
     down = commands.add_parser("down", help="stop what `up` or `demo --keep` started")
@@ -302,6 +306,8 @@ def _client_commands(commands):
     config.add_argument("what", choices=["rate", "blacklist"])
     config.add_argument("domain")
     config.add_argument("--hits", type=int, help="requests allowed per window (rate)")
+    config.add_argument("--ip-hits", type=int,
+                        help="of those, allowed from one source address (rate; default all)")
     config.add_argument("--window", type=float, default=60.0, help="window in seconds (rate)")
     config.add_argument("--remove", action="store_true",
                         help="remove the domain's limit, or take it off the blacklist")

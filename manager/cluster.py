@@ -1,10 +1,12 @@
 """A whole cluster on this machine: ``crawlcluster up`` / ``crawlcluster down``.
 
-``up`` starts (or reuses) the servers, then the master, preprocess and
-monitor, then N managers on their own ports (node1, node2, ...; each with its
-own simulated host IP, 127.0.0.<n>, so the per-IP throttle sees N hosts),
-and has each schedule M spider processes per spider type through its own
-scrapyd API. Every process is recorded in the state directory (the same PID
+``up`` starts (or reuses) the servers, then the master (or several, sharing
+the frontier's shards), preprocess and monitor, then N managers on their own
+ports (node1, node2, ...; each with its own simulated host IP, 127.0.0.<n>, so
+the per-IP throttle sees N hosts), and has each schedule M spider processes
+per spider type through its own scrapyd API. With a ``manager.netns.NodeNetwork``
+each node runs in a network namespace of its own, with a real address of its
+own, instead. Every process is recorded in the state directory (the same PID
 records ``services`` uses, named ``cluster-*``); ``down`` stops exactly those,
 managers first (their spider processes are in their process group and get
 the same SIGTERM, so leased tasks are released), then the servers that
@@ -40,8 +42,10 @@ ROOT = str(Path(__file__).resolve().parents[1])
 
 class LocalCluster:
     def __init__(self, settings, nodes=1, procs=1, spider_types=SPIDER_TYPES, out=print,
-                 spider_settings=None):
+                 spider_settings=None, masters=1, network=None):
         self.settings = settings
+        self.network = network           # a manager.netns.NodeNetwork: nodes on own addresses
+        self.masters = masters           # dispatchers sharing the frontier's shards
         self.spider_settings = spider_settings or {}     # node number -> Scrapy settings
         self.nodes = nodes
         self.procs = procs
@@ -58,19 +62,26 @@ class LocalCluster:
         self.started_here += [("server", kind) for kind in servers]
         ensure_topics(self.settings, "up")
         started = {}
-        for role in ROLES:
+        for role in self.roles():
             started[role] = self._start_role(role, cluster_env(self.settings, fast=False))
         for number in range(1, self.nodes + 1):
             started[f"node{number}"] = self._start_node(number)
         return started
 
-    def _start_role(self, name, env, **extra):
+    def roles(self):
+        """The role processes' names: master, master-2, ..., preprocess, monitor."""
+        extra = [f"master-{number}" for number in range(2, self.masters + 1)]
+        return [ROLES[0], *extra, *ROLES[1:]]
+
+    def _start_role(self, name, env, wrap=None, **extra):
         """Start ``crawlcluster <role>`` (the name up to its first ``-``) unless its record
-        shows it running; ``extra`` goes into the record."""
+        shows it running; ``wrap`` turns the command into the one to run (a namespace);
+        ``extra`` goes into the record."""
         record = self.state.recorded(f"cluster-{name}")
         if record:
             return record["pid"]
         command = [sys.executable, "-m", "manager.cli", name.split("-")[0]]
+        command = wrap(command) if wrap else command
         process = spawn(command, self.state.log_path(f"cluster-{name}"), cwd=ROOT, env=env)
         self.state.record(f"cluster-{name}", process.pid, command, **extra)
         self.started_here.append(("role", f"cluster-{name}"))
@@ -78,6 +89,12 @@ class LocalCluster:
 
     def node_settings(self, number):
         """The settings of the number-th node's manager (and its spiders)."""
+        if self.network is not None:          # its own address; the port is its own too
+            address = self.network.address(number)
+            port = self.settings["CRAWLCLUSTER_MANAGER_ADDRESS"].rpartition(":")[2]
+            return self.settings.copy_with(CRAWLCLUSTER_MANAGER_ADDRESS=f"{address}:{port}",
+                                           CRAWLCLUSTER_NODE_NAME=f"node{number}",
+                                           CRAWLCLUSTER_NODE_IP=address)
         record = self.state.recorded(f"cluster-manager-node{number}")
         base_host, _, base_port = self.settings["CRAWLCLUSTER_MANAGER_ADDRESS"].rpartition(":")
         port = record["port"] if record else int(base_port) + number - 1
@@ -94,7 +111,8 @@ class LocalCluster:
         name = f"manager-node{number}"
         fresh = self.state.recorded(f"cluster-{name}") is None
         host, port = listen_address(settings)
-        self._start_role(name, cluster_env(settings, fast=False), port=port)
+        wrap = (lambda command: self.network.command(number, command)) if self.network else None
+        self._start_role(name, cluster_env(settings, fast=False), wrap=wrap, port=port)
         _wait_port(host, port, self.state.log_path(f"cluster-{name}"))
         if fresh:
             for spider in self.spider_types:
@@ -132,7 +150,7 @@ class LocalCluster:
                  f"{settings['CRAWLCLUSTER_KAFKA_REQUESTS_TOPIC']}, replies "
                  f"{settings['CRAWLCLUSTER_KAFKA_REPLIES_TOPIC']}")
         lines = [kafka]
-        for role in ROLES:
+        for role in self.roles():
             lines.append(f"{role:<10}pid {started[role]}  log "
                          f"{self.state.log_path(f'cluster-{role}')}")
         for number in range(1, self.nodes + 1):

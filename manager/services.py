@@ -489,7 +489,8 @@ events {{ worker_connections 1024; }}
 http {{
     types {{ text/html html; text/plain txt; application/json json; }}
     default_type application/octet-stream;
-    log_format timed '$msec $server_addr $request_method $request_uri $status "$http_user_agent"';
+    log_format timed '$msec $server_addr $remote_addr '
+                     '$request_method $request_uri $status "$http_user_agent"';
     access_log {run}/access.log timed;
     client_body_temp_path {run}/tmp/body;
     proxy_temp_path {run}/tmp/proxy;
@@ -549,15 +550,17 @@ class StaticSite:
         self.process = None
 
     def access_log(self):
-        """Requests served so far: dicts with time, host, method, path, status, agent."""
+        """Requests served so far: dicts with time, host, client (the source address),
+        method, path, status, agent."""
         path = self.run_dir / "access.log"
         if not path.exists():
             return []
         entries = []
         for line in path.read_text(errors="replace").splitlines():
             head, _, agent = line.partition(' "')
-            when, host, method, uri, status = head.split(" ", 4)
-            entries.append({"time": float(when), "host": host, "method": method,
+            when, host, client, method, uri, status = head.split(" ", 5)
+            entries.append({"time": float(when), "host": host, "client": client,
+                            "method": method,
                             "path": uri, "status": int(status), "agent": agent.rstrip('"')})
         return entries
 

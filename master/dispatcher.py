@@ -63,6 +63,7 @@ class Dispatcher:
         self.scripts = scripts or LuaScripts(client)
         self.leases = leases or ShardLeases(client, keys, instance_id(), clock=clock,
                                             scripts=self.scripts)
+        self._held_logged = -1
         self.window = window
         self.headroom = headroom
         self.default_weight = default_weight
@@ -145,6 +146,10 @@ class Dispatcher:
 
     def _upkeep(self):
         held = sorted(self.leases.refresh())
+        if len(held) != self._held_logged:
+            logger.info("%s holds %d of %d frontier shards", self.leases.instance, len(held),
+                        self.keys.shards)
+            self._held_logged = len(held)
         for job, moved in self.registry.expire_dead().items():
             logger.info("job %s stopped beating: %d queued tasks back to the pools", job, moved)
         self._upkeep_slice = (self._upkeep_slice + 1) % UPKEEP_SLICES

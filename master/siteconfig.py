@@ -2,7 +2,7 @@
 
 One JSON znode (``<CRAWLCLUSTER_ZOOKEEPER_ROOT>/config/sites``) holds
 
-    {"domains": {"example.com": {"hits": 10, "window": 60, "scale": 1.0}},
+    {"domains": {"example.com": {"hits": 10, "window": 60, "scale": 1.0, "ip_hits": 5}},
      "blacklist": ["spam.example"]}
 
 ``SiteConfig`` watches it and applies every change within moments, in every
@@ -10,7 +10,9 @@ process that watches (the master's throttle, every spider). If ZooKeeper
 becomes unreachable the last config read stays in force; a znode holding bad
 JSON is logged and ignored. A domain without an entry gets the default limit
 from the settings. scrapy-cluster semantics: at most ``floor(hits * scale)``
-requests per ``window`` seconds.
+requests per ``window`` seconds per spider type (the whole cluster), and at most
+``floor(ip_hits * scale)`` of them from one source address (``ip_hits`` defaults to
+``hits``: then one address may use the whole limit).
 """
 
 import json
@@ -54,15 +56,24 @@ def config_path(settings):
     return settings["CRAWLCLUSTER_ZOOKEEPER_ROOT"].rstrip("/") + "/config/sites"
 
 
-def validate_limit(domain, hits, window, scale=1.0):
+def _whole(value):
+    return isinstance(value, int) and not isinstance(value, bool) and value >= 0
+
+
+def validate_limit(domain, hits, window, scale=1.0, ip_hits=None):
     """The entry for a domain's limit, or ConfigError naming what is wrong."""
-    if not isinstance(hits, int) or isinstance(hits, bool) or hits < 0:
+    if not _whole(hits):
         raise ConfigError(f"{domain}: hits must be a whole number >= 0, got {hits!r}")
+    if ip_hits is not None and not _whole(ip_hits):
+        raise ConfigError(f"{domain}: ip_hits must be a whole number >= 0, got {ip_hits!r}")
     if not isinstance(window, (int, float)) or window <= 0:
         raise ConfigError(f"{domain}: window must be a number of seconds > 0, got {window!r}")
     if not isinstance(scale, (int, float)) or not 0 <= scale <= 1:
         raise ConfigError(f"{domain}: scale must be between 0 and 1, got {scale!r}")
-    return {"hits": hits, "window": float(window), "scale": float(scale)}
+    entry = {"hits": hits, "window": float(window), "scale": float(scale)}
+    if ip_hits is not None:
+        entry["ip_hits"] = ip_hits
+    return entry
 
 
 class SiteConfig:
@@ -113,6 +124,11 @@ class SiteConfig:
         entry = self._config["domains"].get(domain, self.default)
         return int(entry["hits"] * entry.get("scale", 1.0)), entry["window"]
 
+    def ip_hits(self, domain):
+        """Hits allowed per window from one source address (``hits`` unless set)."""
+        entry = self._config["domains"].get(domain, self.default)
+        return int(entry.get("ip_hits", entry["hits"]) * entry.get("scale", 1.0))
+
     def is_blacklisted(self, domain):
         return domain in self._config["blacklist"]
 
@@ -121,8 +137,8 @@ class SiteConfig:
 
     # --- writers (the monitor's zookeeper plugin, the CLI) -----------------------
 
-    def set_limit(self, domain, hits, window, scale=1.0):
-        entry = validate_limit(domain, hits, window, scale)
+    def set_limit(self, domain, hits, window, scale=1.0, ip_hits=None):
+        entry = validate_limit(domain, hits, window, scale, ip_hits)
         return self._modify(lambda config: config["domains"].__setitem__(domain, entry))
 
     def remove_limit(self, domain):
@@ -172,7 +188,7 @@ def parse_config(data):
     if not isinstance(domains, dict) or not isinstance(blacklist, list):
         raise ConfigError("'domains' must be an object and 'blacklist' a list")
     checked = {domain: validate_limit(domain, entry.get("hits"), entry.get("window"),
-                                      entry.get("scale", 1.0))
+                                      entry.get("scale", 1.0), entry.get("ip_hits"))
                for domain, entry in domains.items() if isinstance(entry, dict)}
     if len(checked) != len(domains):
         raise ConfigError("every domain entry must be an object")

@@ -115,8 +115,9 @@ class ThrottledQueues:
                     result.blacklisted.append(domain)
                     continue
                 hits, window = self.limit(domain, (min_interval or {}).get(domain))
+                ip_hits = min(hits, self.site_config.ip_hits(domain))
                 wanted = per_domain(domain, hits, window) if callable(per_domain) else per_domain
-                args += [domain, hits, int(window * 1000), wanted]
+                args += [domain, hits, ip_hits, int(window * 1000), wanted]
                 open_domains.append(domain)
             self.scripts.run("throttle_take", [self.keys.leases(shard),
                                                self.keys.job_domains(job, shard)], args, pipe=pipe)

@@ -59,7 +59,6 @@ def redis_client(settings, role, check=True):
     client when ``CRAWLCLUSTER_REDIS_CLUSTER`` is on."""
     import redis
     from redis.backoff import ExponentialBackoff
-    from redis.cluster import RedisCluster
     from redis.retry import Retry
 
     connect_timeout, socket_timeout = _timeouts(settings)
@@ -69,7 +68,8 @@ def redis_client(settings, role, check=True):
     try:
         if settings.getbool("CRAWLCLUSTER_REDIS_CLUSTER"):
             # Reconnects and re-reads the slots itself when a master fails over.
-            client = RedisCluster.from_url(settings["CRAWLCLUSTER_REDIS_URL"], **options)
+            client = _cluster_class().from_url(settings["CRAWLCLUSTER_REDIS_URL"],
+                                               policy_resolver=_scripts_by_key(), **options)
         else:
             client = redis.Redis.from_url(
                 settings["CRAWLCLUSTER_REDIS_URL"], health_check_interval=30,
@@ -83,6 +83,43 @@ def redis_client(settings, role, check=True):
             client.close()
             raise _unreachable(role, settings, "redis", exc) from None
     return client
+
+
+def _cluster_class():
+    """RedisCluster whose pipelines resolve commands as the client does (redis-py 8.1
+    gives a pipeline the default resolver, not the client's)."""
+    from redis.cluster import RedisCluster
+
+    class Cluster(RedisCluster):
+        def pipeline(self, *args, **kwargs):
+            pipe = super().pipeline(*args, **kwargs)
+            pipe._policy_resolver = self._policy_resolver
+            return pipe
+
+    return Cluster
+
+
+def _scripts_by_key():
+    """redis-py's cluster pipeline asks the server (COMMAND GETKEYS, a round trip) for
+    the keys of every EVALSHA it has no policy for, only to learn that it is keyed;
+    every frontier script is. Saying so up front saves a round trip per script call."""
+    from redis.commands.policies import (
+        CommandPolicies,
+        RequestPolicy,
+        ResponsePolicy,
+        StaticPolicyResolver,
+    )
+
+    class ScriptsByKey(StaticPolicyResolver):
+        KEYED = CommandPolicies(request_policy=RequestPolicy.DEFAULT_KEYED,
+                                response_policy=ResponsePolicy.DEFAULT_KEYED)
+
+        def resolve(self, command_name):
+            if command_name in ("evalsha", "eval"):
+                return self.KEYED
+            return super().resolve(command_name)
+
+    return ScriptsByKey()
 
 
 def is_cluster(client):

@@ -14,8 +14,9 @@
 -- ARGV[6]  the job
 -- ARGV[7]  its spider type
 -- ARGV[8]  its host ip
--- ARGV[9..] per domain: domain, hits allowed per window (both windows), window length
---          in milliseconds (the windows' TTL), tasks wanted at most
+-- ARGV[9..] per domain: domain, hits allowed per window by spider type, hits allowed per
+--          window from the host ip, window length in milliseconds (the windows' TTL),
+--          tasks wanted at most
 -- Returns: {the job's domains in the shard now, then per domain named: a list of task
 -- JSON; or "wait:<seconds>" while a window is full; or 0 if the queue is empty}
 local now = tonumber(ARGV[1])
@@ -29,7 +30,7 @@ local function room(window, allowed, window_s)
   return 0, math.max(tonumber(oldest[2]) + window_s - now, 0)
 end
 
-local function take(n, domain, hits, window_ms, wanted)
+local function take(n, domain, hits, ip_hits, window_ms, wanted)
   local queue = string.format(ARGV[4], ARGV[6], domain)
   if redis.call('ZCARD', queue) == 0 then
     redis.call('SREM', KEYS[2], domain)
@@ -39,7 +40,7 @@ local function take(n, domain, hits, window_ms, wanted)
   local by_type = string.format(ARGV[5], 'type', ARGV[7], domain)
   local by_ip = string.format(ARGV[5], 'ip', ARGV[8], domain)
   local type_room, type_wait = room(by_type, hits, window_s)
-  local ip_room, ip_wait = room(by_ip, hits, window_s)
+  local ip_room, ip_wait = room(by_ip, ip_hits, window_s)
   local count = math.min(wanted, type_room, ip_room)
   if count <= 0 then return 'wait:' .. string.format('%.3f', math.max(type_wait, ip_wait)) end
   local popped = redis.call('ZPOPMIN', queue, count)
@@ -57,9 +58,9 @@ local function take(n, domain, hits, window_ms, wanted)
 end
 
 local replies = {}
-for i = 9, #ARGV, 4 do
+for i = 9, #ARGV, 5 do
   replies[#replies + 1] = take(i, ARGV[i], tonumber(ARGV[i + 1]), tonumber(ARGV[i + 2]),
-                               tonumber(ARGV[i + 3]))
+                               tonumber(ARGV[i + 3]), tonumber(ARGV[i + 4]))
 end
 table.insert(replies, 1, redis.call('SMEMBERS', KEYS[2]))
 return replies

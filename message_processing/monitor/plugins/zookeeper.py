@@ -17,7 +17,7 @@ class ZookeeperPlugin(MonitorPlugin):
         if action in ("rate", "domain-update"):
             hits = request["rate"] if action == "rate" else request["hits"]
             site_config.set_limit(domain, hits, request.get("window", 60),
-                                  request.get("scale", 1.0))
+                                  request.get("scale", 1.0), request.get("ip_hits"))
         elif action in ("remove_rate", "domain-remove"):
             site_config.remove_limit(domain)
         elif action in ("blacklist", "blacklist-update"):

@@ -1,0 +1,243 @@
+"""Scale-out benchmark: what one crawled page costs the frontier's Redis, on one Redis and
+on a local 3-master Redis Cluster, in the same run; the inputs of docs/capacity.md.
+
+  python bench/scale.py [--pages 20000] [--domains 1200]
+
+The workload is the frontier's share of a crawl, without Scrapy or HTTP: one process
+plays the dispatcher and four spider jobs. Each round the dispatcher moves tasks from
+the pools into the jobs' domain queues; each job takes what the throttle allows (2
+per domain), finishes them as done, and each page "links" to 5 new URLs on random
+domains of ``--domains``, checked against the crawl's Bloom filter, the new ones pushed.
+These are the calls the spiders and the master make per page (push, dispatch, take,
+finish, Bloom check-and-add).
+
+Measured per page, from every master's ``INFO commandstats`` and ``INFO cpu``:
+Redis commands (a Lua script counts as one command) and Redis CPU microseconds; from
+``INFO memory`` / ``MEMORY USAGE``: bytes per queued task (50,000 tasks left in the
+pools) and bytes per seen URL (a Bloom filter filled to its capacity); the share of the
+frontier's keys and of the commands on the busiest master (over ``--domains``
+domains); and frontier throughput, cluster over single, with this machine's own
+two-process scaling beside it (the cluster's three masters share its cores).
+The last line is one JSON object.
+"""
+
+import argparse
+import random
+import sys
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+import redis as redis_py
+
+from bench.common import bench_redis, bench_settings, finish, machine, parallel_scaling, rate
+from manager.services import LocalServers, free_redis_cluster_port
+from master.bloom import BloomFilter, BloomParams
+from master.dispatcher import Dispatcher
+from master.frontier import Frontier
+from master.keys import Keys
+from master.registry import JobRegistry
+from master.siteconfig import SiteConfig
+from master.tasks import make_task
+from master.throttle import ThrottledQueues
+
+JOBS = ("job1", "job2", "job3", "job4")
+LINKS_PER_PAGE = 5
+QUEUED_TASKS = 50_000
+SEEN_URLS = 200_000
+
+
+class Masters:
+    """The Redis masters behind a client: counters read from each, summed or per node."""
+
+    def __init__(self, client):
+        if hasattr(client, "get_primaries"):
+            nodes = [(node.host, node.port) for node in client.get_primaries()]
+        else:
+            kwargs = client.connection_pool.connection_kwargs
+            nodes = [(kwargs["host"], kwargs["port"])]
+        self.nodes = {f"{host}:{port}": redis_py.Redis(host=host, port=port)
+                      for host, port in nodes}
+
+    def sample(self):
+        """``{node: (commands, cpu seconds, used memory bytes)}``."""
+        found = {}
+        for name, node in self.nodes.items():
+            stats = node.info("commandstats")
+            cpu = node.info("cpu")
+            found[name] = (sum(entry["calls"] for entry in stats.values()),
+                           cpu["used_cpu_sys"] + cpu["used_cpu_user"],
+                           node.info("memory")["used_memory"])
+        return found
+
+    def keys_per_node(self, pattern):
+        return {name: sum(1 for _ in node.scan_iter(match=pattern, count=1000))
+                for name, node in self.nodes.items()}
+
+    def close(self):
+        for node in self.nodes.values():
+            node.close()
+
+
+def delta(before, after):
+    return {name: tuple(b - a for a, b in zip(before[name], after[name], strict=True))
+            for name in before}
+
+
+class CrawlCycle:
+    """The frontier's calls for a crawl of ``domains`` domains, page by page."""
+
+    def __init__(self, client, settings, domains):
+        self.keys = Keys.from_settings(settings)
+        self.frontier = Frontier(client, self.keys)
+        registry = JobRegistry(client, self.keys)
+        for job in JOBS:
+            registry.register(job, "universal", job, f"10.0.0.{JOBS.index(job) + 1}")
+        self.dispatcher = Dispatcher(client, self.keys, registry, self.frontier)
+        self.dispatcher.leases.refresh()
+        self.queues = ThrottledQueues(client, self.keys, SiteConfig(100_000, 1.0))
+        self.bloom = BloomFilter.from_settings(client, settings)
+        self.domains = [f"site{n}.com" for n in range(domains)]
+        self.views = dict.fromkeys(JOBS)
+        self.made = 0
+        self.random = random.Random(7)
+
+    def new_urls(self, count):
+        urls = []
+        for _ in range(count):
+            self.made += 1
+            urls.append(f"http://{self.random.choice(self.domains)}/p/{self.made}")
+        return urls
+
+    def push(self, urls):
+        fresh = [url for url, new in zip(urls, self.bloom.add_many(urls, scope="scale"),
+                                         strict=True) if new]
+        self.frontier.push([make_task(url, "scale", "universal") for url in fresh])
+
+    def run(self, pages):
+        """Crawl ``pages`` pages; return the seconds it took."""
+        self.push([f"http://{domain}/" for domain in self.domains])
+        started, done = time.perf_counter(), 0
+        while done < pages:
+            self.dispatcher._dispatch("universal", dict.fromkeys(JOBS, 600), 4_000)
+            for job in JOBS:
+                result = self.queues.take(job, "universal", f"10.0.0.{JOBS.index(job) + 1}",
+                                          self.views[job], per_domain=2)
+                self.views[job] = result.view
+                if result.tasks:
+                    self.frontier.finish_many([(member, "done", "")
+                                               for _, member in result.tasks])
+                    self.push(self.new_urls(len(result.tasks) * LINKS_PER_PAGE))
+                    done += len(result.tasks)
+        return time.perf_counter() - started, done
+
+
+def measure(settings, pages, domains, label):
+    with bench_redis(settings) as client:
+        masters = Masters(client)
+        try:
+            cycle = CrawlCycle(client, settings, domains)
+            before = masters.sample()
+            seconds, done = cycle.run(pages)
+            used = delta(before, masters.sample())
+            keys = masters.keys_per_node(Keys.from_settings(settings).pattern())
+            queued = queued_task_bytes(client, settings, masters)
+            seen = seen_url_bytes(client, settings)
+        finally:
+            masters.close()
+    commands = sum(c for c, _, _ in used.values())
+    cpu = sum(s for _, s, _ in used.values())
+    row = {"pages_per_s": rate(done, seconds), "redis_cmds_per_page": commands / done,
+           "redis_cpu_us_per_page": cpu * 1e6 / done, "bytes_per_queued_task": queued,
+           "bytes_per_seen_url": seen, "masters": len(used),
+           "max_master_share_commands": max(c for c, _, _ in used.values()) / commands,
+           "max_master_share_keys": max(keys.values()) / max(sum(keys.values()), 1)}
+    print(f"  {label:<14} {row['pages_per_s']:>8,.0f} pages/s  "
+          f"{row['redis_cmds_per_page']:6.1f} cmds/page  "
+          f"{row['redis_cpu_us_per_page']:7.1f} Redis CPU us/page  "
+          f"{queued:6.0f} B/queued task  {seen:5.2f} B/seen URL  "
+          f"busiest master: {row['max_master_share_commands']:.0%} of commands, "
+          f"{row['max_master_share_keys']:.0%} of keys ({len(used)} masters)", flush=True)
+    return row
+
+
+def queued_task_bytes(client, settings, masters):
+    """Memory per task waiting in the pools (the zset member and the pending counts)."""
+    frontier = Frontier(client, Keys.from_settings(settings))
+    before = sum(m for _, _, m in masters.sample().values())
+    for start in range(0, QUEUED_TASKS, 10_000):
+        frontier.push([make_task(f"http://q{n % 5000}.com/queued/page-{n}.html",
+                                 "queued", "universal")
+                       for n in range(start, start + 10_000)])
+    after = sum(m for _, _, m in masters.sample().values())
+    return (after - before) / QUEUED_TASKS
+
+
+def seen_url_bytes(client, settings):
+    """A filter of the configured error rate filled to its capacity: bytes per URL."""
+    params = BloomParams.for_capacity(SEEN_URLS,
+                                      settings.getfloat("CRAWLCLUSTER_BLOOM_ERROR_RATE"),
+                                      block_bits=1 << 20)
+    bloom = BloomFilter(client, Keys.from_settings(settings), "capacity", params)
+    for start in range(0, SEEN_URLS, 10_000):
+        bloom.add_many([f"http://seen.com/{n}" for n in range(start, start + 10_000)])
+    pattern = f"{Keys.from_settings(settings).prefix}:bloom:capacity:*"
+    stored = sum(client.memory_usage(key) or 0 for key in client.scan_iter(match=pattern))
+    return stored / SEEN_URLS
+
+
+def local_cluster(settings, state_dir):
+    port = free_redis_cluster_port()
+    cluster = settings.copy_with(CRAWLCLUSTER_REDIS_CLUSTER=True,
+                                 CRAWLCLUSTER_REDIS_URL=f"redis://127.0.0.1:{port}/0",
+                                 CRAWLCLUSTER_STATE_DIR=str(state_dir))
+    servers = LocalServers(cluster, out=lambda line: None)
+    servers.up(["redis"])
+    return cluster, servers
+
+
+def main():
+    import tempfile
+
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--pages", type=int, default=20_000)
+    parser.add_argument("--domains", type=int, default=1_200)
+    args = parser.parse_args()
+    print(f"scale: {args.pages:,} pages over {args.domains:,} domains, "
+          f"{LINKS_PER_PAGE} links each; {machine()}", flush=True)
+    settings = bench_settings(("redis",))
+    single = measure(settings, args.pages, args.domains, "one Redis")
+    with tempfile.TemporaryDirectory() as state:
+        cluster_settings, servers = local_cluster(settings, state)
+        try:
+            cluster = measure(cluster_settings, args.pages, args.domains, "3-master cluster")
+        finally:
+            servers.down(["redis"])
+    two_proc = parallel_scaling()
+    summary = {
+        "pages": args.pages, "domains": args.domains,
+        "redis_cmds_per_page": cluster["redis_cmds_per_page"],
+        "redis_cpu_us_per_page": cluster["redis_cpu_us_per_page"],
+        "single_redis_cmds_per_page": single["redis_cmds_per_page"],
+        "single_redis_cpu_us_per_page": single["redis_cpu_us_per_page"],
+        "cmds_cluster_over_single": cluster["redis_cmds_per_page"] / single["redis_cmds_per_page"],
+        "cpu_cluster_over_single":
+            cluster["redis_cpu_us_per_page"] / single["redis_cpu_us_per_page"],
+        "bytes_per_queued_task": single["bytes_per_queued_task"],
+        "bytes_per_seen_url": single["bytes_per_seen_url"],
+        "cluster_vs_single": cluster["pages_per_s"] / single["pages_per_s"],
+        "machine_two_proc_scaling": two_proc,
+        "max_master_share": max(cluster["max_master_share_commands"],
+                                cluster["max_master_share_keys"]),
+        "max_master_share_commands": cluster["max_master_share_commands"],
+        "max_master_share_keys": cluster["max_master_share_keys"],
+        "single_pages_per_s": single["pages_per_s"], "cluster_pages_per_s": cluster["pages_per_s"],
+    }
+    print(f"  cluster over single: {summary['cluster_vs_single']:.2f}x frontier throughput "
+          f"(this machine gives two processes {two_proc:.2f}x one)")
+    finish(summary)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,234 @@
+"""Slave nodes on their own addresses: each node in a Linux network namespace of its own.
+
+``NodeNetwork(nodes)`` makes, on one host:
+
+- a bridge holding ``198.18.<k>.1/24`` (198.18.0.0/15 is the benchmarking range, so no
+  real address is shadowed), plus any site addresses asked for (``198.18.<k>.2``, ...),
+  where a test site's nginx listens;
+- per node ``n``: a namespace with a veth pair to the bridge and the address
+  ``198.18.<k>.<10 + n>/24``, so every request the node's spiders make reaches the site
+  from that source address (nginx's ``$remote_addr``);
+- one relay process that gives every namespace the host's servers on its own loopback:
+  it listens on ``127.0.0.1:<port>`` inside each namespace and connects to
+  ``127.0.0.1:<port>`` of the host, so a node's settings name the same servers as on
+  the host (and a Redis Cluster's advertised ``127.0.0.1`` addresses still hold).
+
+Nothing is routed past the bridge: no default route in the namespaces, no forwarding.
+``close()`` removes everything it made. Making namespaces needs CAP_NET_ADMIN (root);
+without it ``NodeNetwork`` raises ``ServiceError`` saying so.
+"""
+
+import argparse
+import asyncio
+import ctypes
+import os
+import random
+import socket
+import subprocess
+import sys
+import uuid
+from pathlib import Path
+
+from settings.errors import ServiceError
+
+CLONE_NEWNET = 0x40000000
+NETNS_DIR = Path("/var/run/netns")
+
+
+def ip(*args, check=True):
+    """Run ``ip ARGS``; ServiceError with its message on failure."""
+    done = subprocess.run(["ip", *args], capture_output=True, text=True, check=False)
+    if check and done.returncode != 0:
+        raise ServiceError(f"ip {' '.join(args)}: {done.stderr.strip() or done.returncode}")
+    return done.stdout
+
+
+def free_subnet():
+    """A /24 of 198.18.0.0/15 no interface on this host has an address in."""
+    used = ip("-4", "-o", "addr", "show")
+    choices = [f"198.{18 + a}.{b}" for a in (0, 1) for b in range(256)]
+    random.shuffle(choices)
+    for net in choices:
+        if f" {net}." not in used:
+            return net
+    raise ServiceError("no free /24 left in 198.18.0.0/15")
+
+
+def server_ports(settings):
+    """The ports of the servers the settings name (every node of a local Redis Cluster)."""
+    from urllib.parse import urlsplit
+
+    from manager.services import REDIS_CLUSTER_NODES
+
+    redis = urlsplit(settings["CRAWLCLUSTER_REDIS_URL"]).port or 6379
+    ports = [redis]
+    if settings.getbool("CRAWLCLUSTER_REDIS_CLUSTER"):
+        ports = list(range(redis, redis + REDIS_CLUSTER_NODES))
+    ports.append(urlsplit(settings["CRAWLCLUSTER_MONGODB_URL"]).port or 27017)
+    for name in ("CRAWLCLUSTER_ZOOKEEPER_HOSTS", "CRAWLCLUSTER_KAFKA_BOOTSTRAP"):
+        ports += [int(address.rpartition(":")[2]) for address in settings[name].split(",")]
+    return ports
+
+
+class NodeNetwork:
+    def __init__(self, nodes, site_addresses=1, server_ports=(), log_path=None):
+        self.token = uuid.uuid4().hex[:6]
+        self.net = free_subnet()
+        self.bridge = f"cc{self.token}br"
+        self.namespaces = [f"cc{self.token}n{n}" for n in range(1, nodes + 1)]
+        self.site_hosts = [f"{self.net}.{2 + n}" for n in range(site_addresses)]
+        self.server_ports = sorted(set(server_ports))
+        self.log_path = log_path
+        self.relay = None
+        try:
+            self._make()
+        except BaseException:
+            self.close()
+            raise
+
+    # --- addresses -----------------------------------------------------------------------
+
+    @property
+    def gateway(self):
+        return f"{self.net}.1"
+
+    def address(self, number):
+        """The source address of node ``number`` (1-based)."""
+        return f"{self.net}.{10 + number}"
+
+    def namespace(self, number):
+        return self.namespaces[number - 1]
+
+    def command(self, number, command):
+        """``command`` run inside node ``number``'s namespace."""
+        return ["ip", "netns", "exec", self.namespace(number), *command]
+
+    # --- making and removing ---------------------------------------------------------------
+
+    def _make(self):
+        if os.geteuid() != 0:
+            raise ServiceError("network namespaces need CAP_NET_ADMIN: run as root")
+        ip("link", "add", self.bridge, "type", "bridge")
+        for address in [self.gateway, *self.site_hosts]:
+            ip("addr", "add", f"{address}/24", "dev", self.bridge)
+        ip("link", "set", self.bridge, "up")
+        for number, name in enumerate(self.namespaces, start=1):
+            outside, inside = f"cc{self.token}v{number}", f"cc{self.token}p{number}"
+            ip("netns", "add", name)
+            ip("link", "add", outside, "type", "veth", "peer", "name", inside)
+            ip("link", "set", outside, "master", self.bridge, "up")
+            ip("link", "set", inside, "netns", name)
+            ip("-n", name, "link", "set", "lo", "up")
+            ip("-n", name, "addr", "add", f"{self.address(number)}/24", "dev", inside)
+            ip("-n", name, "link", "set", inside, "up")
+        if self.server_ports:
+            self._start_relay()
+
+    def _start_relay(self):
+        command = [sys.executable, "-m", "manager.netns", "relay",
+                   "--ports", *map(str, self.server_ports), "--namespaces", *self.namespaces]
+        log = open(self.log_path or os.devnull, "ab")  # noqa: SIM115 - the child holds it
+        with log:
+            self.relay = subprocess.Popen(command, stdin=subprocess.DEVNULL, stdout=log,
+                                          stderr=subprocess.STDOUT, start_new_session=True,
+                                          cwd=str(Path(__file__).resolve().parents[1]))
+        for number in range(1, len(self.namespaces) + 1):
+            self._wait_relay(number)
+
+    def _wait_relay(self, number, timeout=15.0):
+        port = self.server_ports[0]
+        probe = (f"import socket,sys,time\nend=time.time()+{timeout!r}\n"
+                 "while time.time()<end:\n"
+                 f"    try: socket.create_connection(('127.0.0.1',{port}),1).close(); "
+                 "sys.exit(0)\n"
+                 "    except OSError: time.sleep(0.1)\nsys.exit(1)")
+        done = subprocess.run(self.command(number, [sys.executable, "-c", probe]), check=False)
+        if done.returncode != 0 or self.relay.poll() is not None:
+            raise ServiceError(f"the server relay did not come up in {self.namespace(number)}")
+
+    def close(self):
+        if self.relay is not None and self.relay.poll() is None:
+            self.relay.terminate()
+            self.relay.wait(timeout=10)
+        for name in self.namespaces:
+            if (NETNS_DIR / name).exists():
+                ip("netns", "del", name, check=False)     # takes its veth ends along
+        ip("link", "del", self.bridge, check=False)
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *_):
+        self.close()
+
+
+# --- the relay (a process of its own: ``python -m manager.netns relay``) ---------------------
+
+def _setns(handle):
+    """Move this thread into the network namespace of the open file ``handle``."""
+    libc = ctypes.CDLL(None, use_errno=True)
+    if libc.setns(handle.fileno(), CLONE_NEWNET) != 0:
+        raise OSError(ctypes.get_errno(), f"setns {handle.name}")
+
+
+def listeners_in(namespace, ports):
+    """Listening sockets on 127.0.0.1:<port> inside ``namespace`` (this thread returns to
+    the namespace it was in)."""
+    with open("/proc/thread-self/ns/net") as home, open(NETNS_DIR / namespace) as target:
+        _setns(target)
+        try:
+            made = []
+            for port in ports:
+                sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+                sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+                sock.bind(("127.0.0.1", port))
+                sock.listen(128)
+                sock.setblocking(False)
+                made.append((port, sock))
+            return made
+        finally:
+            _setns(home)
+
+
+async def _pipe(reader, writer):
+    try:
+        while data := await reader.read(65536):
+            writer.write(data)
+            await writer.drain()
+    except (ConnectionError, OSError):
+        pass
+    finally:
+        writer.close()
+
+
+async def _relay(namespaces, ports):
+    async def forward(port, client_reader, client_writer):
+        try:
+            server_reader, server_writer = await asyncio.open_connection("127.0.0.1", port)
+        except OSError:
+            client_writer.close()
+            return
+        await asyncio.gather(_pipe(client_reader, server_writer),
+                             _pipe(server_reader, client_writer))
+
+    servers = []
+    for namespace in namespaces:
+        for port, sock in listeners_in(namespace, ports):
+            servers.append(await asyncio.start_server(
+                lambda r, w, port=port: forward(port, r, w), sock=sock))
+    print(f"relaying ports {ports} into {namespaces}", flush=True)
+    await asyncio.gather(*(server.serve_forever() for server in servers))
+
+
+def main(argv=None):
+    parser = argparse.ArgumentParser(prog="python -m manager.netns")
+    commands = parser.add_subparsers(dest="command", required=True)
+    relay = commands.add_parser("relay", help="the host's servers on each namespace's loopback")
+    relay.add_argument("--ports", type=int, nargs="+", required=True)
+    relay.add_argument("--namespaces", nargs="+", required=True)
+    args = parser.parse_args(argv)
+    asyncio.run(_relay(args.namespaces, args.ports))
+
+
+if __name__ == "__main__":
+    main()
