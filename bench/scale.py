@@ -12,7 +12,8 @@ These are the calls the spiders and the master make per page (push, dispatch, ta
 finish, Bloom check-and-add).
 
 Measured per page, from every master's ``INFO commandstats`` and ``INFO cpu``:
-Redis commands (a Lua script counts as one command) and Redis CPU microseconds; from
+Redis commands (the commands a Lua script runs count, as well as the script call) and
+Redis CPU microseconds (user + system, masters only: replicas cost as much again); from
 ``INFO memory`` / ``MEMORY USAGE``: bytes per queued task (50,000 tasks left in the
 pools) and bytes per seen URL (a Bloom filter filled to its capacity); the share of the
 frontier's keys and of the commands on the busiest master (over ``--domains``
@@ -45,7 +46,7 @@ from master.throttle import ThrottledQueues
 JOBS = ("job1", "job2", "job3", "job4")
 LINKS_PER_PAGE = 5
 QUEUED_TASKS = 50_000
-SEEN_URLS = 200_000
+SEEN_URLS = 2_000_000
 
 
 class Masters:
@@ -177,8 +178,7 @@ def queued_task_bytes(client, settings, masters):
 def seen_url_bytes(client, settings):
     """A filter of the configured error rate filled to its capacity: bytes per URL."""
     params = BloomParams.for_capacity(SEEN_URLS,
-                                      settings.getfloat("CRAWLCLUSTER_BLOOM_ERROR_RATE"),
-                                      block_bits=1 << 20)
+                                      settings.getfloat("CRAWLCLUSTER_BLOOM_ERROR_RATE"))
     bloom = BloomFilter(client, Keys.from_settings(settings), "capacity", params)
     for start in range(0, SEEN_URLS, 10_000):
         bloom.add_many([f"http://seen.com/{n}" for n in range(start, start + 10_000)])
