@@ -3,10 +3,13 @@
 import multiprocessing
 import time
 
+import pytest
+
 from master.keys import Keys
-from master.siteconfig import SiteConfig, domain_of
+from master.siteconfig import SiteConfig, domain_of, validate_limit
 from master.tasks import decode_task, encode_task, make_task
 from master.throttle import ThrottledQueues
+from settings.errors import ConfigError
 
 
 def fill_queue(client, keys, job, domain, count, crawlid="c1", prioritized=False):
@@ -160,3 +163,26 @@ def test_an_idle_job_takes_half_of_the_longest_backlog_of_each_shard(redis, test
     assert queues.steal("idle", [], count=64) == 0
     result = queues.take("idle", "universal", "10.0.0.9", per_domain=10)
     assert len(result.tasks) == 7 + 1
+
+
+def test_ip_hits_limits_each_address_and_hits_the_whole_cluster(redis, test_settings):
+    """hits 10, ip_hits 4 per window: a job takes 4, a second job on the same address
+    none, one on another address 4 more; a third address only the 2 left of 10."""
+    keys = Keys.from_settings(test_settings)
+    config = SiteConfig(100, 60.0)
+    config._config["domains"]["example.com"] = {"hits": 10, "window": 60.0, "ip_hits": 4}
+    queues = ThrottledQueues(redis, keys, config)
+    taken = {}
+    for job, ip in (("a", "10.0.0.1"), ("b", "10.0.0.1"), ("c", "10.0.0.2"),
+                    ("d", "10.0.0.3"), ("e", "10.0.0.4")):
+        fill_queue(redis, keys, job, "example.com", 20)
+        taken[job] = len(queues.take(job, "universal", ip, per_domain=10).tasks)
+    assert taken == {"a": 4, "b": 0, "c": 4, "d": 2, "e": 0}
+
+
+@pytest.mark.parametrize("bad", [-1, 1.5, True, "3"])
+def test_ip_hits_is_checked_with_the_rest_of_a_limit(bad):
+    assert validate_limit("x.com", 10, 60, ip_hits=3)["ip_hits"] == 3
+    assert "ip_hits" not in validate_limit("x.com", 10, 60)
+    with pytest.raises(ConfigError, match="ip_hits must be a whole number"):
+        validate_limit("x.com", 10, 60, ip_hits=bad)
