@@ -23,6 +23,7 @@ import asyncio
 import ctypes
 import os
 import random
+import select
 import socket
 import subprocess
 import sys
@@ -124,32 +125,26 @@ class NodeNetwork:
         if self.server_ports:
             self._start_relay()
 
-    def _start_relay(self):
+    def _start_relay(self, timeout=15.0):
+        """Start the relay and wait for its line saying every listener is bound."""
         command = [sys.executable, "-m", "manager.netns", "relay",
                    "--ports", *map(str, self.server_ports), "--namespaces", *self.namespaces]
         log = open(self.log_path or os.devnull, "ab")  # noqa: SIM115 - the child holds it
         with log:
-            self.relay = subprocess.Popen(command, stdin=subprocess.DEVNULL, stdout=log,
-                                          stderr=subprocess.STDOUT, start_new_session=True,
+            self.relay = subprocess.Popen(command, stdin=subprocess.DEVNULL,
+                                          stdout=subprocess.PIPE, stderr=log, text=True,
+                                          start_new_session=True,
                                           cwd=str(Path(__file__).resolve().parents[1]))
-        for number in range(1, len(self.namespaces) + 1):
-            self._wait_relay(number)
-
-    def _wait_relay(self, number, timeout=15.0):
-        port = self.server_ports[0]
-        probe = (f"import socket,sys,time\nend=time.time()+{timeout!r}\n"
-                 "while time.time()<end:\n"
-                 f"    try: socket.create_connection(('127.0.0.1',{port}),1).close(); "
-                 "sys.exit(0)\n"
-                 "    except OSError: time.sleep(0.1)\nsys.exit(1)")
-        done = subprocess.run(self.command(number, [sys.executable, "-c", probe]), check=False)
-        if done.returncode != 0 or self.relay.poll() is not None:
-            raise ServiceError(f"the server relay did not come up in {self.namespace(number)}")
+        ready, _, _ = select.select([self.relay.stdout], [], [], timeout)
+        if not ready or not self.relay.stdout.readline().startswith("relaying"):
+            raise ServiceError(f"the server relay did not come up (log: {self.log_path})")
 
     def close(self):
-        if self.relay is not None and self.relay.poll() is None:
-            self.relay.terminate()
-            self.relay.wait(timeout=10)
+        if self.relay is not None:
+            if self.relay.poll() is None:
+                self.relay.terminate()
+                self.relay.wait(timeout=10)
+            self.relay.stdout.close()
         for name in self.namespaces:
             if (NETNS_DIR / name).exists():
                 ip("netns", "del", name, check=False)     # takes its veth ends along

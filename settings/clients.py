@@ -9,6 +9,7 @@ Components receive these clients; they never build their own.
 import logging
 import socket
 import time
+from functools import cache
 from urllib.parse import urlsplit, urlunsplit
 
 from settings.errors import ServerUnreachable
@@ -85,6 +86,7 @@ def redis_client(settings, role, check=True):
     return client
 
 
+@cache
 def _cluster_class():
     """RedisCluster whose pipelines resolve commands as the client does (redis-py 8.1
     gives a pipeline the default resolver, not the client's)."""
@@ -99,6 +101,7 @@ def _cluster_class():
     return Cluster
 
 
+@cache
 def _scripts_by_key():
     """redis-py's cluster pipeline asks the server (COMMAND GETKEYS, a round trip) for
     the keys of every EVALSHA it has no policy for, only to learn that it is keyed;
