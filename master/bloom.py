@@ -25,11 +25,12 @@ from dataclasses import asdict, dataclass
 from functools import cached_property
 
 import numpy as np
+import redis
 
 from master.keys import Keys
 from master.lua import LuaScripts
 from master.urls import url_digest
-from settings.clients import is_cluster
+from settings.clients import is_cluster, reread_slot_map
 from settings.errors import ConfigError
 
 _POWERS_OF_TEN = np.array([10 ** n for n in range(1, 20)], dtype=np.uint64)
@@ -241,8 +242,10 @@ class BloomFilter:
                     _collect(in_flight.popleft(), results, write)
             while in_flight:
                 _collect(in_flight.popleft(), results, write)
-        except BaseException:
+        except BaseException as exc:
             connections.disconnect()   # replies may be left unread on them
+            if isinstance(exc, redis.RedisError):
+                reread_slot_map(self.client)   # a master may have moved (failover)
             raise
         finally:
             connections.release()

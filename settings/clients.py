@@ -69,8 +69,12 @@ def redis_client(settings, role, check=True):
     try:
         if settings.getbool("CRAWLCLUSTER_REDIS_CLUSTER"):
             # Reconnects and re-reads the slots itself when a master fails over.
+            # reinitialize_steps=1: a transaction's pipeline counts its own errors from
+            # zero and gives up after 3, so with the default (re-read the slots every 5th
+            # error) it would keep asking a dead master for good.
             client = _cluster_class().from_url(settings["CRAWLCLUSTER_REDIS_URL"],
-                                               policy_resolver=_scripts_by_key(), **options)
+                                               policy_resolver=_scripts_by_key(),
+                                               reinitialize_steps=1, **options)
         else:
             client = redis.Redis.from_url(
                 settings["CRAWLCLUSTER_REDIS_URL"], health_check_interval=30,
@@ -130,6 +134,20 @@ def is_cluster(client):
     from redis.cluster import RedisCluster
 
     return isinstance(client, RedisCluster)
+
+
+def reread_slot_map(client):
+    """After an error on a connection taken by hand from a Redis Cluster client (one
+    redis-py does not see fail), ask a live node who serves which slots now, so the
+    next try goes to a promoted replica, not the dead master. No-op on a single Redis."""
+    import redis
+
+    if not is_cluster(client):
+        return
+    try:
+        client.nodes_manager.initialize()
+    except redis.RedisError as exc:        # no node answers yet; the next error tries again
+        logger.debug("could not re-read the Redis Cluster slot map: %s", exc)
 
 
 def _redis_version(settings):

@@ -354,10 +354,6 @@ def private_redis_cluster(test_settings, tmp_path):
     servers.down(["redis"])
 
 
-@pytest.mark.xfail(strict=False, reason=(
-    "known bug: after the failover preprocess and monitor can keep connecting to the dead "
-    "master's address (redis-py's cluster transaction path does not re-read the slot map "
-    "on a connection error); passes when the killed master was not the one they hit"))
 def test_a_redis_cluster_master_killed_mid_crawl(private_redis_cluster, kafka_topics, zookeeper,
                                                  mongo_db, site, tmp_path):
     """SIGKILL the master holding the most frontier keys: its replica is promoted (node
