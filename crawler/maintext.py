@@ -1,95 +1,356 @@
-"""Main-text extraction by line-block distribution (thesis 4.3.1.4).
+"""Main-text extraction by line-block distribution (thesis 4.3.1.4), made to hold up on
+real pages.
 
-The page is reduced to text lines: scripts, styles and link text are removed
-(navigation, related links and footers are mostly links) and every block
-element starts a new line. A line block is ``k`` consecutive lines (k <= 5);
-its length is their character count without whitespace. The body is where
-the block lengths peak: from the longest block the region grows in both
-directions, a line at a time, while the block centred on the line stays
-above a fraction of that peak, so short neighbours (ads, comments, share
-buttons) are left out. Linear in
-the size of the page; no training, no site-specific rules.
+The page becomes text lines, one per block element, each knowing how much of its
+text is link text, whether it sits in a boilerplate container (``nav``, ``footer``,
+``aside``, share and comment widgets, cookie banners: by tag, ``role``, class and id)
+and in which body hints (``itemprop="articleBody"``, article-body classes,
+``<article>``, ``<main>``). A line's weight is its length in characters without
+whitespace (characters, not words, so Chinese counts the same as English), less its
+link text, and nothing in boilerplate. A line block is ``k`` consecutive lines; the
+body is where block weights peak: from the heaviest block the region grows a line at
+a time while the blocks stay above a share of the peak, and across gaps of up to
+``MAX_GAP`` light lines (subheadings, captions, short quotes, list items) when heavy
+blocks continue after them. When the page marks its body, only lines inside the mark
+count. Linear in the size of the page; no training, no site rules.
 """
 
 import re
+from dataclasses import dataclass
+from itertools import pairwise
 
 from lxml import etree, html
 
 BLOCK_TAGS = {
-    "address", "article", "aside", "blockquote", "br", "dd", "div", "dl", "dt", "figcaption",
-    "figure", "footer", "form", "h1", "h2", "h3", "h4", "h5", "h6", "header", "hr", "li",
-    "main", "nav", "ol", "p", "pre", "section", "table", "td", "th", "tr", "ul",
+    "address", "article", "aside", "blockquote", "br", "dd", "details", "div", "dl", "dt",
+    "figcaption", "figure", "footer", "form", "h1", "h2", "h3", "h4", "h5", "h6", "header",
+    "hr", "li", "main", "nav", "ol", "p", "pre", "section", "summary", "table", "td", "th",
+    "tr", "ul",
 }
-DROPPED_TAGS = ("script", "style", "noscript", "template", "iframe", "select", "button")
-SKIPPED_TAGS = {*DROPPED_TAGS, "a"}      # link text too: navigation is mostly links
+DROPPED_TAGS = {"script", "style", "noscript", "template", "iframe", "select", "button",
+                "svg", "canvas", "object", "embed", "video", "audio", "head", "title",
+                "textarea", "option"}
+BOILERPLATE_TAGS = {"nav", "footer", "aside", "header", "menu", "dialog", "figcaption"}
+BOILERPLATE_ROLES = {"navigation", "banner", "contentinfo", "complementary", "menu",
+                     "menubar", "search", "dialog", "alert", "toolbar"}
+# Words of a class or id (split at anything but letters and digits) that mark a
+# container as not the body; never checked on html, body, article and main, whose
+# classes describe the whole page ("has-sidebar", "author-jane").
+BOILERPLATE_WORDS = frozenset((
+    "nav", "navbar", "navigation", "menu", "breadcrumb", "breadcrumbs", "footer", "sidebar",
+    "share", "sharing", "social", "comment", "comments", "disqus", "related", "recommended",
+    "recirc", "morestories", "promo", "newsletter", "subscribe", "subscription", "signup",
+    "cookie", "cookies", "consent", "gdpr", "advert", "advertisement", "ad", "ads", "dfp",
+    "sponsored", "outbrain", "taboola", "popup", "modal", "toolbar", "byline", "dateline",
+    "caption", "skip", "masthead", "trending", "mostpopular", "readmore", "pagination",
+    "sronly"))
+BOILERPLATE_PAIRS = frozenset([("more", "stories"), ("most", "popular"), ("read", "more"),
+                               ("sign", "up"), ("visually", "hidden"), ("screen", "reader"),
+                               ("sr", "only"), ("ad", "slot")])
+NO_CLASS_CHECK_TAGS = {"html", "body", "article", "main"}
+# A class or id that marks the body itself.
+BODY_WORDS = re.compile(
+    r"(?:article|story|entry|post|content|news|text|main)[-_]?(?:body|content|text)|"
+    r"articlebody|storytext|post-?text|body-?text|rich-?text|paywall|caas-body")
+_BODY_WORD_PARTS = ("body", "content", "text", "paywall")
+# Attributes rarer than class and id that mark a container; elements with any of them
+# are found in one XPath call per page and classified apart.
+_RARE_MARKS = etree.XPath(
+    "//*[@itemprop or @role or @aria-hidden or @hidden or "
+    "contains(translate(@style, ' ', ''), 'display:none')]")
+_NON_WORD = re.compile(r"[^a-z0-9]+")
+MAX_GAP = 6                   # light lines bridged when heavy blocks go on after them
+MAX_LINK_DENSITY = 0.5        # a line mostly of link text is navigation
 _SPACE = re.compile(r"\s+")
+
+# Body hint strength: the strongest hint present, with enough text, chooses the body.
+_ITEMPROP, _BODY_CLASS, _ARTICLE, _MAIN = 4, 3, 2, 1
+_HINT_TAGS = {"article": _ARTICLE, "main": _MAIN}
+MIN_HINT_CHARS = 200
+_TRUSTED_HINT = _BODY_CLASS     # a body marked this strongly is kept whole
+_HINT_CONTAINERS = {"div", "section", "article", "main", "td"}   # not one paragraph
+
+
+@dataclass
+class Line:
+    text: str
+    chars: int          # characters without whitespace
+    noise_chars: int    # of them, in links and inline boilerplate (a share button)
+    path: tuple         # marked containers open around it, outermost first:
+                        # (0, id) boilerplate, (strength, id) a body hint
+    boilerplate: bool = False
+
+    @property
+    def weight(self):
+        if self.boilerplate or self.noise_chars > self.chars * MAX_LINK_DENSITY:
+            return 0
+        return self.chars - self.noise_chars
+
+
+def _parse(page):
+    if not isinstance(page, str):
+        return page
+    try:
+        return html.fromstring(page)
+    except (etree.ParserError, ValueError):
+        return None
+
+
+_BOILERPLATE = 0
+_MARKS = {}                   # (tag, class, id) -> _BOILERPLATE, a hint's strength, None
+
+
+def _mark(tag, element, rare):
+    """What a container is: ``_BOILERPLATE``, a body hint's strength, or None.
+    ``rare``: the page's elements with a role, itemprop or hidden attribute."""
+    if element in rare:
+        return _classify(tag, element.get("class"), element.get("id"), element)
+    key = (tag, element.get("class"), element.get("id"))
+    try:
+        return _MARKS[key]
+    except KeyError:
+        if len(_MARKS) > 50_000:          # a site shares its class names across pages
+            _MARKS.clear()
+        _MARKS[key] = mark = _classify(*key)
+        return mark
+
+
+def _classify(tag, class_names, ident, element=None):
+    if element is not None:
+        prop = element.get("itemprop")
+        if prop and "articlebody" in prop.lower():
+            return _ITEMPROP
+    names = f"{class_names or ''} {ident or ''}".lower()
+    if tag in _HINT_CONTAINERS and any(part in names for part in _BODY_WORD_PARTS) \
+            and BODY_WORDS.search(names):
+        return _BODY_CLASS
+    if tag in _HINT_TAGS:
+        return _HINT_TAGS[tag]
+    if tag in BOILERPLATE_TAGS or (element is not None and _hidden_or_aside(element)):
+        return _BOILERPLATE
+    if tag not in NO_CLASS_CHECK_TAGS and _boilerplate_names(names):
+        return _BOILERPLATE
+    return None
+
+
+def _hidden_or_aside(element):
+    role = element.get("role")
+    return (bool(role) and role.lower() in BOILERPLATE_ROLES) \
+        or element.get("aria-hidden") == "true" or element.get("hidden") is not None \
+        or "display:none" in (element.get("style") or "").replace(" ", "")
+
+
+def _boilerplate_names(names):
+    words = _NON_WORD.split(names)
+    return not BOILERPLATE_WORDS.isdisjoint(words) or \
+        not BOILERPLATE_PAIRS.isdisjoint(pairwise(words))
+
+
+class _LineBuilder:
+    """Text lines of a tree in one walk; what is open (links, marked containers) is
+    kept as the walk enters and leaves elements."""
+
+    def __init__(self):
+        self.lines = []
+        self.parts, self.noise_chars = [], 0
+        self.noise = 0               # open links and inline boilerplate
+        self.path = ()
+        self.containers = 0
+
+    def text(self, value):
+        self.parts.append(value)
+        if self.noise:
+            self.noise_chars += len(value) - sum(map(value.count, _WHITESPACE))
+
+    def end_line(self):
+        if self.parts:
+            text = _SPACE.sub(" ", "".join(self.parts)).strip()
+            if text:
+                chars = len(text) - text.count(" ")
+                self.lines.append(Line(text, chars, self.noise_chars, self.path))
+            self.parts, self.noise_chars = [], 0
+
+    def enter(self, tag, element, block, rare):
+        """Note what ``element`` opens; return what undoes it (None: nothing)."""
+        mark = _mark(tag, element, rare)
+        if tag == "a" or (not block and mark == _BOILERPLATE):
+            self.noise += 1                  # inline: its text is noise in its line
+            return _leave_noise
+        if mark is None or not block:
+            return None
+        path = self.path
+        self.containers += 1             # numbered: an element's id() is reused
+        self.path = (*path, (mark, self.containers))
+        return lambda builder: setattr(builder, "path", path)
+
+
+def _leave_noise(builder):
+    builder.noise -= 1
+
+
+_SKIPPED = object()
+_WHITESPACE = (" ", "\n", "\t", "\r", "\xa0")
+
+
+def _lines(root):
+    """The text lines of ``root`` (read, not changed), boilerplate resolved."""
+    builder = _LineBuilder()
+    text, end_line, enter = builder.text, builder.end_line, builder.enter
+    rare = set(_RARE_MARKS(root))
+    walker = etree.iterwalk(root, events=("start", "end", "comment", "pi"))
+    opened = []          # per open element: what leaving it undoes
+    for event, element in walker:
+        if event == "start":
+            tag = element.tag              # lowercase from lxml's HTML parser
+            if tag in DROPPED_TAGS:
+                walker.skip_subtree()        # its "end" still comes, for the tail
+                opened.append(_SKIPPED)
+                continue
+            block = tag in BLOCK_TAGS
+            if block:
+                end_line()
+            opened.append(enter(tag, element, block, rare))
+            if element.text:
+                text(element.text)
+        elif event == "end":
+            undo = opened.pop()
+            if undo is not _SKIPPED:
+                if undo is not None:
+                    undo(builder)
+                if element.tag in BLOCK_TAGS:
+                    end_line()
+            if element.tail and element is not root:
+                text(element.tail)
+        elif element.tail:                  # a comment or processing instruction
+            text(element.tail)
+    end_line()
+    _resolve_boilerplate(builder.lines)
+    return builder.lines
+
+
+def _resolve_boilerplate(lines):
+    """Mark each line boilerplate if a boilerplate container is open around it with no
+    body hint inside that container. A boilerplate container that holds most of the
+    page's text is a misnamed wrapper and is not counted."""
+    held, total = {}, 0
+    for line in lines:
+        text = line.chars - line.noise_chars
+        total += text
+        for entry in line.path:
+            if entry[0] == _BOILERPLATE:
+                held[entry] = held.get(entry, 0) + text
+    misnamed = {entry for entry, text in held.items() if text * 2 > total}
+    for line in lines:
+        boilerplate = False
+        for entry in line.path:
+            if entry[0] != _BOILERPLATE:
+                boilerplate = False
+            elif entry not in misnamed:
+                boilerplate = True
+        line.boilerplate = boilerplate
 
 
 def page_lines(page):
-    """The visible non-link text of an HTML page (a string, or the page already parsed
-    by lxml, which is read, not changed), one line per block element."""
-    if isinstance(page, str):
-        try:
-            page = html.fromstring(page)
-        except (etree.ParserError, ValueError):
-            return []
-    return [_SPACE.sub(" ", line).strip() for line in "".join(_text_parts(page)).split("\n")]
+    """The visible text of an HTML page (a string, or the page already parsed by lxml,
+    which is read, not changed), one line per block element, link text included."""
+    root = _parse(page)
+    return [] if root is None else [line.text for line in _lines(root)]
 
 
-def _text_parts(root):
-    """The text of ``root`` in document order, without scripts, styles, comments and
-    link text (the text after them stays), a newline around every block element."""
-    parts = []
-    walker = etree.iterwalk(root, events=("start", "end", "comment", "pi"))
-    skipped = None
-    for event, element in walker:
-        if event in ("comment", "pi"):
-            if element.tail:
-                parts.append(element.tail)
-            continue
-        tag = element.tag.lower() if isinstance(element.tag, str) else ""
-        if event == "start":
-            if tag in SKIPPED_TAGS:
-                walker.skip_subtree()       # its "end" still comes, for the tail
-                skipped = element
+def visible_text(page):
+    """Every visible text of a page, one line per block element (the floor any
+    extractor must beat)."""
+    return "\n".join(page_lines(page))
+
+
+def _body_hint(lines):
+    """``(lines, strength)``: the lines inside the page's strongest body hint that
+    holds enough text, and the hint's strength; all lines and 0 when there is none.
+
+    A hint with a hint of its kind inside holding a third of its text gives way to it
+    (a page-wide "content" around the article's own). Of several containers with the
+    same hint (a body split by ads, say), every one with a third of the largest's text
+    counts."""
+    weight_by_hint, heaviest_inner = _hint_weights(lines)
+    for strength in (_ITEMPROP, _BODY_CLASS, _ARTICLE, _MAIN):
+        weights = {hint: weight for hint, weight in weight_by_hint.items()
+                   if hint[0] == strength and weight >= MIN_HINT_CHARS
+                   and heaviest_inner.get(hint, 0) * 3 < weight}
+        if weights:
+            floor = max(weights.values()) / 3
+            chosen = {hint for hint, weight in weights.items() if weight >= floor}
+            return [line for line in lines if chosen.intersection(line.path)], strength
+    return lines, 0
+
+
+def _hint_weights(lines):
+    """The weight of the lines in each body hint, and for each hint the weight of the
+    heaviest hint of its kind directly inside it."""
+    weight_by_hint, outer_of = {}, {}
+    for line in lines:
+        enclosing = {}                      # strength -> innermost hint so far
+        for hint in line.path:
+            if hint[0] == _BOILERPLATE:
                 continue
-            if tag in BLOCK_TAGS:
-                parts.append("\n")
-            if element.text:
-                parts.append(element.text)
-            continue
-        if element is skipped:
-            skipped = None
-        elif tag in BLOCK_TAGS:
-            parts.append("\n")
-        if element.tail and element is not root:
-            parts.append(element.tail)
-    return parts
+            weight_by_hint[hint] = weight_by_hint.get(hint, 0) + line.weight
+            if hint[0] in enclosing:
+                outer_of[hint] = enclosing[hint[0]]
+            enclosing[hint[0]] = hint
+    heaviest_inner = {}
+    for inner, outer in outer_of.items():
+        heaviest_inner[outer] = max(heaviest_inner.get(outer, 0), weight_by_hint[inner])
+    return weight_by_hint, heaviest_inner
 
 
-def extract_main_text(page, k=3, keep_ratio=0.3):
+def _blocks(weights, k):
+    """The weight of the block of ``k`` lines centred on each line."""
+    before = (k - 1) // 2
+    return [sum(weights[max(0, i - before):i - before + k]) for i in range(len(weights))]
+
+
+def _peak_region(weights, k, keep_ratio):
+    """``(start, end)`` of the body: around the heaviest block of ``k`` lines, while the
+    blocks stay above ``keep_ratio`` of it, bridging up to ``MAX_GAP`` lighter lines."""
+    blocks = _blocks(weights, k)
+    peak = max(range(len(blocks)), key=blocks.__getitem__)
+    floor = blocks[peak] * keep_ratio
+    start = end = peak
+    step = 1
+    while end + step < len(blocks) and step <= MAX_GAP + 1:
+        if blocks[end + step] >= floor:
+            end, step = end + step, 1
+        else:
+            step += 1
+    step = 1
+    while start - step >= 0 and step <= MAX_GAP + 1:
+        if blocks[start - step] >= floor:
+            start, step = start - step, 1
+        else:
+            step += 1
+    # A centred block lets a light line ride on a heavy neighbour: trim light lines
+    # off the two edges (light lines inside the body stay).
+    while start < end and weights[start] < floor / k:
+        start += 1
+    while end > start and weights[end] < floor / k:
+        end -= 1
+    return start, end
+
+
+def extract_main_text(page, k=3, keep_ratio=0.25):
     """The main text of a page (HTML, or its lxml tree: lines joined by newlines), or ""
     if it has none."""
     if not 1 <= k <= 5:
         raise ValueError(f"block size k must be 1..5, got {k}")
-    lines = [line for line in page_lines(page) if line]
-    if not lines:
+    root = _parse(page)
+    if root is None:
         return ""
-    lengths = [len(line.replace(" ", "")) for line in lines]
-    before = (k - 1) // 2                   # a block is centred on its line
-    blocks = [sum(lengths[max(0, i - before):i - before + k]) for i in range(len(lines))]
-    peak = max(range(len(blocks)), key=blocks.__getitem__)
-    floor = blocks[peak] * keep_ratio
-    start = peak
-    while start > 0 and blocks[start - 1] >= floor:
-        start -= 1
-    end = peak
-    while end + 1 < len(blocks) and blocks[end + 1] >= floor:
-        end += 1
-    # A centred block lets a short line ride on a long neighbour: trim short
-    # lines off the two edges (short lines inside the body stay).
-    while start < end and lengths[start] < floor / k:
-        start += 1
-    while end > start and lengths[end] < floor / k:
-        end -= 1
-    return "\n".join(lines[start:end + 1])
+    lines, hint = _body_hint(_lines(root))
+    weights = [line.weight for line in lines]
+    if not any(weights):
+        return ""
+    if hint >= _TRUSTED_HINT:
+        start, end = 0, len(lines) - 1
+    else:
+        start, end = _peak_region(weights, k, keep_ratio)
+    return "\n".join(line.text for line in lines[start:end + 1]
+                     if line.weight or (not line.boilerplate and not line.noise_chars))
