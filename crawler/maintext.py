@@ -96,12 +96,13 @@ def _parse(page):
         return None
 
 
-_BOILERPLATE = 0
+_HIDDEN, _BOILERPLATE = -1, 0   # hidden: not even a body hint inside shows it
 _MARKS = {}                   # (tag, class, id) -> _BOILERPLATE, a hint's strength, None
 
 
 def _mark(tag, element, rare):
-    """What a container is: ``_BOILERPLATE``, a body hint's strength, or None.
+    """What a container is: ``_HIDDEN``, ``_BOILERPLATE``, a body hint's strength, or
+    None.
     ``rare``: the page's elements with a role, itemprop or hidden attribute."""
     if element in rare:
         return _classify(tag, element.get("class"), element.get("id"), element)
@@ -117,6 +118,8 @@ def _mark(tag, element, rare):
 
 def _classify(tag, class_names, ident, element=None):
     if element is not None:
+        if _hidden(element):
+            return _HIDDEN
         prop = element.get("itemprop")
         if prop and "articlebody" in prop.lower():
             return _ITEMPROP
@@ -126,18 +129,21 @@ def _classify(tag, class_names, ident, element=None):
         return _BODY_CLASS
     if tag in _HINT_TAGS:
         return _HINT_TAGS[tag]
-    if tag in BOILERPLATE_TAGS or (element is not None and _hidden_or_aside(element)):
+    if tag in BOILERPLATE_TAGS or (element is not None and _aside_role(element)):
         return _BOILERPLATE
     if tag not in NO_CLASS_CHECK_TAGS and _boilerplate_names(names):
         return _BOILERPLATE
     return None
 
 
-def _hidden_or_aside(element):
-    role = element.get("role")
-    return (bool(role) and role.lower() in BOILERPLATE_ROLES) \
-        or element.get("aria-hidden") == "true" or element.get("hidden") is not None \
+def _hidden(element):
+    return element.get("aria-hidden") == "true" or element.get("hidden") is not None \
         or "display:none" in (element.get("style") or "").replace(" ", "")
+
+
+def _aside_role(element):
+    role = element.get("role")
+    return bool(role) and role.lower() in BOILERPLATE_ROLES
 
 
 def _boilerplate_names(names):
@@ -146,108 +152,97 @@ def _boilerplate_names(names):
         not BOILERPLATE_PAIRS.isdisjoint(pairwise(words))
 
 
-class _LineBuilder:
-    """Text lines of a tree in one walk; what is open (links, marked containers) is
-    kept as the walk enters and leaves elements."""
-
-    def __init__(self):
-        self.lines = []
-        self.parts, self.noise_chars = [], 0
-        self.noise = 0               # open links and inline boilerplate
-        self.path = ()
-        self.containers = 0
-
-    def text(self, value):
-        self.parts.append(value)
-        if self.noise:
-            self.noise_chars += len(value) - sum(map(value.count, _WHITESPACE))
-
-    def end_line(self):
-        if self.parts:
-            text = _SPACE.sub(" ", "".join(self.parts)).strip()
-            if text:
-                chars = len(text) - text.count(" ")
-                self.lines.append(Line(text, chars, self.noise_chars, self.path))
-            self.parts, self.noise_chars = [], 0
-
-    def enter(self, tag, element, block, rare):
-        """Note what ``element`` opens; return what undoes it (None: nothing)."""
-        mark = _mark(tag, element, rare)
-        if tag == "a" or (not block and mark == _BOILERPLATE):
-            self.noise += 1                  # inline: its text is noise in its line
-            return _leave_noise
-        if mark is None or not block:
-            return None
-        path = self.path
-        self.containers += 1             # numbered: an element's id() is reused
-        self.path = (*path, (mark, self.containers))
-        return lambda builder: setattr(builder, "path", path)
-
-
-def _leave_noise(builder):
-    builder.noise -= 1
-
-
-_SKIPPED = object()
 _WHITESPACE = (" ", "\n", "\t", "\r", "\xa0")
+# Inline tags never worth classifying (no share button is a <b>).
+_PLAIN_TAGS = {"b", "i", "em", "strong", "u", "s", "q", "sup", "sub", "small", "big", "font",
+               "abbr", "cite", "code", "kbd", "samp", "var", "tt", "mark", "ins", "del",
+               "strike", "time", "img", "br", "hr", "wbr", "bdi", "bdo"}
 
 
 def _lines(root):
-    """The text lines of ``root`` (read, not changed), boilerplate resolved."""
-    builder = _LineBuilder()
-    text, end_line, enter = builder.text, builder.end_line, builder.enter
+    """The text lines of ``root`` (read, not changed), boilerplate resolved.
+
+    One walk; the walk's state is what is open around the text: ``noise`` (open links
+    and inline boilerplate: their text counts as noise in its line) and ``path`` (the
+    open marked containers). Entering an element saves the state on ``saved``, leaving
+    it restores it. The hot loop of the extractor, kept flat for speed."""
+    lines, parts, noise_chars = [], [], 0
+    noise, path, containers = 0, (), 0
+    saved = []
     rare = set(_RARE_MARKS(root))
-    walker = etree.iterwalk(root, events=("start", "end", "comment", "pi"))
-    opened = []          # per open element: what leaving it undoes
+
+    def end_line():
+        text = _SPACE.sub(" ", "".join(parts)).strip()
+        if text:
+            chars = len(text) - text.count(" ")
+            lines.append(Line(text, chars, noise_chars, path))
+        parts.clear()
+
+    walker = etree.iterwalk(root, events=("start", "end", "comment"))
     for event, element in walker:
         if event == "start":
             tag = element.tag              # lowercase from lxml's HTML parser
+            saved.append((noise, path))
             if tag in DROPPED_TAGS:
                 walker.skip_subtree()        # its "end" still comes, for the tail
-                opened.append(_SKIPPED)
                 continue
             block = tag in BLOCK_TAGS
-            if block:
+            if block and parts:
                 end_line()
-            opened.append(enter(tag, element, block, rare))
-            if element.text:
-                text(element.text)
-        elif event == "end":
-            undo = opened.pop()
-            if undo is not _SKIPPED:
-                if undo is not None:
-                    undo(builder)
-                if element.tag in BLOCK_TAGS:
+                noise_chars = 0
+            if tag == "a":
+                noise += 1
+            elif tag not in _PLAIN_TAGS:
+                mark = _mark(tag, element, rare)
+                if mark is None:
+                    pass
+                elif block:
+                    containers += 1          # numbered: an element's id() is reused
+                    path = (*path, (mark, containers))
+                elif mark <= _BOILERPLATE:
+                    noise += 1
+            value = element.text
+        else:
+            if event == "end":
+                if parts and element.tag in BLOCK_TAGS:
                     end_line()
-            if element.tail and element is not root:
-                text(element.tail)
-        elif element.tail:                  # a comment or processing instruction
-            text(element.tail)
-    end_line()
-    _resolve_boilerplate(builder.lines)
-    return builder.lines
+                    noise_chars = 0
+                noise, path = saved.pop()
+                if element is root:
+                    break
+            value = element.tail
+        if value:
+            parts.append(value)
+            if noise:
+                noise_chars += len(value) - sum(map(value.count, _WHITESPACE))
+    if parts:
+        end_line()
+    _resolve_boilerplate(lines)
+    return lines
 
 
 def _resolve_boilerplate(lines):
-    """Mark each line boilerplate if a boilerplate container is open around it with no
-    body hint inside that container. A boilerplate container that holds most of the
-    page's text is a misnamed wrapper and is not counted."""
+    """Mark each line boilerplate if a hidden container is open around it, or a
+    boilerplate container with no body hint inside that container. A hidden or
+    boilerplate container that holds most of the page's text is a misnamed wrapper and
+    is not counted."""
     held, total = {}, 0
     for line in lines:
         text = line.chars - line.noise_chars
         total += text
         for entry in line.path:
-            if entry[0] == _BOILERPLATE:
+            if entry[0] <= _BOILERPLATE:
                 held[entry] = held.get(entry, 0) + text
     misnamed = {entry for entry, text in held.items() if text * 2 > total}
     for line in lines:
-        boilerplate = False
+        hidden = boilerplate = False
         for entry in line.path:
-            if entry[0] != _BOILERPLATE:
+            if entry[0] > _BOILERPLATE:
                 boilerplate = False
             elif entry not in misnamed:
+                hidden = hidden or entry[0] == _HIDDEN
                 boilerplate = True
-        line.boilerplate = boilerplate
+        line.boilerplate = hidden or boilerplate
 
 
 def page_lines(page):
@@ -290,7 +285,7 @@ def _hint_weights(lines):
     for line in lines:
         enclosing = {}                      # strength -> innermost hint so far
         for hint in line.path:
-            if hint[0] == _BOILERPLATE:
+            if hint[0] <= _BOILERPLATE:
                 continue
             weight_by_hint[hint] = weight_by_hint.get(hint, 0) + line.weight
             if hint[0] in enclosing:
