@@ -61,7 +61,6 @@ _RARE_MARKS = etree.XPath(
 _NON_WORD = re.compile(r"[^a-z0-9]+")
 MAX_GAP = 6                   # light lines bridged when heavy blocks go on after them
 MAX_LINK_DENSITY = 0.5        # a line mostly of link text is navigation
-_SPACE = re.compile(r"\s+")
 
 # Body hint strength: the strongest hint present, with enough text, chooses the body.
 _ITEMPROP, _BODY_CLASS, _ARTICLE, _MAIN = 4, 3, 2, 1
@@ -172,10 +171,9 @@ def _lines(root):
     rare = set(_RARE_MARKS(root))
 
     def end_line():
-        text = _SPACE.sub(" ", "".join(parts)).strip()
-        if text:
-            chars = len(text) - text.count(" ")
-            lines.append(Line(text, chars, noise_chars, path))
+        words = "".join(parts).split()
+        if words:
+            lines.append(Line(" ".join(words), sum(map(len, words)), noise_chars, path))
         parts.clear()
 
     walker = etree.iterwalk(root, events=("start", "end", "comment"))
