@@ -61,6 +61,7 @@ _RARE_MARKS = etree.XPath(
 _NON_WORD = re.compile(r"[^a-z0-9]+")
 MAX_GAP = 6                   # light lines bridged when heavy blocks go on after them
 MAX_LINK_DENSITY = 0.5        # a line mostly of link text is navigation
+MAX_LISTING_LINKS = 0.3       # a body whose text is more link text than this is a listing
 
 # Body hint strength: the strongest hint present, with enough text, chooses the body.
 _ITEMPROP, _BODY_CLASS, _ARTICLE, _MAIN = 4, 3, 2, 1
@@ -162,25 +163,28 @@ def _lines(root):
     """The text lines of ``root`` (read, not changed), boilerplate resolved.
 
     One walk; the walk's state is what is open around the text: ``noise`` (open links
-    and inline boilerplate: their text counts as noise in its line) and ``path`` (the
-    open marked containers). Entering an element saves the state on ``saved``, leaving
-    it restores it. The hot loop of the extractor, kept flat for speed."""
+    and inline boilerplate: their text counts as noise in its line), ``path`` (the
+    open marked containers) and ``pre`` (inside preformatted text, whose line breaks
+    and indents stay). Entering an element saves the state on ``saved``, leaving it
+    restores it. The hot loop of the extractor, kept flat for speed."""
     lines, parts, noise_chars = [], [], 0
-    noise, path, containers = 0, (), 0
+    noise, path, pre, containers = 0, (), False, 0
     saved = []
     rare = set(_RARE_MARKS(root))
 
     def end_line():
-        words = "".join(parts).split()
+        raw = "".join(parts)
+        words = raw.split()
         if words:
-            lines.append(Line(" ".join(words), sum(map(len, words)), noise_chars, path))
+            text = _preformatted(raw) if pre else " ".join(words)
+            lines.append(Line(text, sum(map(len, words)), noise_chars, path))
         parts.clear()
 
     walker = etree.iterwalk(root, events=("start", "end", "comment"))
     for event, element in walker:
         if event == "start":
             tag = element.tag              # lowercase from lxml's HTML parser
-            saved.append((noise, path))
+            saved.append((noise, path, pre))
             if tag in DROPPED_TAGS:
                 walker.skip_subtree()        # its "end" still comes, for the tail
                 continue
@@ -190,6 +194,8 @@ def _lines(root):
                 noise_chars = 0
             if tag == "a":
                 noise += 1
+            elif tag == "pre":
+                pre = True
             elif tag not in _PLAIN_TAGS:
                 mark = _mark(tag, element, rare)
                 if mark is None:
@@ -205,7 +211,7 @@ def _lines(root):
                 if parts and element.tag in BLOCK_TAGS:
                     end_line()
                     noise_chars = 0
-                noise, path = saved.pop()
+                noise, path, pre = saved.pop()
                 if element is root:
                     break
             value = element.tail
@@ -217,6 +223,10 @@ def _lines(root):
         end_line()
     _resolve_boilerplate(lines)
     return lines
+
+
+def _preformatted(text):
+    return "\n".join(line.rstrip() for line in text.strip("\r\n").splitlines())
 
 
 def _resolve_boilerplate(lines):
@@ -267,9 +277,8 @@ def _body_hint(lines):
     weight_by_hint, heaviest_inner = _hint_weights(lines)
     for strength in (_ITEMPROP, _BODY_CLASS, _ARTICLE, _MAIN):
         weights = {hint: weight for hint, weight in weight_by_hint.items()
-                   if hint[0] == strength and weight >= MIN_HINT_CHARS
-                   and heaviest_inner.get(hint, 0) * 3 < weight}
-        if weights:
+                   if hint[0] == strength and heaviest_inner.get(hint, 0) * 3 < weight}
+        if weights and max(weights.values()) >= MIN_HINT_CHARS:
             floor = max(weights.values()) / 3
             chosen = {hint for hint, weight in weights.items() if weight >= floor}
             return [line for line in lines if chosen.intersection(line.path)], strength
@@ -345,5 +354,16 @@ def extract_main_text(page, k=3, keep_ratio=0.25):
         start, end = 0, len(lines) - 1
     else:
         start, end = _peak_region(weights, k, keep_ratio)
+        if _is_listing(lines[start:end + 1]):
+            return ""
     return "\n".join(line.text for line in lines[start:end + 1]
                      if line.weight or (not line.boilerplate and not line.noise_chars))
+
+
+def _is_listing(region):
+    """Is the region headlines with teasers (a section front, search results), not a
+    body? Its text is then largely link text, where an article's links are a few words
+    of a paragraph. (Not asked of a body the page marks as such.)"""
+    chars = sum(line.chars for line in region if not line.boilerplate)
+    links = sum(line.noise_chars for line in region if not line.boilerplate)
+    return links > chars * MAX_LISTING_LINKS
