@@ -22,7 +22,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from urllib.parse import urlsplit
 
-from settings.clients import SERVER_KINDS, check_server, server_address
+from settings.clients import SERVER_KINDS, check_server, cluster_nodes, server_address
 from settings.errors import ServiceError
 
 logger = logging.getLogger(__name__)
@@ -43,7 +43,7 @@ REDIS_CLUSTER_BUS_OFFSET = 10000      # Redis: a node's cluster bus listens on p
 def listen_address(settings, kind):
     """``(host, port)`` a server of ``kind`` listens on, from the settings."""
     if kind == "redis":
-        parts = urlsplit(settings["CRAWLCLUSTER_REDIS_URL"])
+        parts = urlsplit(cluster_nodes(settings["CRAWLCLUSTER_REDIS_URL"])[0])
         return parts.hostname or "127.0.0.1", parts.port or 6379
     if kind == "mongodb":
         parts = urlsplit(settings["CRAWLCLUSTER_MONGODB_URL"])

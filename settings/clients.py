@@ -60,6 +60,7 @@ def redis_client(settings, role, check=True):
     client when ``CRAWLCLUSTER_REDIS_CLUSTER`` is on."""
     import redis
     from redis.backoff import ExponentialBackoff
+    from redis.cluster import ClusterNode
     from redis.retry import Retry
 
     connect_timeout, socket_timeout = _timeouts(settings)
@@ -72,9 +73,10 @@ def redis_client(settings, role, check=True):
             # reinitialize_steps=1: a transaction's pipeline counts its own errors from
             # zero and gives up after 3, so with the default (re-read the slots every 5th
             # error) it would keep asking a dead master for good.
-            client = _cluster_class().from_url(settings["CRAWLCLUSTER_REDIS_URL"],
-                                               policy_resolver=_scripts_by_key(),
-                                               reinitialize_steps=1, **options)
+            url, others = cluster_nodes(settings["CRAWLCLUSTER_REDIS_URL"])
+            client = _cluster_class().from_url(
+                url, startup_nodes=[ClusterNode(host, port) for host, port in others],
+                policy_resolver=_scripts_by_key(), reinitialize_steps=1, **options)
         else:
             client = redis.Redis.from_url(
                 settings["CRAWLCLUSTER_REDIS_URL"], health_check_interval=30,
@@ -88,6 +90,21 @@ def redis_client(settings, role, check=True):
             client.close()
             raise _unreachable(role, settings, "redis", exc) from None
     return client
+
+
+def cluster_nodes(url):
+    """A Redis Cluster URL may name several nodes, ``redis://[auth@]h1:p1,h2:p2/0``, so a
+    role can start while one of them is down: ``(the URL with the first node only,
+    [(host, port) of the others]``."""
+    parts = urlsplit(url)
+    auth, _, hosts = parts.netloc.rpartition("@")
+    first, *others = hosts.split(",")
+    netloc = f"{auth}@{first}" if auth else first
+    nodes = []
+    for other in others:
+        host, colon, port = other.rpartition(":")
+        nodes.append((host, int(port)) if colon else (other, 6379))
+    return urlunsplit(parts._replace(netloc=netloc)), nodes
 
 
 @cache

@@ -15,8 +15,9 @@ The settings table in docs/settings.md is generated from the comments here
 # --- servers ---------------------------------------------------------------
 # Redis URL (redis:// or rediss://; a password goes in the URL).
 CRAWLCLUSTER_REDIS_URL = "redis://127.0.0.1:6379/0"
-# CRAWLCLUSTER_REDIS_URL names one node of a Redis Cluster: every role uses the cluster
-# client (`services up` then starts a local 3-master cluster from that port on).
+# CRAWLCLUSTER_REDIS_URL names a node of a Redis Cluster (or several, for starting while
+# one is down: redis://h1:7000,h2:7000/0): every role uses the cluster client
+# (`services up` then starts a local 3-master cluster from the first node's port on).
 CRAWLCLUSTER_REDIS_CLUSTER = False
 # Kafka bootstrap servers, comma separated host:port.
 CRAWLCLUSTER_KAFKA_BOOTSTRAP = "127.0.0.1:9092"

@@ -5,6 +5,7 @@ import time
 
 import pytest
 
+from master.keys import Keys
 from settings.clients import (
     SERVER_KINDS,
     check_role_servers,
@@ -113,3 +114,22 @@ def test_factories_raise_server_unreachable(base_settings):
 def test_passwords_are_redacted():
     assert redact("redis://user:secret@host:6379/0") == "redis://user:***@host:6379/0"
     assert redact("mongodb://host:27017") == "mongodb://host:27017"
+
+
+def test_a_cluster_url_may_name_several_nodes(cluster_settings):
+    """A role starts while the first node its URL names is down (a master SIGKILLed,
+    say): the client asks the next one for the slot map."""
+    from settings.clients import cluster_nodes
+
+    assert cluster_nodes("redis://:pw@h1:7000,h2:7001,h3/0") == (
+        "redis://:pw@h1:7000/0", [("h2", 7001), ("h3", 6379)])
+    live = cluster_settings["CRAWLCLUSTER_REDIS_URL"].split("//", 1)[1].split("/", 1)[0]
+    settings = cluster_settings.copy_with(
+        CRAWLCLUSTER_REDIS_URL=f"redis://127.0.0.1:1,{live}/0", CRAWLCLUSTER_CONNECT_TIMEOUT=1.0)
+    client = redis_client(settings, "test")
+    try:
+        assert len(client.get_primaries()) == 3
+        assert client.set(Keys.from_settings(settings).prefix + ":several-nodes", "1")
+        client.delete(Keys.from_settings(settings).prefix + ":several-nodes")
+    finally:
+        client.close()
