@@ -11,6 +11,12 @@ domains of ``--domains``, checked against the crawl's Bloom filter, the new ones
 These are the calls the spiders and the master make per page (push, dispatch, take,
 finish, Bloom check-and-add).
 
+Three setups in one run: one Redis (the one ``services up`` runs, no replica), one Redis
+with a replica, and the local 3-master cluster with a replica each. The cluster's ratios
+are taken over the replicated single Redis, like for like: a master pays CPU to feed
+its replica (~10% of it here), which a lone Redis does not (the ratio over it is
+printed too, ``cpu_cluster_over_unreplicated``).
+
 Measured per page, from every master's ``INFO commandstats`` and ``INFO cpu``:
 Redis commands (the commands a Lua script runs count, as well as the script call) and
 Redis CPU microseconds (user + system, masters only: replicas cost as much again); from
@@ -24,8 +30,10 @@ The last line is one JSON object.
 
 import argparse
 import random
+import subprocess
 import sys
 import time
+from contextlib import contextmanager
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
@@ -33,7 +41,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 import redis as redis_py
 
 from bench.common import bench_redis, bench_settings, finish, machine, parallel_scaling, rate
-from manager.services import LocalServers, free_redis_cluster_port
+from manager.services import LocalServers, free_port, free_redis_cluster_port
 from master.bloom import BloomFilter, BloomParams
 from master.dispatcher import Dispatcher
 from master.frontier import Frontier
@@ -197,6 +205,40 @@ def local_cluster(settings, state_dir):
     return cluster, servers
 
 
+@contextmanager
+def replicated_single(settings, state_dir):
+    """A single Redis of the bench's own with one replica, like each master of the local
+    cluster: what the cluster is compared with (replication costs a master CPU too)."""
+    master, replica = free_port(), free_port()
+    processes = []
+    try:
+        for port, extra in ((master, []), (replica, ["--replicaof", "127.0.0.1", str(master)])):
+            data = Path(state_dir) / str(port)
+            data.mkdir()
+            processes.append(subprocess.Popen(
+                ["redis-server", "--port", str(port), "--bind", "127.0.0.1", "--save", "",
+                 "--appendonly", "no", "--dir", str(data), *extra],
+                stdout=subprocess.DEVNULL))
+        wait_for_replica(master)
+        yield settings.copy_with(CRAWLCLUSTER_REDIS_URL=f"redis://127.0.0.1:{master}/0")
+    finally:
+        for process in processes:
+            process.kill()
+            process.wait()
+
+
+def wait_for_replica(port):
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline:
+        try:
+            if redis_py.Redis(port=port).info("replication").get("connected_slaves") == 1:
+                return
+        except redis_py.ConnectionError:
+            pass                                     # not listening yet
+        time.sleep(0.1)
+    raise RuntimeError(f"the bench's replica of 127.0.0.1:{port} did not connect")
+
+
 def main():
     import tempfile
 
@@ -207,7 +249,10 @@ def main():
     print(f"scale: {args.pages:,} pages over {args.domains:,} domains, "
           f"{LINKS_PER_PAGE} links each; {machine()}", flush=True)
     settings = bench_settings(("redis",))
-    single = measure(settings, args.pages, args.domains, "one Redis")
+    unreplicated = measure(settings, args.pages, args.domains, "one Redis")
+    with tempfile.TemporaryDirectory() as state, \
+            replicated_single(settings, state) as replicated:
+        single = measure(replicated, args.pages, args.domains, "+ a replica")
     with tempfile.TemporaryDirectory() as state:
         cluster_settings, servers = local_cluster(settings, state)
         try:
@@ -224,6 +269,9 @@ def main():
         "cmds_cluster_over_single": cluster["redis_cmds_per_page"] / single["redis_cmds_per_page"],
         "cpu_cluster_over_single":
             cluster["redis_cpu_us_per_page"] / single["redis_cpu_us_per_page"],
+        "unreplicated_redis_cpu_us_per_page": unreplicated["redis_cpu_us_per_page"],
+        "cpu_cluster_over_unreplicated":
+            cluster["redis_cpu_us_per_page"] / unreplicated["redis_cpu_us_per_page"],
         "bytes_per_queued_task": single["bytes_per_queued_task"],
         "bytes_per_seen_url": single["bytes_per_seen_url"],
         "cluster_vs_single": cluster["pages_per_s"] / single["pages_per_s"],
