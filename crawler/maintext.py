@@ -12,7 +12,10 @@ body is where block weights peak: from the heaviest block the region grows a lin
 a time while the blocks stay above a share of the peak, and across gaps of up to
 ``MAX_GAP`` light lines (subheadings, captions, short quotes, list items) when heavy
 blocks continue after them. When the page marks its body, only lines inside the mark
-count. Linear in the size of the page; no training, no site rules.
+count, and a body marked by ``itemprop`` or a body class is kept whole. A region that
+is mostly link text is a listing, not a body, and gives nothing. Linear in the size of
+the page; no training, no site rules. docs/architecture.md ("Main text") has the
+details; bench/maintext.py scores it on real pages.
 """
 
 import re
@@ -76,8 +79,8 @@ class Line:
     text: str
     chars: int          # characters without whitespace
     noise_chars: int    # of them, in links and inline boilerplate (a share button)
-    path: tuple         # marked containers open around it, outermost first:
-                        # (0, id) boilerplate, (strength, id) a body hint
+    path: tuple         # marked containers open around it, outermost first: (kind, n),
+                        # kind -1 hidden, 0 boilerplate, 1-4 a body hint's strength
     boilerplate: bool = False
 
     @property
@@ -97,13 +100,13 @@ def _parse(page):
 
 
 _HIDDEN, _BOILERPLATE = -1, 0   # hidden: not even a body hint inside shows it
-_MARKS = {}                   # (tag, class, id) -> _BOILERPLATE, a hint's strength, None
+_MARKS = {}                   # (tag, class, id) -> its kind (see Line.path) or None
 
 
 def _mark(tag, element, rare):
     """What a container is: ``_HIDDEN``, ``_BOILERPLATE``, a body hint's strength, or
-    None.
-    ``rare``: the page's elements with a role, itemprop or hidden attribute."""
+    None. ``rare``: the page's elements with a role, itemprop or hiding attribute,
+    classified one by one; the others by tag, class and id, cached."""
     if element in rare:
         return _classify(tag, element.get("class"), element.get("id"), element)
     key = (tag, element.get("class"), element.get("id"))
