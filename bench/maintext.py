@@ -127,6 +127,10 @@ def main():
     parser.add_argument("--show", type=int, default=0,
                         help="print our N lowest-scoring pages")
     args = parser.parse_args()
+    if not (args.pages / "ground-truth.json").is_file():
+        parser.error(f"no benchmark pages in {args.pages}: clone "
+                     "https://github.com/scrapinghub/article-extraction-benchmark and pass "
+                     "--pages with its directory")
     pages = load_pages(args.pages)
     ids = [page_id for page_id, _, _ in pages]
     truths = [truth for _, _, truth in pages]
