@@ -56,6 +56,7 @@ setup(
             "SecantusDB>=0.7.0b3",
             "moto[server]>=5",  # an S3 store, so a restarted test broker keeps its topics
             "trafilatura>=2",  # the peer of bench/maintext.py
+            "lxml_html_clean",  # which trafilatura imports; lxml 6 no longer ships it
         ],
     },
     entry_points={"console_scripts": ["crawlcluster = manager.cli:main"]},
