@@ -30,7 +30,6 @@ The last line is one JSON object.
 
 import argparse
 import random
-import subprocess
 import sys
 import time
 from contextlib import contextmanager
@@ -41,7 +40,14 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 import redis as redis_py
 
 from bench.common import bench_redis, bench_settings, finish, machine, parallel_scaling, rate
-from manager.services import LocalServers, free_port, free_redis_cluster_port
+from manager.services import (
+    LocalServers,
+    ServerSpec,
+    free_port,
+    free_redis_cluster_port,
+    spawn,
+    stop_process,
+)
 from master.bloom import BloomFilter, BloomParams
 from master.dispatcher import Dispatcher
 from master.frontier import Frontier
@@ -210,21 +216,18 @@ def replicated_single(settings, state_dir):
     """A single Redis of the bench's own with one replica, like each master of the local
     cluster: what the cluster is compared with (replication costs a master CPU too)."""
     master, replica = free_port(), free_port()
-    processes = []
+    spec, pids = ServerSpec("redis"), []
     try:
         for port, extra in ((master, []), (replica, ["--replicaof", "127.0.0.1", str(master)])):
             data = Path(state_dir) / str(port)
             data.mkdir()
-            processes.append(subprocess.Popen(
-                ["redis-server", "--port", str(port), "--bind", "127.0.0.1", "--save", "",
-                 "--appendonly", "no", "--dir", str(data), *extra],
-                stdout=subprocess.DEVNULL))
+            command = spec.command("127.0.0.1", port, data, settings) + extra
+            pids.append(spawn(command, data / "redis.log").pid)
         wait_for_replica(master)
         yield settings.copy_with(CRAWLCLUSTER_REDIS_URL=f"redis://127.0.0.1:{master}/0")
     finally:
-        for process in processes:
-            process.kill()
-            process.wait()
+        for pid in pids:
+            stop_process(pid)
 
 
 def wait_for_replica(port):

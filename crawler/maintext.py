@@ -155,7 +155,6 @@ def _boilerplate_names(names):
         not BOILERPLATE_PAIRS.isdisjoint(pairwise(words))
 
 
-_WHITESPACE = (" ", "\n", "\t", "\r", "\xa0")
 # Inline tags never worth classifying (no share button is a <b>).
 _PLAIN_TAGS = {"b", "i", "em", "strong", "u", "s", "q", "sup", "sub", "small", "big", "font",
                "abbr", "cite", "code", "kbd", "samp", "var", "tt", "mark", "ins", "del",
@@ -221,7 +220,7 @@ def _lines(root):
         if value:
             parts.append(value)
             if noise:
-                noise_chars += len(value) - sum(map(value.count, _WHITESPACE))
+                noise_chars += sum(map(len, value.split()))     # as a line's chars
     if parts:
         end_line()
     _resolve_boilerplate(lines)
