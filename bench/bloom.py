@@ -22,7 +22,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from bench.common import bench_redis, bench_settings, finish, machine, rate
+from bench.common import bench_redis, bench_settings, finish, machine, rate, require_peers
 from master.bloom import BloomFilter, BloomParams
 from master.keys import Keys
 from master.urls import url_digest
@@ -179,6 +179,7 @@ def main():
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--quick", action="store_true", help="smaller sizes, a rough run")
     args = parser.parse_args()
+    require_peers("scrapy_redis")
     scale = 10 if args.quick else 1
     settings = bench_settings()
     keys = Keys.from_settings(settings)

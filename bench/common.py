@@ -4,16 +4,25 @@ Each benchmark runs a peer and crawlcluster in the same run on the same
 machine, prints what it measured, and ends with one line: a JSON object.
 """
 
+import importlib.util
 import json
 import platform
+import sys
 import time
 import uuid
 from contextlib import contextmanager
 
-from manager.services import LocalServers
+from manager.local.services import LocalServers
 from master.keys import Keys
 from settings.clients import redis_client
 from settings.loader import load_settings
+
+
+def require_peers(*modules):
+    """Exit with the install command when a peer this benchmark runs is missing."""
+    missing = [name for name in modules if importlib.util.find_spec(name) is None]
+    if missing:
+        sys.exit(f"{', '.join(missing)} not installed: pip install -e '.[bench]'")
 
 
 def bench_settings(kinds=("redis",)):

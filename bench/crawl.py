@@ -39,10 +39,11 @@ from bench.common import (  # noqa: E402
     finish,
     machine,
     parallel_scaling,
+    require_peers,
 )
-from crawler.sitegen import DEFAULT_HOSTS, SiteSpec, generate_site  # noqa: E402
-from manager.localcluster import Crawl, cluster_env, submit  # noqa: E402
-from manager.services import StaticSite, free_port  # noqa: E402
+from manager.local.crawl import Crawl, cluster_env, submit  # noqa: E402
+from manager.local.services import StaticSite, free_port  # noqa: E402
+from manager.local.sitegen import DEFAULT_HOSTS, SiteSpec, generate_site  # noqa: E402
 
 RULE = {"rules": [
     {"allow": [r"/$", r"/list/\d+\.html$"], "follow": True},
@@ -131,6 +132,7 @@ def main():
                         help="detail pages per host (4 hosts)")
     parser.add_argument("--rounds", type=int, default=5, help="interleaved rounds")
     args = parser.parse_args()
+    require_peers("scrapy_redis")
     settings = bench_settings(("redis", "zookeeper", "mongodb"))
     settings = settings.copy_with(CRAWLCLUSTER_MONGODB_DATABASE="bench_"
                                   + settings["CRAWLCLUSTER_KEY_PREFIX"].split(":")[1])

@@ -28,7 +28,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from bench.common import finish, machine  # noqa: E402
+from bench.common import finish, machine, require_peers  # noqa: E402
 from crawler.maintext import extract_main_text, visible_text  # noqa: E402
 
 DEFAULT_PAGES = ROOT.parent / "shared" / "benchmarks" / "article-extraction"
@@ -127,6 +127,7 @@ def main():
     parser.add_argument("--show", type=int, default=0,
                         help="print our N lowest-scoring pages")
     args = parser.parse_args()
+    require_peers("trafilatura", "lxml_html_clean")
     if not (args.pages / "ground-truth.json").is_file():
         parser.error(f"no benchmark pages in {args.pages}: clone "
                      "https://github.com/scrapinghub/article-extraction-benchmark and pass "

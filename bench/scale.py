@@ -40,7 +40,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 import redis as redis_py
 
 from bench.common import bench_redis, bench_settings, finish, machine, parallel_scaling, rate
-from manager.services import (
+from manager.local.services import (
     LocalServers,
     ServerSpec,
     free_port,

@@ -12,7 +12,6 @@ import os
 import socket
 import time
 from collections import Counter
-from urllib.parse import urlsplit
 
 from scrapy import signals
 
@@ -28,6 +27,7 @@ from master.tasks import decode_task
 from master.throttle import ThrottledQueues
 from settings.clients import mongo_client, redis_client, zookeeper_client
 from settings.loader import Settings, default_settings
+from settings.node import node_ip
 
 ROLE = "crawler"
 COUNTED_STATUSES = (200, 301, 302, 303, 403, 404, 500)     # thesis table 4-8, and 302
@@ -38,15 +38,6 @@ def cluster_settings(scrapy_settings):
     return Settings({name: scrapy_settings.get(name, default)
                      for name, default in default_settings().items()})
 
-
-def node_ip(settings):
-    """The configured node IP, else the local address this host reaches Redis from."""
-    if settings["CRAWLCLUSTER_NODE_IP"]:
-        return settings["CRAWLCLUSTER_NODE_IP"]
-    parts = urlsplit(settings["CRAWLCLUSTER_REDIS_URL"])
-    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as probe:
-        probe.connect((parts.hostname or "127.0.0.1", parts.port or 6379))
-        return probe.getsockname()[0]
 
 
 class JobContext:

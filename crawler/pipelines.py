@@ -197,18 +197,22 @@ class MongoPipeline(ClusterComponent):
                 return
 
     def _record_crawls(self, progress):
-        """Seed 004's task table: per crawl its pages, items, failures, jobs, nodes, and
-        ``finished_at`` once nothing of it is pending (removed if work comes back)."""
+        """Seed 004's task table: per crawl its pages (in all and per node), items,
+        failures, jobs, nodes, and ``finished_at`` once nothing of it is pending (removed
+        if work comes back)."""
         from pymongo import UpdateOne
 
         context = self.context
         now = time.time()
         drained = self._drained(progress)
+        node_field = "pages_by_node." + mongo_field_name(context.node)
         updates = []
         for crawlid, counts in progress.items():
+            increments = {field: counts[field] for field in ("pages", "items", "failures")}
+            increments[node_field] = counts["pages"]
             update = {"$setOnInsert": {"started_at": now},
                       "$set": {"last_activity_at": now},
-                      "$inc": {field: counts[field] for field in ("pages", "items", "failures")},
+                      "$inc": increments,
                       "$addToSet": {"jobs": context.job, "nodes": context.host}}
             if crawlid in drained:
                 update["$set"]["finished_at"] = now
@@ -221,3 +225,8 @@ class MongoPipeline(ClusterComponent):
         """The crawls with no task pending anywhere (queued, in a job's queue, leased)."""
         totals = self.context.crawls.pending_totals(list(crawlids))
         return {crawlid for crawlid, pending in totals.items() if pending <= 0}
+
+
+def mongo_field_name(name):
+    """``name`` usable as one step of a MongoDB field path (no dots, no leading ``$``)."""
+    return name.replace(".", "_").lstrip("$") or "_"

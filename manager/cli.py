@@ -31,7 +31,7 @@ def cmd_ping(args, settings):
 
 def cmd_services(args, settings):
     """Start, report or stop the local servers."""
-    from manager.services import LocalServers
+    from manager.local.services import LocalServers
 
     servers = LocalServers(settings)
     kinds = args.kinds or SERVER_KINDS
@@ -53,7 +53,7 @@ def cmd_master(args, settings):
 
 def cmd_up(args, settings):
     """Start a local cluster; in the foreground until Ctrl-C unless --detach."""
-    from manager.cluster import LocalCluster
+    from manager.local.cluster import LocalCluster
 
     cluster = LocalCluster(settings, nodes=args.nodes, procs=args.procs, masters=args.masters)
     try:
@@ -73,7 +73,7 @@ def cmd_up(args, settings):
 
 def cmd_down(args, settings):
     """Stop what `up` (or `demo --keep`) started."""
-    from manager.cluster import LocalCluster
+    from manager.local.cluster import LocalCluster
 
     stopped = LocalCluster(settings).down(servers=not args.keep_servers)
     print("stopped: " + (", ".join(stopped) or "no cluster processes were recorded"))
@@ -81,7 +81,7 @@ def cmd_down(args, settings):
 
 
 def cmd_demo(args, settings):
-    from manager.demo import main as run_demo
+    from manager.local.demo import main as run_demo
 
     return run_demo(settings, args)
 
@@ -336,20 +336,26 @@ def _check_kinds(parser, kinds):
         parser.error(f"unknown server kind {unknown[0]!r}; choose from {', '.join(SERVER_KINDS)}")
 
 
+# Client libraries that log every connection at INFO; a role's own log says what matters.
+THIRD_PARTY_LOGGERS = ("kafka", "kazoo", "pymongo", "urllib3", "botocore", "filelock")
+
+
 def configure_logging(settings, quiet_clients=False):
     logging.basicConfig(
         level=settings["CRAWLCLUSTER_LOG_LEVEL"],
         format="%(asctime)s %(levelname)s %(name)s: %(message)s",
         stream=sys.stderr,
     )
-    if settings["CRAWLCLUSTER_LOG_LEVEL"] != "DEBUG":
-        # kafka-python logs every connection at INFO.
-        logging.getLogger("kafka").setLevel(logging.WARNING)
     if quiet_clients:
         # Checks report a dead server in one line; the client libraries would
         # otherwise log every failed connection attempt as well.
-        for name in ("kafka", "kazoo", "pymongo"):
-            logging.getLogger(name).setLevel(logging.CRITICAL)
+        third_party_level = logging.CRITICAL
+    elif settings["CRAWLCLUSTER_LOG_LEVEL"] != "DEBUG":
+        third_party_level = logging.WARNING
+    else:
+        return
+    for name in THIRD_PARTY_LOGGERS:
+        logging.getLogger(name).setLevel(third_party_level)
 
 
 if __name__ == "__main__":

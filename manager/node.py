@@ -19,31 +19,17 @@ environment, plus ``CRAWLCLUSTER_NODE_NAME``, and register their own jobs
 with the master's job registry (crawler/scheduler.py).
 """
 
-import json
 import logging
 import os
-import socket
 from pathlib import Path
 
-from master.registry import Heartbeats
-from settings.errors import ConfigError
+from manager.registry import NodeRegistry, listen_address, node_info, node_name
+from manager.web import limit_request_size
+from settings.loader import environment_for
 
 logger = logging.getLogger(__name__)
 ROLE = "manager"
 PROJECT = "crawlcluster"
-
-
-def listen_address(settings):
-    host, _, port = settings["CRAWLCLUSTER_MANAGER_ADDRESS"].rpartition(":")
-    if not host or not port.isdigit():
-        raise ConfigError(f"CRAWLCLUSTER_MANAGER_ADDRESS must be host:port, "
-                          f"not {settings['CRAWLCLUSTER_MANAGER_ADDRESS']!r}")
-    return host, int(port)
-
-
-def node_name(settings):
-    return settings["CRAWLCLUSTER_NODE_NAME"] or (
-        f"{socket.gethostname()}-{listen_address(settings)[1]}")
 
 
 def state_dir(settings):
@@ -115,74 +101,10 @@ SERVICES = {
 }
 
 
-class NodeRegistry:
-    """This node in the cluster view: an ephemeral znode (gone when the manager's
-    ZooKeeper session ends) and a Redis heartbeat (gone after its TTL). A session
-    lost while the manager lives (a pause or a partition longer than the session
-    timeout) ends with the znode re-created at the next beat after reconnecting."""
-
-    def __init__(self, settings, zookeeper, redis, info):
-        self.zookeeper = zookeeper
-        self.path = nodes_path(settings) + "/" + info["node"]
-        self.info = info
-        self.heartbeats = Heartbeats.from_settings(redis, settings)
-        self.session_lost = False
-
-    def start(self):
-        self.zookeeper.add_listener(self._on_session_state)
-        self.register()
-        self.beat()
-
-    def _on_session_state(self, state):
-        from kazoo.protocol.states import KazooState
-
-        if state == KazooState.LOST:       # kazoo's thread: only note it
-            self.session_lost = True
-
-    def register(self):
-        from kazoo.exceptions import NodeExistsError
-
-        self.zookeeper.ensure_path(self.path.rsplit("/", 1)[0])
-        data = json.dumps(self.info).encode()
-        try:
-            self.zookeeper.create(self.path, data, ephemeral=True)
-        except NodeExistsError:
-            # A previous manager of this name whose session has not expired yet.
-            self.zookeeper.delete(self.path)
-            self.zookeeper.create(self.path, data, ephemeral=True)
-
-    def beat(self):
-        if self.session_lost and self.zookeeper.connected:
-            self.register()
-            self.session_lost = False
-            logger.warning("the ZooKeeper session was lost; %s registered again", self.path)
-        self.heartbeats.beat(ROLE, self.info["node"])
-
-    def stop(self):
-        self.heartbeats.stop(ROLE, self.info["node"])
-        self.zookeeper.delete(self.path)
-
-
-def nodes_path(settings):
-    return settings["CRAWLCLUSTER_ZOOKEEPER_ROOT"].rstrip("/") + "/nodes"
-
-
-def node_info(settings):
-    from crawler.context import node_ip
-
-    host, port = listen_address(settings)
-    url = settings["CRAWLCLUSTER_MANAGER_PUBLIC_URL"] or f"http://{host}:{port}/"
-    return {"node": node_name(settings), "host": socket.gethostname(), "ip": node_ip(settings),
-            "http_port": port, "bind_address": host, "url": url, "pid": os.getpid(),
-            "max_proc": settings.getint("CRAWLCLUSTER_MANAGER_MAX_PROC") or 4 * os.cpu_count()}
-
-
 def spider_environment(settings):
     """The environment spider processes start with: exactly the manager's settings."""
-    from manager.localcluster import cluster_env
-
-    return cluster_env(settings, fast=False, CRAWLCLUSTER_NODE_NAME=node_name(settings),
-                       SCRAPY_SETTINGS_MODULE="crawler.settings")
+    return environment_for(settings, CRAWLCLUSTER_NODE_NAME=node_name(settings),
+                           SCRAPY_SETTINGS_MODULE="crawler.settings")
 
 
 def main(settings):
@@ -203,7 +125,6 @@ def main(settings):
     os.chdir(state_dir(settings))
     from scrapyd.app import application
 
-    from manager.web import limit_request_size
 
     app = application(config)
     limit_request_size(app, settings.getint("CRAWLCLUSTER_MAX_MESSAGE_BYTES"))

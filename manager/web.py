@@ -21,7 +21,7 @@ from scrapyd.webservice import WsResource, param
 from twisted.internet import threads
 from twisted.web import error, http, resource, server, static
 
-from manager.node import nodes_path
+from manager.registry import nodes_path
 from master.counters import grouped_window_counts
 from master.crawls import CrawlStore
 from master.frontier import Frontier

@@ -73,14 +73,24 @@ class Keys:
         return key[start:key.index("}", start)]
 
     def frontier_meta(self) -> str:
-        """string (JSON): the frontier's shape (shard count), so every process agrees."""
+        """string (JSON): the frontier's shape (shard count), so every process agrees.
+
+        Written by: the first process to open it
+        Read by: every other (refuses another count)
+        """
         return f"{self.tag}:frontier"
 
     # --- one shard: the pool, job queues, throttles, leases, hubs ----------------------
 
     def pool(self, shard: int, spider_type: str) -> str:
         """zset of task JSON, score -priority: the shard's tasks of one spider type waiting
-        for the dispatcher (a crawl's first URL and every new link alike)."""
+        for the dispatcher (a crawl's first URL and every new link alike).
+
+        Written by: preprocess (seed), spiders (new links), requeues (`pool_push.lua` and
+        the finishing scripts)
+        Read by: the dispatcher holding the shard (`dispatch.lua`, weighted round robin per
+        type)
+        """
         return f"{self.shard_tag(shard)}:pool:{spider_type}"
 
     def pool_template(self, shard: int) -> str:
@@ -88,7 +98,11 @@ class Keys:
         return self.pool(shard, "%s")
 
     def queue(self, job: str, domain: str) -> str:
-        """zset of task JSON, score -priority: one job's tasks for one domain."""
+        """zset of task JSON, score -priority: one job's tasks for one domain.
+
+        Written by: dispatcher, an idle job (`queue_steal.lua`)
+        Read by: the job's scheduler (`throttle_take.lua`), `queue_steal.lua`
+        """
         return self.queue_template(self.shard_of(domain)) % (job, domain)
 
     def queue_template(self, shard: int) -> str:
@@ -97,14 +111,22 @@ class Keys:
 
     def job_domains(self, job: str, shard: int) -> str:
         """set of the shard's domains a job has a queue for (an emptied queue's domain is
-        removed by the take that finds it empty)."""
+        removed by the take that finds it empty).
+
+        Written by: dispatcher, `queue_steal.lua`; `throttle_take.lua` removes emptied ones
+        Read by: scheduler, `requeue_job.lua`, `queue_steal.lua`
+        """
         return f"{self.shard_tag(shard)}:job:{job}:domains"
 
     def job_domains_template(self, shard: int) -> str:
         return self.job_domains("%s", shard)
 
     def throttle(self, kind: str, who: str, domain: str) -> str:
-        """zset of hit times: the sliding window of (spider type | ip, domain)."""
+        """zset of hit times: the sliding window of (spider type | ip, domain).
+
+        Written by: `throttle_take.lua`
+        Read by: `throttle_take.lua`
+        """
         return self.throttle_template(self.shard_of(domain)) % (kind, who, domain)
 
     def throttle_template(self, shard: int) -> str:
@@ -112,48 +134,89 @@ class Keys:
         return f"{self.shard_tag(shard)}:throttle:%s:%s:%s"
 
     def leases(self, shard: int) -> str:
-        """zset of the shard's leased task JSON, score = lease expiry time."""
+        """zset of the shard's leased task JSON, score = lease expiry time.
+
+        Written by: `throttle_take.lua`
+        Read by: `lease_finish.lua`, `lease_reap.lua`
+        """
         return f"{self.shard_tag(shard)}:leases"
 
     def hubs(self, shard: int) -> str:
-        """zset of the shard's hub task JSON, score = when the hub is next due."""
+        """zset of the shard's hub task JSON, score = when the hub is next due.
+
+        Written by: `Frontier.add_hub`
+        Read by: `hubs_due.lua`
+        """
         return f"{self.shard_tag(shard)}:hubs"
 
     def shard_owner(self, shard: int) -> str:
         """string with a TTL: the dispatcher instance that holds the shard's lease (only
-        it dispatches the shard's pool)."""
+        it dispatches the shard's pool).
+
+        Written by: `shard_claim.lua`
+        Read by: `dispatch.lua` (only the holder dispatches)
+        """
         return f"{self.shard_tag(shard)}:owner"
 
     # --- one crawl in one shard: counts, flags, failures -----------------------------------
 
     def crawl_failed(self, crawlid: str, shard: int) -> str:
-        """hash url -> JSON reason: the crawl's URLs of this shard that failed for good."""
+        """hash url -> JSON reason: the crawl's URLs of this shard that failed for good.
+
+        Written by: `lease_finish.lua`, `lease_reap.lua`
+        Read by: `Frontier.failed`, monitor
+        """
         return f"{self.shard_tag(shard)}:crawl:{crawlid}:failed"
 
     def crawl_domain_pages(self, crawlid: str, domain: str) -> str:
-        """hash domain -> pages queued for the crawl (domain_max_pages), in the domain's shard."""
+        """hash domain -> pages queued for the crawl (domain_max_pages), in the domain's shard.
+
+        Written by: scheduler (when a crawl has `domain_max_pages`)
+        Read by: scheduler
+        """
         return f"{self.shard_tag(self.shard_of(domain))}:crawl:{crawlid}:domain_pages"
 
     def crawl_pending(self, crawlid: str, shard: int) -> str:
         """hash domain -> the crawl's tasks of this shard not finished yet (waiting,
-        queued for a job or leased); kept by every script that creates or finishes one."""
+        queued for a job or leased); kept by every script that creates or finishes one.
+
+        Written by: `pool_push.lua`, `lease_finish.lua`, `lease_reap.lua`, `hubs_due.lua`,
+        `queue_purge.lua`, `queue_drop.lua`
+        Read by: monitor (`info`), summed over the crawl's shards
+        """
         return f"{self.shard_tag(shard)}:crawl:{crawlid}:pending"
 
     def crawl_counts(self, crawlid: str, shard: int) -> str:
-        """hash queued / done / failed / dropped / purged -> the crawl's tasks of this shard."""
+        """hash queued / done / failed / dropped / purged -> the crawl's tasks of this shard.
+
+        Written by: the same scripts
+        Read by: monitor (`info`), `crawlcluster watch`
+        """
         return f"{self.shard_tag(shard)}:crawl:{crawlid}:counts"
 
     def crawl_stopped(self, crawlid: str, shard: int) -> str:
-        """string, in every shard once a crawl is stopped or expired: its tasks are dropped."""
+        """string, in every shard once a crawl is stopped or expired: its tasks are dropped.
+
+        Written by: monitor
+        Read by: `pool_push.lua`, `lease_finish.lua`, `lease_reap.lua`, `hubs_due.lua`
+        """
         return f"{self.shard_tag(shard)}:crawl:{crawlid}:stopped"
 
     def crawl_paused(self, crawlid: str, shard: int) -> str:
-        """string, in every shard while a crawl is paused: its waiting tasks are parked."""
+        """string, in every shard while a crawl is paused: its waiting tasks are parked.
+
+        Written by: manager (`crawl.json`)
+        Read by: the same scripts
+        """
         return f"{self.shard_tag(shard)}:crawl:{crawlid}:paused"
 
     def crawl_parked(self, crawlid: str, shard: int) -> str:
         """zset of a paused crawl's task JSON of this shard (score -priority), back to the
-        pool on resume."""
+        pool on resume.
+
+        Written by: `queue_purge.lua` (park), the same scripts
+        Read by: `parked_release.lua` (resume)
+        """
         return f"{self.shard_tag(shard)}:crawl:{crawlid}:parked"
 
     def crawl_template(self, kind: str, shard: int) -> str:
@@ -163,71 +226,137 @@ class Keys:
     # --- cluster-wide: registry, indexes of the shards that hold work, crawls ----------------
 
     def jobs(self) -> str:
-        """zset job id -> last heartbeat time: the job registry."""
+        """zset job id -> last heartbeat time: the job registry.
+
+        Written by: jobs (register, heartbeat)
+        Read by: dispatcher (live jobs, expiry)
+        """
         return f"{self.tag}:jobs"
 
     def job_info(self, job: str) -> str:
-        """string (JSON): a job's spider type, host, ip and node."""
+        """string (JSON): a job's spider type, host, ip and node.
+
+        Written by: job registration
+        Read by: dispatcher, monitor
+        """
         return f"{self.tag}:job:{job}:info"
 
     def job_shards(self, job: str) -> str:
         """zset shard -> when it was last marked: the shards where a job may have queues
-        (marked before tasks are moved there; pruned only long after a look found none)."""
+        (marked before tasks are moved there; pruned only long after a look found none).
+
+        Written by: dispatcher, `ThrottledQueues.steal`, an idle job's rescan
+        Read by: the job's scheduler, pruned by it
+        """
         return f"{self.tag}:job:{job}:shards"
 
     def pool_shards(self, spider_type: str) -> str:
         """zset shard -> when it was last marked: the shards whose pool of this spider
-        type may hold tasks (marked with every push; the dispatcher's index)."""
+        type may hold tasks (marked with every push; the dispatcher's index).
+
+        Written by: pushers, requeues, the dispatchers' sweep
+        Read by: dispatchers (which shards to dispatch), pruned by them
+        """
         return f"{self.tag}:pool_shards:{spider_type}"
 
     def pool_types(self) -> str:
-        """set of the spider types that have (had) tasks in a pool."""
+        """set of the spider types that have (had) tasks in a pool.
+
+        Written by: pushers, `Frontier.add_hub`
+        Read by: dispatcher sweep, stop/pause
+        """
         return f"{self.tag}:pool_types"
 
     def dispatchers(self) -> str:
-        """zset dispatcher instance -> last beat: the masters sharing the shards."""
+        """zset dispatcher instance -> last beat: the masters sharing the shards.
+
+        Written by: each dispatcher
+        Read by: dispatchers (who ranks first for a shard)
+        """
         return f"{self.tag}:dispatchers"
 
     def dispatched(self, window_start: float) -> str:
-        """string counter: tasks dispatched in the window starting then (all masters)."""
+        """string counter: tasks dispatched in the window starting then (all masters).
+
+        Written by: dispatcher, after each tick
+        Read by: dispatcher (the per-window cap)
+        """
         return f"{self.tag}:dispatched:{int(window_start)}"
 
     def crawl(self, crawlid: str) -> str:
-        """string (JSON): a crawl's config and rule, stored once per crawl."""
+        """string (JSON): a crawl's config and rule, stored once per crawl.
+
+        Written by: `CrawlStore.submit`
+        Read by: spiders (cached per process), pipelines
+        """
         return f"{self.tag}:crawl:{crawlid}:config"
 
     def crawl_shards(self, crawlid: str) -> str:
-        """set of the shards a crawl has (had) tasks in: where its counts are summed from."""
+        """set of the shards a crawl has (had) tasks in: where its counts are summed from.
+
+        Written by: pushers, before the push
+        Read by: `info`, stop, pause, resume
+        """
         return f"{self.tag}:crawl:{crawlid}:shards"
 
     def crawls(self) -> str:
-        """zset crawl id -> when it was (last) submitted: every crawl."""
+        """zset crawl id -> when it was (last) submitted: every crawl.
+
+        Written by: preprocess
+        Read by: manager (Status page)
+        """
         return f"{self.tag}:crawls"
 
     def user_crawls(self, userid: str) -> str:
-        """set of the crawl ids a user (scrapy-cluster: appid) submitted."""
+        """set of the crawl ids a user (scrapy-cluster: appid) submitted.
+
+        Written by: preprocess
+        Read by: monitor (`info`/`stop` for a whole app)
+        """
         return f"{self.tag}:user:{userid}:crawls"
 
     # --- counters (master/counters.py) -------------------------------------------
     def rolling_counter(self, name: str) -> str:
-        """zset of event times in a rolling window; member is a unique event id."""
+        """zset of event times in a rolling window; member is a unique event id.
+
+        Written by: `RollingTimeCounter.increment` (plugin counts, `status:<spider
+        type>:<code>`, `job:<job>:done`)
+        Read by: stats, dispatcher weights
+        """
         return f"{self.prefix}:counter:rolling:{name}"
 
     def step_counter(self, name: str, window_start: float) -> str:
-        """zset of event times in the fixed window starting at ``window_start``."""
+        """zset of event times in the fixed window starting at ``window_start``.
+
+        Written by: `StepTimeCounter.increment`
+        Read by: `StepTimeCounter.value/history`
+        """
         return f"{self.prefix}:counter:step:{name}:{int(window_start)}"
 
     # --- Bloom filter (master/bloom.py) ---------------------------------------------
     def bloom_block(self, name: str, block: int) -> str:
-        """string (bitmap, or 4-bit counters in counting mode): one block of a filter."""
+        """string (bitmap, or 4-bit counters in counting mode): one block of a filter.
+
+        Written by: `BloomFilter.add_many/remove_many` (spiders, submit)
+        Read by: `BloomFilter.contains_many`
+        """
         return f"{self.prefix}:bloom:{name}:{block}"
 
     def bloom_meta(self, name: str) -> str:
-        """string (JSON): the filter's parameters, so every process uses the same."""
+        """string (JSON): the filter's parameters, so every process uses the same.
+
+        Written by: first process opening the filter
+        Read by: every other (refuses a different shape)
+        """
         return f"{self.prefix}:bloom:{name}:meta"
 
     def window_counts(self, name: str) -> str:
-        """hash minute -> events, plus ``lifetime``: a WindowCounts counter."""
+        """hash minute -> events, plus ``lifetime``: a WindowCounts counter.
+
+        Written by: `WindowCounts.increment` (`preprocess:total/fail/plugin:<name>`,
+        `monitor:...`, `spider:<type>:<code>`, `machine:<host>:<code>`)
+        Read by: monitor (`stats`)
+        """
         return f"{self.prefix}:counter:windows:{name}"
 
     def job_done(self, job: str) -> str:
@@ -236,33 +365,61 @@ class Keys:
 
     # --- message processing (message_processing/) ------------------------------------
     def intake_applied(self, topic: str, partition: int) -> str:
-        """string: the last offset of a Kafka partition whose result Redis holds."""
+        """string: the last offset of a Kafka partition whose result Redis holds.
+
+        Written by: preprocess (in the same transaction as the result)
+        Read by: preprocess (skips redeliveries)
+        """
         return f"{self.tag}:intake:{topic}:{partition}:applied"
 
     def intake_topic_id(self, topic: str, partition: int) -> str:
         """string: the broker's id of the topic the partition's applied offset counts in
-        (a topic made again, e.g. by a broker that lost its storage, numbers from 0)."""
+        (a topic made again, e.g. by a broker that lost its storage, numbers from 0).
+
+        Written by: preprocess (same transaction)
+        Read by: preprocess
+        """
         return f"{self.tag}:intake:{topic}:{partition}:topic_id"
 
     def intake_outbox(self, topic: str, partition: int) -> str:
-        """list of reply JSON for a partition's messages, not yet on the replies topic."""
+        """list of reply JSON for a partition's messages, not yet on the replies topic.
+
+        Written by: preprocess
+        Read by: preprocess (sends, then trims)
+        """
         return f"{self.tag}:intake:{topic}:{partition}:outbox"
 
     def intake_staged(self, topic: str, partition: int) -> str:
         """list of JSON: a partition's writes into the frontier's shards and its counts,
-        stored with its transaction and applied (then trimmed) right after it."""
+        stored with its transaction and applied (then trimmed) right after it.
+
+        Written by: preprocess (same transaction)
+        Read by: preprocess (applies, then trims)
+        """
         return f"{self.tag}:intake:{topic}:{partition}:staged"
 
     def monitor_work(self) -> str:
         """zset of stored requests (JSON) for the monitor, score = when due; a claimed
-        one is pushed a lease into the future until it is answered."""
+        one is pushed a lease into the future until it is answered.
+
+        Written by: preprocess (queries, commands, expiry times)
+        Read by: monitor (`worklist_claim.lua`)
+        """
         return f"{self.tag}:monitor:work"
 
     # --- liveness --------------------------------------------------------------------
     def heartbeat(self, role: str, host: str) -> str:
-        """string with a TTL: the role on that host is alive while it exists."""
+        """string with a TTL: the role on that host is alive while it exists.
+
+        Written by: preprocess, monitor
+        Read by: monitor (`stats`: module up/down)
+        """
         return f"{self.prefix}:heartbeat:{role}:{host}"
 
     def heartbeats(self) -> str:
-        """zset "role:host" -> last beat time: every role instance ever seen."""
+        """zset "role:host" -> last beat time: every role instance ever seen.
+
+        Written by: the same
+        Read by: monitor (lists silent instances too)
+        """
         return f"{self.prefix}:heartbeats"

@@ -84,6 +84,20 @@ def load_settings(settings_file=None, environ=None):
     return Settings(values, scrapy)
 
 
+def environment_for(settings, **extra):
+    """The environment that gives a child process exactly these settings (plus ``extra``):
+    this process's environment without its own ``CRAWLCLUSTER_*`` variables, then every
+    setting as ``load_settings`` reads it back."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith(PREFIX)}
+    env.update({name: _environment_value(value) for name, value in settings.items()})
+    env.update({k: str(v) for k, v in extra.items()})
+    return env
+
+
+def _environment_value(value):
+    return json.dumps(value) if isinstance(value, (list, dict, bool)) else str(value)
+
+
 def _apply_file(values, scrapy, path):
     source = f"settings file {path}"
     overrides = read_settings_file(path)

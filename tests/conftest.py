@@ -36,7 +36,7 @@ def base_settings():
 @pytest.fixture(scope="session")
 def local_servers(base_settings):
     """Make sure every server answers; stop at the end only what was started here."""
-    from manager.services import LocalServers
+    from manager.local.services import LocalServers
 
     servers = LocalServers(base_settings, out=lambda line: None)
     down = [kind for kind in ("redis", "kafka", "zookeeper", "mongodb")
@@ -122,8 +122,8 @@ def static_site(tmp_path_factory):
 
     Yields ``(manifest, site)``; ``site.access_log()`` lists every request served.
     """
-    from crawler.sitegen import DEFAULT_HOSTS, SiteSpec, generate_site
-    from manager.services import StaticSite, free_port
+    from manager.local.services import StaticSite, free_port
+    from manager.local.sitegen import DEFAULT_HOSTS, SiteSpec, generate_site
 
     root = tmp_path_factory.mktemp("site")
     spec = SiteSpec(port=free_port(DEFAULT_HOSTS), details_per_host=30)
@@ -142,7 +142,7 @@ def static_site(tmp_path_factory):
 def redis_cluster(base_settings, tmp_path_factory):
     """Settings naming a local Redis Cluster (3 masters, each with a replica) started by
     ``crawlcluster services`` for this session, on six free consecutive ports."""
-    from manager.services import LocalServers, free_redis_cluster_port
+    from manager.local.services import LocalServers, free_redis_cluster_port
 
     port = free_redis_cluster_port()
     settings = base_settings.copy_with(

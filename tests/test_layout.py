@@ -77,3 +77,17 @@ def test_docker_compose_runs_every_role_with_valid_settings():
     node2 = load_settings(environ={k: str(v) for k, v in services["node2"]["environment"].items()})
     assert node2["CRAWLCLUSTER_MANAGER_SPIDERS"] == {"universal": 1, "precise": 1}
     assert node2["CRAWLCLUSTER_MANAGER_PUBLIC_URL"] == "http://127.0.0.1:6801/"
+
+
+RUNTIME = ("settings", "master", "crawler", "message_processing")
+LOCAL_IMPORT = re.compile(r"^\s*(from|import) manager\.local\b", re.MULTILINE)
+
+
+def test_no_runtime_role_imports_the_local_tooling():
+    """manager/local (servers, local cluster, demo, test site) is for one machine; the
+    roles run without it. Only the CLI's local commands reach it."""
+    modules = [path for package in RUNTIME for path in (ROOT / package).rglob("*.py")]
+    modules += [path for path in (ROOT / "manager").glob("*.py") if path.name != "cli.py"]
+    offenders = [str(path.relative_to(ROOT)) for path in modules
+                 if LOCAL_IMPORT.search(path.read_text(encoding="utf-8"))]
+    assert modules and offenders == []

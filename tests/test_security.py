@@ -9,9 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from crawler.sitegen import SiteSpec, generate_site
-from manager.cluster import LocalCluster
-from manager.services import (
+from manager.local.cluster import LocalCluster
+from manager.local.services import (
     ServerSpec,
     StaticSite,
     free_port,
@@ -19,6 +18,7 @@ from manager.services import (
     spawn,
     stop_process,
 )
+from manager.local.sitegen import SiteSpec, generate_site
 from settings.clients import mongo_client, redis_client
 from settings.errors import ServerUnreachable
 from settings.loader import load_settings
@@ -174,7 +174,7 @@ def test_credentials_work_and_are_never_logged(secured, kafka_topics, zookeeper,
 
 
 def run_cli(settings, *args):
-    from manager.localcluster import cluster_env
+    from manager.local.crawl import cluster_env
 
     result = subprocess.run([sys.executable, "-m", "manager.cli", *args], check=False,
                             capture_output=True,

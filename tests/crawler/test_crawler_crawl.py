@@ -7,10 +7,10 @@ from pathlib import Path
 import pytest
 
 import crawler as crawler_package
-from crawler.sitegen import DEFAULT_HOSTS, SiteSpec, generate_site
-from manager.demo import PRECISE_RULE, UNIVERSAL_RULE  # the rules for the generated site
-from manager.localcluster import Crawl, run_crawl, submit
-from manager.services import StaticSite, free_port
+from manager.local.crawl import Crawl, run_crawl, submit
+from manager.local.demo import PRECISE_RULE, UNIVERSAL_RULE  # the rules for the generated site
+from manager.local.services import StaticSite, free_port
+from manager.local.sitegen import DEFAULT_HOSTS, SiteSpec, generate_site
 from master.counters import RollingTimeCounter
 from master.siteconfig import SiteConfig
 
@@ -69,6 +69,7 @@ def test_precise_crawl_stores_every_item_field_by_field(test_settings, mongo_db,
     record = mongo_db["crawls"].find_one({"crawlid": "precise-1"})
     assert record["items"] == 30 and record["jobs"] == ["job0"]
     assert record["pages"] == 33 and record["failures"] == 0      # 3 list pages, 30 details
+    assert list(record["pages_by_node"].values()) == [33]        # one node ran the job
     assert record["started_at"] <= record["finished_at"] <= record["last_activity_at"]
     ok = RollingTimeCounter.from_settings(redis, test_settings, "status:precise:200").value()
     assert ok >= 30                  # status codes counted per spider type (table 4-8)

@@ -7,9 +7,9 @@ from collections import Counter
 
 import pytest
 
-from crawler.sitegen import HOSTILE_TITLE, generate_hostile_site
-from manager.localcluster import run_crawl, submit
-from manager.services import StaticSite, free_port
+from manager.local.crawl import run_crawl, submit
+from manager.local.services import StaticSite, free_port
+from manager.local.sitegen import HOSTILE_TITLE, generate_hostile_site
 from master.frontier import Frontier
 from settings.clients import redis_client
 

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from crawler.maintext import extract_main_text, page_lines
-from crawler.sitegen import SiteSpec, generate_site
+from manager.local.sitegen import SiteSpec, generate_site
 
 PAGES = Path(__file__).parent / "pages"
 

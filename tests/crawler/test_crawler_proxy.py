@@ -10,8 +10,8 @@ import urllib.request
 import pytest
 
 from crawler.proxy import ProxyPool
-from manager.localcluster import ROOT, cluster_env, run_crawl, submit
-from manager.services import StaticSite, free_port, port_open, stop_process
+from manager.local.crawl import ROOT, cluster_env, run_crawl, submit
+from manager.local.services import StaticSite, free_port, port_open, stop_process
 from tests.crawler.test_crawler_crawl import PRECISE_RULE
 
 FORWARD_PROXY = """

@@ -2,8 +2,8 @@
 
 import pytest
 
-from crawler.sitegen import DEFAULT_HOSTS, SiteSpec, generate_site
-from manager.services import StaticSite, free_port
+from manager.local.services import StaticSite, free_port
+from manager.local.sitegen import DEFAULT_HOSTS, SiteSpec, generate_site
 
 
 @pytest.fixture(scope="package")

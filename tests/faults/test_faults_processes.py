@@ -15,9 +15,9 @@ from collections import Counter
 
 import pytest
 
-from manager.cluster import LocalCluster, manager_call
-from manager.demo import UNIVERSAL_RULE
-from manager.services import free_port
+from manager.local.cluster import LocalCluster, manager_call
+from manager.local.demo import UNIVERSAL_RULE
+from manager.local.services import free_port
 from master.crawls import CrawlStore
 from master.keys import Keys
 from message_processing.client import RequestClient

@@ -7,9 +7,9 @@ import time
 
 import pytest
 
-from manager.cluster import LocalCluster
-from manager.demo import UNIVERSAL_RULE
-from manager.services import LocalServers, free_port, port_open, spawn, stop_process
+from manager.local.cluster import LocalCluster
+from manager.local.demo import UNIVERSAL_RULE
+from manager.local.services import LocalServers, free_port, port_open, spawn, stop_process
 from master.siteconfig import parse_config
 from message_processing.client import NotDelivered, RequestClient
 from message_processing.preprocess.service import Preprocess
@@ -345,7 +345,7 @@ def test_an_intake_consumer_left_out_of_its_group_is_replaced(intake_in_thread):
 @pytest.fixture
 def private_redis_cluster(test_settings, tmp_path):
     """A 3-master Redis Cluster (a replica each) of this test's own: one master dies."""
-    from manager.services import free_redis_cluster_port
+    from manager.local.services import free_redis_cluster_port
 
     settings, servers = private_server(
         test_settings, tmp_path, "redis", CRAWLCLUSTER_REDIS_CLUSTER=True,

@@ -14,8 +14,8 @@ import urllib.request
 
 import pytest
 
-from manager.localcluster import cluster_env
-from manager.services import free_port, port_open
+from manager.local.crawl import cluster_env
+from manager.local.services import free_port, port_open
 from master.registry import Heartbeats, JobRegistry
 
 PROJECT = "crawlcluster"

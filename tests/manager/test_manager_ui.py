@@ -3,15 +3,14 @@ the form, start a spider, see it running, see pages per minute, stop it."""
 
 import json
 import re
-import shutil
 
 import pytest
 
-from manager.demo import UNIVERSAL_RULE
+from manager.local.demo import UNIVERSAL_RULE
+from manager.local.services import require_program
 from tests.manager.test_manager_node import PROJECT, Manager
 from tests.message_processing.test_message_processing_intake import Role
 
-CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
 FAST = {"CRAWLCLUSTER_THROTTLE_HITS": 100000, "CRAWLCLUSTER_THROTTLE_WINDOW": 1.0,
         "CRAWLCLUSTER_DISPATCH_WINDOW": 1.0, "CRAWLCLUSTER_DISPATCH_HEADROOM": 100.0,
         "CRAWLCLUSTER_DISPATCH_DEFAULT_WEIGHT": 600000}
@@ -21,9 +20,9 @@ FAST = {"CRAWLCLUSTER_THROTTLE_HITS": 100000, "CRAWLCLUSTER_THROTTLE_WINDOW": 1.
 def browser():
     from playwright.sync_api import sync_playwright
 
-    assert shutil.which(CHROMIUM), "the UI test needs Debian's chromium (apt-get install chromium)"
+    executable = require_program("chromium", "chromium")    # Debian's; installed if missing
     with sync_playwright() as playwright:
-        chromium = playwright.chromium.launch(executable_path=CHROMIUM,
+        chromium = playwright.chromium.launch(executable_path=executable,
                                               args=["--no-sandbox", "--disable-gpu"])
         yield chromium
         chromium.close()

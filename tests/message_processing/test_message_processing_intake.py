@@ -8,7 +8,7 @@ import time
 
 import pytest
 
-from manager.localcluster import cluster_env
+from manager.local.crawl import cluster_env
 from master.counters import WindowCounts
 from master.frontier import Frontier
 from master.keys import Keys

@@ -11,11 +11,11 @@ from collections import Counter
 
 import pytest
 
-from crawler.sitegen import SiteSpec, generate_site
-from manager.cluster import LocalCluster
-from manager.demo import UNIVERSAL_RULE
-from manager.netns import NodeNetwork, server_ports
-from manager.services import StaticSite, free_port
+from manager.local.cluster import LocalCluster
+from manager.local.demo import UNIVERSAL_RULE
+from manager.local.netns import NodeNetwork, server_ports
+from manager.local.services import StaticSite, free_port
+from manager.local.sitegen import SiteSpec, generate_site
 from master.siteconfig import SiteConfig, domain_of
 from message_processing.client import RequestClient
 

@@ -59,7 +59,7 @@ def server_ports(settings):
     """The ports of the servers the settings name (every node of a local Redis Cluster)."""
     from urllib.parse import urlsplit
 
-    from manager.services import REDIS_CLUSTER_NODES
+    from manager.local.services import REDIS_CLUSTER_NODES
 
     redis = urlsplit(settings["CRAWLCLUSTER_REDIS_URL"]).port or 6379
     ports = [redis]
@@ -127,14 +127,14 @@ class NodeNetwork:
 
     def _start_relay(self, timeout=15.0):
         """Start the relay and wait for its line saying every listener is bound."""
-        command = [sys.executable, "-m", "manager.netns", "relay",
+        command = [sys.executable, "-m", "manager.local.netns", "relay",
                    "--ports", *map(str, self.server_ports), "--namespaces", *self.namespaces]
         log = open(self.log_path or os.devnull, "ab")  # noqa: SIM115 - the child holds it
         with log:
             self.relay = subprocess.Popen(command, stdin=subprocess.DEVNULL,
                                           stdout=subprocess.PIPE, stderr=log, text=True,
                                           start_new_session=True,
-                                          cwd=str(Path(__file__).resolve().parents[1]))
+                                          cwd=str(Path(__file__).resolve().parents[2]))
         ready, _, _ = select.select([self.relay.stdout], [], [], timeout)
         if not ready or not self.relay.stdout.readline().startswith("relaying"):
             raise ServiceError(f"the server relay did not come up (log: {self.log_path})")
@@ -157,7 +157,7 @@ class NodeNetwork:
         self.close()
 
 
-# --- the relay (a process of its own: ``python -m manager.netns relay``) ---------------------
+# --- the relay (a process of its own: ``python -m manager.local.netns relay``) -----------------
 
 def _setns(handle):
     """Move this thread into the network namespace of the open file ``handle``."""
@@ -216,7 +216,7 @@ async def _relay(namespaces, ports):
 
 
 def main(argv=None):
-    parser = argparse.ArgumentParser(prog="python -m manager.netns")
+    parser = argparse.ArgumentParser(prog="python -m manager.local.netns")
     commands = parser.add_subparsers(dest="command", required=True)
     relay = commands.add_parser("relay", help="the host's servers on each namespace's loopback")
     relay.add_argument("--ports", type=int, nargs="+", required=True)

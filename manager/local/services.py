@@ -86,6 +86,14 @@ def _apt_install(*packages):
         _run_install(cmd, env)
 
 
+def require_program(program, package):
+    """The path of ``program``, installing Debian's ``package`` first if it is missing
+    (the tests' browser and tools come the way the servers do)."""
+    if shutil.which(program) is None:
+        _apt_install(package)
+    return shutil.which(program)
+
+
 def _pip_install(*packages):
     _run_install([sys.executable, "-m", "pip", "install", "-q", *packages], os.environ)
 
@@ -519,8 +527,7 @@ class StaticSite:
         self.process = None
 
     def start(self, timeout=10.0):
-        if shutil.which("nginx") is None:
-            _apt_install("nginx-light")
+        require_program("nginx", "nginx-light")
         (self.run_dir / "tmp").mkdir(parents=True, exist_ok=True)
         conf = self.run_dir / "nginx.conf"
         conf.write_text(self._config())

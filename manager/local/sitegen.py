@@ -1,7 +1,7 @@
 """A generated news-like site over several hosts, with its ground truth.
 
 Used by the tests, the benchmarks and the demo; served by nginx
-(``manager.services.StaticSite``). Each host has an index, paginated list
+(``manager.local.services.StaticSite``). Each host has an index, paginated list
 pages, detail pages (title, date, author, body between navigation, ads and
 comments, related links to details on every host), a ``robots.txt`` that
 disallows ``/private/`` and a private page linked from the index. The first

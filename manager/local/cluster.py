@@ -4,7 +4,7 @@
 the frontier's shards), preprocess and monitor, then N managers on their own
 ports (node1, node2, ...; each with its own simulated host IP, 127.0.0.<n>, so
 the per-IP throttle sees N hosts), and has each schedule M spider processes
-per spider type through its own scrapyd API. With a ``manager.netns.NodeNetwork``
+per spider type through its own scrapyd API. With a ``manager.local.netns.NodeNetwork``
 each node runs in a network namespace of its own, with a real address of its
 own, instead. Every process is recorded in the state directory (the same PID
 records ``services`` uses, named ``cluster-*``); ``down`` stops exactly those,
@@ -20,9 +20,8 @@ import urllib.parse
 import urllib.request
 from pathlib import Path
 
-from manager.localcluster import cluster_env
-from manager.node import listen_address
-from manager.services import (
+from manager.local.crawl import cluster_env
+from manager.local.services import (
     LocalServers,
     StateDir,
     free_port,
@@ -31,20 +30,21 @@ from manager.services import (
     spawn,
     stop_process,
 )
+from manager.registry import listen_address
 from settings.clients import ensure_topics
 from settings.errors import ServiceError
 
 ROLES = ("master", "preprocess", "monitor")
 SPIDER_TYPES = ("universal", "precise")
 PROJECT = "crawlcluster"
-ROOT = str(Path(__file__).resolve().parents[1])
+ROOT = str(Path(__file__).resolve().parents[2])
 
 
 class LocalCluster:
     def __init__(self, settings, nodes=1, procs=1, spider_types=SPIDER_TYPES, out=print,
                  spider_settings=None, masters=1, network=None):
         self.settings = settings
-        self.network = network           # a manager.netns.NodeNetwork: nodes on own addresses
+        self.network = network           # a manager.local.netns.NodeNetwork: nodes on own addresses
         self.masters = masters           # dispatchers sharing the frontier's shards
         self.spider_settings = spider_settings or {}     # node number -> Scrapy settings
         self.nodes = nodes
@@ -144,20 +144,19 @@ class LocalCluster:
         return stopped
 
     def describe(self, started):
-        """The lines ``up`` prints: every address and log."""
+        """The lines ``up`` prints, one per role, node and topic, in aligned columns."""
         settings = self.settings
-        kafka = (f"Kafka     {settings['CRAWLCLUSTER_KAFKA_BOOTSTRAP']}  requests "
-                 f"{settings['CRAWLCLUSTER_KAFKA_REQUESTS_TOPIC']}, replies "
-                 f"{settings['CRAWLCLUSTER_KAFKA_REPLIES_TOPIC']}")
-        lines = [kafka]
-        for role in self.roles():
-            lines.append(f"{role:<10}pid {started[role]}  log "
-                         f"{self.state.log_path(f'cluster-{role}')}")
+        topics = (f"requests {settings['CRAWLCLUSTER_KAFKA_REQUESTS_TOPIC']}, "
+                  f"replies {settings['CRAWLCLUSTER_KAFKA_REPLIES_TOPIC']}")
+        rows = [("Kafka", f"{settings['CRAWLCLUSTER_KAFKA_BOOTSTRAP']}  {topics}")]
+        rows += [(role, f"pid {started[role]}  log {self.state.log_path(f'cluster-{role}')}")
+                 for role in self.roles()]
         for number in range(1, self.nodes + 1):
             url = started[f"node{number}"]
-            lines.append(f"node{number:<6}manager API {url}  UI {url}ui/  spiders: "
-                         f"{self.procs} x {', '.join(self.spider_types)}")
-        return lines
+            spiders = f"{self.procs} x {', '.join(self.spider_types)}"
+            rows.append((f"node{number}", f"manager API {url}  UI {url}ui/  spiders: {spiders}"))
+        width = max(len(label) for label, _ in rows) + 2
+        return [f"{label:<{width}}{text}" for label, text in rows]
 
 
 def manager_url(settings):

@@ -8,10 +8,10 @@ from collections import Counter
 
 import pytest
 
-from crawler.sitegen import DEFAULT_HOSTS, SiteSpec, generate_site
-from manager.cluster import LocalCluster
-from manager.demo import UNIVERSAL_RULE
-from manager.services import StaticSite, free_port
+from manager.local.cluster import LocalCluster
+from manager.local.demo import UNIVERSAL_RULE
+from manager.local.services import StaticSite, free_port
+from manager.local.sitegen import DEFAULT_HOSTS, SiteSpec, generate_site
 from message_processing.client import RequestClient
 
 SLOW_DELAY = 1.0            # seconds between requests per domain on the slow node

@@ -3,7 +3,7 @@
 import urllib.request
 from collections import Counter
 
-from crawler.sitegen import SiteSpec, generate_site
+from manager.local.sitegen import SiteSpec, generate_site
 
 
 def test_site_ground_truth(tmp_path):
