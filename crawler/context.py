@@ -12,6 +12,7 @@ import os
 import socket
 import time
 from collections import Counter
+from typing import Any
 
 from scrapy import signals
 
@@ -123,7 +124,7 @@ class TaskTracker:
         self.open = {}            # task member -> items not yet stored or dropped
         self.output_done = {}     # task member -> when its page's output ended
         self.outcomes = []        # (member, outcome, reason) to report
-        self.statuses = Counter()  # HTTP status (or "other") -> responses not yet counted
+        self.statuses: Counter[Any] = Counter()  # HTTP status (or "other") -> uncounted
         self.progress = {}         # crawlid -> Counter(pages=, items=, failures=) not yet recorded
         self.done_count = 0
 
@@ -179,7 +180,7 @@ class TaskTracker:
             context.registry.count_done(context.job, done, pipe=pipe)
         results = pipe.execute()
         if outcomes:
-            self._count_progress(outcomes, codes(results))
+            self._count_progress(outcomes, codes(results))  # type: ignore[misc]  # set if outcomes
         self.done_count += done
         return done
 

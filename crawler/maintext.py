@@ -21,6 +21,7 @@ details; bench/maintext.py scores it on real pages.
 import re
 from dataclasses import dataclass
 from itertools import pairwise
+from typing import Any
 
 from lxml import etree, html
 
@@ -100,7 +101,7 @@ def _parse(page):
 
 
 _HIDDEN, _BOILERPLATE = -1, 0   # hidden: not even a body hint inside shows it
-_MARKS = {}                   # (tag, class, id) -> its kind (see Line.path) or None
+_MARKS: dict[tuple[Any, ...], Any] = {}   # (tag, class, id) -> its kind (see Line.path) or None
 
 
 def _mark(tag, element, rare):
@@ -169,8 +170,11 @@ def _lines(root):
     open marked containers) and ``pre`` (inside preformatted text, whose line breaks
     and indents stay). Entering an element saves the state on ``saved``, leaving it
     restores it. The hot loop of the extractor, kept flat for speed."""
-    lines, parts, noise_chars = [], [], 0
-    noise, path, pre, containers = 0, (), False, 0
+    lines: list[Any] = []
+    parts: list[str] = []
+    noise_chars = 0
+    noise, pre, containers = 0, False, 0
+    path: tuple[Any, ...] = ()
     saved = []
     rare = set(_RARE_MARKS(root))
 
@@ -236,7 +240,8 @@ def _resolve_boilerplate(lines):
     boilerplate container with no body hint inside that container. A hidden or
     boilerplate container that holds most of the page's text is a misnamed wrapper and
     is not counted."""
-    held, total = {}, 0
+    held: dict[Any, int] = {}
+    total = 0
     for line in lines:
         text = line.chars - line.noise_chars
         total += text
@@ -290,9 +295,10 @@ def _body_hint(lines):
 def _hint_weights(lines):
     """The weight of the lines in each body hint, and for each hint the weight of the
     heaviest hint of its kind directly inside it."""
-    weight_by_hint, outer_of = {}, {}
+    weight_by_hint: dict[Any, int] = {}
+    outer_of: dict[Any, Any] = {}
     for line in lines:
-        enclosing = {}                      # strength -> innermost hint so far
+        enclosing: dict[int, Any] = {}                      # strength -> innermost hint so far
         for hint in line.path:
             if hint[0] <= _BOILERPLATE:
                 continue
@@ -300,7 +306,7 @@ def _hint_weights(lines):
             if hint[0] in enclosing:
                 outer_of[hint] = enclosing[hint[0]]
             enclosing[hint[0]] = hint
-    heaviest_inner = {}
+    heaviest_inner: dict[Any, int] = {}
     for inner, outer in outer_of.items():
         heaviest_inner[outer] = max(heaviest_inner.get(outer, 0), weight_by_hint[inner])
     return weight_by_hint, heaviest_inner

@@ -204,13 +204,13 @@ class PrivateAddressGuardMiddleware:
 def private_addresses(host):
     """The private/loopback/link-local/reserved addresses ``host`` is or resolves to."""
     try:
-        addresses = [ipaddress.ip_address(host)]
+        addresses = {ipaddress.ip_address(host)}
     except ValueError:
         try:
             infos = socket.getaddrinfo(host, None)
         except OSError:
             return ()              # unresolvable: the download fails on its own
-        addresses = {ipaddress.ip_address(info[4][0].split("%")[0]) for info in infos}
+        addresses = {ipaddress.ip_address(str(info[4][0]).split("%")[0]) for info in infos}
     return tuple(sorted(str(a) for a in addresses
                         if a.is_private or a.is_loopback or a.is_link_local or a.is_reserved
                         or a.is_multicast or a.is_unspecified))

@@ -15,6 +15,7 @@ import logging
 import time
 import unicodedata
 from collections import Counter
+from typing import Any
 
 from scrapy.exceptions import DropItem
 from twisted.python.failure import Failure
@@ -80,7 +81,7 @@ def insert_items(database, items, ensured):
     upserts. ``ensured`` remembers the collections whose index was created."""
     from pymongo.errors import BulkWriteError
 
-    by_type = {}
+    by_type: dict[str, Any] = {}
     for item in items:
         document = {k: v for k, v in item.items() if k not in INTERNAL}
         document["stored_at"] = time.time()

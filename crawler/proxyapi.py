@@ -47,9 +47,11 @@ class BadProxy(_Json):
 def serve(pool, settings):
     host, _, port = settings["CRAWLCLUSTER_PROXY_API"].rpartition(":")
     root = resource.Resource()
-    root.putChild(b"random", RandomProxy(pool))
-    root.putChild(b"bad", BadProxy(pool))
-    reactor.listenTCP(int(port), server.Site(root), interface=host or "127.0.0.1")
+    # Twisted declares its resources and reactor through zope interfaces mypy cannot see.
+    root.putChild(b"random", RandomProxy(pool))  # type: ignore[arg-type]
+    root.putChild(b"bad", BadProxy(pool))  # type: ignore[arg-type]
+    reactor.listenTCP(int(port), server.Site(root),  # type: ignore[arg-type]
+                      interface=host or "127.0.0.1")
     print(f"proxy API on http://{host or '127.0.0.1'}:{port}/random")
-    reactor.run()
+    reactor.run()  # type: ignore[misc]
     return 0

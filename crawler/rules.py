@@ -69,7 +69,7 @@ def validate_rule(spider_type, rule):
 
 # Rules found valid, by spider type and canonical JSON: crawls resubmit the same
 # rules, and compiling every XPath and regex again costs more than the lookup.
-_VALID_RULES = set()
+_VALID_RULES: set[tuple[str, str]] = set()
 
 
 def _check_rule(spider_type, rule):

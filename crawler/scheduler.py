@@ -26,7 +26,7 @@ push and counted (``crawlcluster/links/duplicate``).
 import logging
 import time
 from collections import deque
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
 from scrapy import Request, signals
 from scrapy.exceptions import DontCloseSpider
@@ -64,7 +64,7 @@ class ClusterScheduler:
         self.ready_size = ready_size
         self.idle_timeout = idle_timeout
         self.url_length_limit = url_length_limit     # Scrapy's URLLENGTH_LIMIT; 0: none
-        self.ready = deque()
+        self.ready: deque[Any] = deque()
         self.new_links = []
         self.spider = None
         self.loop = None

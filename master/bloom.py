@@ -23,6 +23,7 @@ import math
 from collections import deque
 from dataclasses import asdict, dataclass
 from functools import cached_property
+from typing import Any
 
 import numpy as np
 import redis
@@ -234,7 +235,7 @@ class BloomFilter:
         results = np.full(len(urls), not write)
         connections = _Connections(self.client)
         try:
-            in_flight = deque()
+            in_flight: deque[Any] = deque()
             for start in range(0, len(urls), self.chunk):
                 commands = self._bitfield_commands(urls, scope, start, start + self.chunk, op)
                 in_flight.append(connections.send(commands))
@@ -299,7 +300,7 @@ class BloomFilter:
         for block, (_, data) in by_block.items():
             args = self._script_args(op, data)
             self.scripts.run("bloom", [self.keys.bloom_block(self.name, block)], args, pipe=pipe)
-        results = [None] * len(urls)
+        results: list[bool | None] = [None] * len(urls)
         for (indexes, _), flags in zip(by_block.values(), pipe.execute(), strict=True):
             for index, flag in zip(indexes, flags, strict=True):
                 results[index] = bool(flag)
@@ -313,7 +314,7 @@ class BloomFilter:
 
     def _group_by_block(self, urls, scope):
         """``{block: ([url indexes], [positions or digests])}``, URL order kept per block."""
-        by_block = {}
+        by_block: dict[int, Any] = {}
         for index, url in enumerate(urls):
             digest = url_digest(url, _scope_of(scope, index))
             if self.hash_in == "lua":
@@ -349,7 +350,7 @@ class _Connections:
     def send(self, commands):
         """Send each ``(key, command, owners)`` on its node's connection, a node's
         commands together; ``[(connection, owners)]`` in the order sent."""
-        by_conn = {}                      # connection -> (commands, their owners)
+        by_conn: dict[Any, Any] = {}                      # connection -> (commands, their owners)
         for key, command, owners in commands:
             packed, owners_of = by_conn.setdefault(self._connection(key), ([], []))
             packed.append(command)

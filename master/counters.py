@@ -14,6 +14,7 @@ over minutes is tested in simulated time.
 import math
 import time
 import uuid
+from typing import Any
 
 from master.keys import Keys
 from master.lua import LuaScripts
@@ -161,7 +162,7 @@ def grouped_window_counts(client, keys, kind):
     """``{who: {status: windows}}`` of the ``<kind>:<who>:<status>`` counters (kind is
     ``spider`` or ``machine``: the crawlers' status codes per spider type or host)."""
     prefix = keys.window_counts(f"{kind}:")
-    found = {}
+    found: dict[Any, Any] = {}
     for key in client.scan_iter(match=f"{prefix}*", count=1000):
         who, status = key[len(prefix):].rsplit(":", 1)
         found.setdefault(who, {})[status] = WindowCounts(client, key).values()

@@ -80,7 +80,9 @@ class CrawlStore:
             pipe.hgetall(self.keys.crawl_counts(crawlid, shard))
             pipe.zcard(self.keys.crawl_parked(crawlid, shard))
         stopped, paused, *per_shard = pipe.execute()
-        pending, counts, parked = {}, {}, 0
+        pending: dict[str, int] = {}
+        counts: dict[str, int] = {}
+        parked = 0
         for n in range(0, len(per_shard), 3):
             for domain, count in per_shard[n].items():
                 if int(count) > 0:

@@ -30,6 +30,7 @@ import signal
 import socket
 import threading
 import time
+from typing import Any
 
 from master.frontier import Frontier
 from master.keys import Keys
@@ -126,7 +127,7 @@ class Dispatcher:
             return 0
         weights = self.weights(jobs)
         allowance = self._allowance(weights)
-        by_type = {}
+        by_type: dict[str, Any] = {}
         for job, info in jobs.items():
             by_type.setdefault(info["spider_type"], {})[job] = weights[job]
         moved, types = 0, sorted(by_type)

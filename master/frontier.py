@@ -309,7 +309,8 @@ class Frontier:
         shards = list(shards)
         pipe = self.client.pipeline(transaction=False)
         for shard in shards:
-            self.scripts.run(script, *keys_and_args(shard), pipe=pipe)
+            keys, args = keys_and_args(shard)
+            self.scripts.run(script, keys, args, pipe=pipe)
         return dict(zip(shards, pipe.execute(), strict=True))
 
     def _mark_refilled(self, moved_by_shard):

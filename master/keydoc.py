@@ -63,11 +63,12 @@ def key_doc(keys: Keys, name: str) -> KeyDoc:
         else:
             text = line
         parts[current].append(text.strip())
-    text = {part: " ".join(" ".join(lines).split()) for part, lines in parts.items()}
-    missing = [part for part in ("written by", "read by") if not text[part]]
+    joined = {part: " ".join(" ".join(lines).split()) for part, lines in parts.items()}
+    missing = [part for part in ("written by", "read by") if not joined[part]]
     if missing:
         raise ValueError(f"Keys.{name}'s docstring has no {' or '.join(missing)!r} line")
-    return KeyDoc(spelled_key(keys, name), text["holds"], text["written by"], text["read by"])
+    return KeyDoc(spelled_key(keys, name), joined["holds"], joined["written by"],
+                  joined["read by"])
 
 
 def keys_table() -> str:

@@ -10,6 +10,7 @@ done again. Its leased tasks come back when their leases expire.
 
 import json
 import time
+from typing import Any
 
 from master.counters import RollingTimeCounter
 from master.keys import Keys
@@ -156,7 +157,7 @@ class Heartbeats:
         pipe = self.client.pipeline(transaction=False)
         for member, _ in beats:
             pipe.exists(self.keys.heartbeat(*member.split(":", 1)))
-        status = {}
+        status: dict[str, Any] = {}
         for (member, at), alive in zip(beats, pipe.execute(), strict=True):
             role, instance = member.split(":", 1)
             status.setdefault(role, {})[instance] = {

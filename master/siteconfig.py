@@ -9,6 +9,7 @@ One JSON znode (``<CRAWLCLUSTER_ZOOKEEPER_ROOT>/config/sites``) holds
 process that watches (the master's throttle, every spider). If ZooKeeper
 becomes unreachable the last config read stays in force; a znode holding bad
 JSON is logged and ignored. A domain without an entry gets the default limit
+from typing import Any
 from the settings. scrapy-cluster semantics: at most ``floor(hits * scale)``
 requests per ``window`` seconds per spider type (the whole cluster), and at most
 ``floor(ip_hits * scale)`` of them from one source address (``ip_hits`` defaults to
@@ -20,12 +21,13 @@ import logging
 import re
 import threading
 from functools import cache, lru_cache
+from typing import Any
 
 from settings.errors import ConfigError
 
 logger = logging.getLogger(__name__)
 
-EMPTY = {"domains": {}, "blacklist": []}
+EMPTY: dict[str, Any] = {"domains": {}, "blacklist": []}
 
 
 @cache

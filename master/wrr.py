@@ -9,6 +9,7 @@ each job is chosen weight/gcd times, spread out rather than in runs.
 
 from functools import reduce
 from math import gcd
+from typing import Any
 
 
 class WeightedRoundRobin:
@@ -33,7 +34,7 @@ class WeightedRoundRobin:
         jobs = sorted(weights)
         values = [max(1, int(weights[job])) for job in jobs]
         step, top = reduce(gcd, values), max(values)
-        chosen = []
+        chosen: list[Any] = []
         while len(chosen) < count:
             self.position = (self.position + 1) % len(jobs)
             if self.position == 0:

@@ -9,6 +9,7 @@ import json
 import sys
 import time
 import uuid as uuid_module
+from typing import Any
 
 from kafka.errors import KafkaError
 
@@ -172,7 +173,7 @@ def submit(client, requests, as_json, out=sys.stdout):
 
 def watch(client, request, every=2.0, out=sys.stderr, as_json=False):
     """Poll ``info`` until the crawl has nothing pending; a live progress line."""
-    history = []
+    history: list[Any] = []
     while True:
         reply = client.ask(dict(request, uuid=uuid_module.uuid4().hex))
         if reply.get("status") == "error":

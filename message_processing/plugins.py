@@ -6,6 +6,7 @@ in order that handles a kind gets it.
 """
 
 import importlib
+from typing import Any
 
 from settings.errors import ConfigError
 
@@ -26,7 +27,7 @@ def load_plugins(spec, *args):
 
 def route_table(plugins):
     """``{kind: plugin}``: the first plugin in order for each kind."""
-    table = {}
+    table: dict[str, Any] = {}
     for plugin in plugins:
         for kind in plugin.handles:
             table.setdefault(kind, plugin)
@@ -36,7 +37,7 @@ def route_table(plugins):
 class Plugin:
     """Base of every plugin: the kinds it handles and the name its counters use."""
 
-    handles = ()
+    handles: tuple[str, ...] = ()
 
     @property
     def name(self):

@@ -9,10 +9,24 @@ Components receive these clients; they never build their own.
 import logging
 import socket
 import time
+from collections.abc import Callable, Iterable
 from functools import cache
+from typing import TYPE_CHECKING, Any, TypeAlias, TypeVar
 from urllib.parse import urlsplit, urlunsplit
 
 from settings.errors import ServerUnreachable
+
+if TYPE_CHECKING:
+    from kazoo.client import KazooClient
+    from pymongo import MongoClient
+
+    from settings.loader import Settings
+
+# redis.Redis or redis.cluster.RedisCluster. redis-py types every command's reply as
+# "a value or an awaitable of one" (its sync and asyncio clients share the signatures),
+# which no caller could use without a cast, so the clients are typed loosely.
+RedisClient: TypeAlias = Any
+Built = TypeVar("Built")
 
 logger = logging.getLogger(__name__)
 
@@ -25,7 +39,7 @@ ADDRESS_SETTING = {
 }
 
 
-def redact(url):
+def redact(url: str) -> str:
     """Return a URL with any password replaced by ``***`` (for logs)."""
     parts = urlsplit(url)
     if parts.password is None:
@@ -35,19 +49,20 @@ def redact(url):
     return urlunsplit(parts._replace(netloc=f"{user}:***@{netloc}"))
 
 
-def server_address(settings, kind):
+def server_address(settings: "Settings", kind: str) -> str:
     """The configured address of a server kind, safe to print."""
     return redact(settings[ADDRESS_SETTING[kind]])
 
 
-def _unreachable(role, settings, kind, exc):
+def _unreachable(role: str, settings: "Settings", kind: str,
+                 exc: BaseException | str) -> ServerUnreachable:
     setting = ADDRESS_SETTING[kind]
     hint = f"is the server running? check {setting}, or run `crawlcluster services up`"
     reason = str(exc).strip() or type(exc).__name__
     return ServerUnreachable(role, kind, server_address(settings, kind), reason, hint)
 
 
-def _timeouts(settings):
+def _timeouts(settings: "Settings") -> tuple[float, float]:
     return settings.getfloat("CRAWLCLUSTER_CONNECT_TIMEOUT"), settings.getfloat(
         "CRAWLCLUSTER_SOCKET_TIMEOUT"
     )
@@ -55,7 +70,7 @@ def _timeouts(settings):
 
 # --- Redis -------------------------------------------------------------------
 
-def redis_client(settings, role, check=True):
+def redis_client(settings: "Settings", role: str, check: bool = True) -> RedisClient:
     """A redis-py client with timeouts and retries on connection errors: a Redis Cluster
     client when ``CRAWLCLUSTER_REDIS_CLUSTER`` is on."""
     import redis
@@ -75,7 +90,8 @@ def redis_client(settings, role, check=True):
             # error) it would keep asking a dead master for good.
             url, others = cluster_nodes(settings["CRAWLCLUSTER_REDIS_URL"])
             client = _cluster_class().from_url(
-                url, startup_nodes=[ClusterNode(host, port) for host, port in others],
+                url, startup_nodes=[ClusterNode(host, port)  # type: ignore[no-untyped-call]
+                                    for host, port in others],
                 policy_resolver=_scripts_by_key(), reinitialize_steps=1, **options)
         else:
             client = redis.Redis.from_url(
@@ -92,7 +108,7 @@ def redis_client(settings, role, check=True):
     return client
 
 
-def cluster_nodes(url):
+def cluster_nodes(url: str) -> tuple[str, list[tuple[str, int]]]:
     """A Redis Cluster URL may name several nodes, ``redis://[auth@]h1:p1,h2:p2/0``, so a
     role can start while one of them is down: ``(the URL with the first node only,
     [(host, port) of the others]``."""
@@ -108,14 +124,14 @@ def cluster_nodes(url):
 
 
 @cache
-def _cluster_class():
+def _cluster_class() -> Any:
     """RedisCluster whose pipelines resolve commands as the client does (redis-py 8.1
     gives a pipeline the default resolver, not the client's)."""
     from redis.cluster import RedisCluster
 
     class Cluster(RedisCluster):
-        def pipeline(self, *args, **kwargs):
-            pipe = super().pipeline(*args, **kwargs)
+        def pipeline(self, *args: Any, **kwargs: Any) -> Any:
+            pipe = super().pipeline(*args, **kwargs)  # type: ignore[no-untyped-call]
             pipe._policy_resolver = self._policy_resolver
             return pipe
 
@@ -123,7 +139,7 @@ def _cluster_class():
 
 
 @cache
-def _scripts_by_key():
+def _scripts_by_key() -> Any:
     """redis-py's cluster pipeline asks the server (COMMAND GETKEYS, a round trip) for
     the keys of every EVALSHA it has no policy for, only to learn that it is keyed;
     every frontier script is. Saying so up front saves a round trip per script call."""
@@ -138,7 +154,7 @@ def _scripts_by_key():
         KEYED = CommandPolicies(request_policy=RequestPolicy.DEFAULT_KEYED,
                                 response_policy=ResponsePolicy.DEFAULT_KEYED)
 
-        def resolve(self, command_name):
+        def resolve(self, command_name: str) -> CommandPolicies | None:
             if command_name in ("evalsha", "eval"):
                 return self.KEYED
             return super().resolve(command_name)
@@ -146,14 +162,14 @@ def _scripts_by_key():
     return ScriptsByKey()
 
 
-def is_cluster(client):
+def is_cluster(client: RedisClient) -> bool:
     """Is this a Redis Cluster client?"""
     from redis.cluster import RedisCluster
 
     return isinstance(client, RedisCluster)
 
 
-def reread_slot_map(client):
+def reread_slot_map(client: RedisClient) -> None:
     """After an error on a connection taken by hand from a Redis Cluster client (one
     redis-py does not see fail), ask a live node who serves which slots now, so the
     next try goes to a promoted replica, not the dead master. No-op on a single Redis."""
@@ -167,10 +183,10 @@ def reread_slot_map(client):
         logger.debug("could not re-read the Redis Cluster slot map: %s", exc)
 
 
-def _redis_version(settings):
+def _redis_version(settings: "Settings") -> str:
     client = redis_client(settings, "ping")
     try:
-        version = client.info("server")["redis_version"]
+        version = str(client.info("server")["redis_version"])
         if is_cluster(client):
             return f"redis {version} cluster, {len(client.get_nodes())} nodes"
         return "redis " + version
@@ -180,7 +196,7 @@ def _redis_version(settings):
 
 # --- Kafka -------------------------------------------------------------------
 
-def _kafka_common(settings, role):
+def _kafka_common(settings: "Settings", role: str) -> dict[str, Any]:
     connect_timeout, socket_timeout = _timeouts(settings)
     return {
         "bootstrap_servers": settings.getlist("CRAWLCLUSTER_KAFKA_BOOTSTRAP"),
@@ -191,7 +207,7 @@ def _kafka_common(settings, role):
     }
 
 
-def _build_kafka(settings, role, make):
+def _build_kafka(settings: "Settings", role: str, make: Callable[[], Built]) -> Built:
     from kafka.errors import KafkaConfigurationError, KafkaError
 
     refused = _tcp_refusal(settings.getlist("CRAWLCLUSTER_KAFKA_BOOTSTRAP"), settings)
@@ -205,7 +221,7 @@ def _build_kafka(settings, role, make):
         raise _unreachable(role, settings, "kafka", exc) from None
 
 
-def kafka_producer(settings, role, **overrides):
+def kafka_producer(settings: "Settings", role: str, **overrides: Any) -> Any:
     """A KafkaProducer that waits for every broker ack (no silent loss)."""
     from kafka import KafkaProducer
 
@@ -225,12 +241,12 @@ class DeliveringProducer:
     storage) no longer knows the old producer's id and would refuse it for good.
     """
 
-    def __init__(self, settings, role, **overrides):
-        self._make = lambda: kafka_producer(settings, role, **overrides)
+    def __init__(self, settings: "Settings", role: str, **overrides: Any):
+        self._make: Callable[[], Any] = lambda: kafka_producer(settings, role, **overrides)
         self.timeout = settings.getfloat("CRAWLCLUSTER_SOCKET_TIMEOUT")
         self.producer = self._make()
 
-    def deliver(self, topic, values, timeout=None):
+    def deliver(self, topic: str, values: list[bytes], timeout: float | None = None) -> list[Any]:
         """Send ``values`` (bytes) to ``topic``; return their RecordMetadata.
         Raises a KafkaError (or ServerUnreachable) if any is not confirmed in time."""
         from kafka.errors import KafkaError
@@ -250,12 +266,12 @@ class DeliveringProducer:
             self.producer = None
             raise
 
-    def close(self):
+    def close(self) -> None:
         if self.producer is not None:
             self.producer.close()
 
 
-def kafka_consumer(settings, role, *topics, **overrides):
+def kafka_consumer(settings: "Settings", role: str, *topics: str, **overrides: Any) -> Any:
     """A KafkaConsumer in the role's group, committing offsets by hand."""
     from kafka import KafkaConsumer
 
@@ -272,7 +288,7 @@ def kafka_consumer(settings, role, *topics, **overrides):
     return _build_kafka(settings, role, lambda: KafkaConsumer(*topics, **config))
 
 
-def kafka_admin(settings, role):
+def kafka_admin(settings: "Settings", role: str) -> Any:
     """A KafkaAdminClient (create/delete topics, list groups)."""
     from kafka.admin import KafkaAdminClient
 
@@ -280,7 +296,7 @@ def kafka_admin(settings, role):
     return _build_kafka(settings, role, lambda: KafkaAdminClient(**config))
 
 
-def ensure_topics(settings, role):
+def ensure_topics(settings: "Settings", role: str) -> None:
     """Create the requests and replies topics if the broker does not have them."""
     from kafka.admin import NewTopic
     from kafka.errors import TopicAlreadyExistsError
@@ -302,7 +318,7 @@ def ensure_topics(settings, role):
         admin.close()
 
 
-def _kafka_version(settings):
+def _kafka_version(settings: "Settings") -> str:
     admin = kafka_admin(settings, "ping")
     try:
         admin.list_topics()
@@ -313,7 +329,7 @@ def _kafka_version(settings):
 
 # --- ZooKeeper -----------------------------------------------------------------
 
-def zookeeper_client(settings, role):
+def zookeeper_client(settings: "Settings", role: str) -> "KazooClient":
     """A started KazooClient; on failure it is stopped before raising."""
     from kazoo.client import KazooClient
     from kazoo.handlers.threading import KazooTimeoutError
@@ -337,7 +353,7 @@ def zookeeper_client(settings, role):
     return client
 
 
-def _zookeeper_version(settings):
+def _zookeeper_version(settings: "Settings") -> str:
     client = zookeeper_client(settings, "ping")
     try:
         client.get("/")
@@ -349,13 +365,13 @@ def _zookeeper_version(settings):
 
 # --- MongoDB -------------------------------------------------------------------
 
-def mongo_client(settings, role, check=True):
+def mongo_client(settings: "Settings", role: str, check: bool = True) -> "MongoClient[Any]":
     """A pymongo MongoClient with timeouts, checked with a ``ping``."""
     from pymongo import MongoClient
     from pymongo.errors import PyMongoError
 
     connect_timeout, socket_timeout = _timeouts(settings)
-    client = MongoClient(
+    client: MongoClient[Any] = MongoClient(
         settings["CRAWLCLUSTER_MONGODB_URL"],
         connectTimeoutMS=int(connect_timeout * 1000),
         serverSelectionTimeoutMS=int(connect_timeout * 1000),
@@ -371,20 +387,20 @@ def mongo_client(settings, role, check=True):
     return client
 
 
-def _mongo_version(settings):
+def _mongo_version(settings: "Settings") -> str:
     client = mongo_client(settings, "ping")
     try:
-        return "mongodb " + client.server_info().get("version", "?")
+        return "mongodb " + str(client.server_info().get("version", "?"))
     finally:
         client.close()
 
 
-def _first_line(exc):
+def _first_line(exc: BaseException) -> str:
     # pymongo's server-selection errors carry a long topology description.
     return str(exc).split(" (configured timeouts", 1)[0].split("\n", 1)[0]
 
 
-def _tcp_refusal(hosts, settings):
+def _tcp_refusal(hosts: list[str], settings: "Settings") -> str | None:
     """None if any ``host:port`` accepts a TCP connection, else why none did.
 
     Kafka and ZooKeeper clients retry a dead address until their timeout and
@@ -404,7 +420,7 @@ def _tcp_refusal(hosts, settings):
 
 # --- checks ----------------------------------------------------------------------
 
-_VERSION_PROBES = {
+_VERSION_PROBES: dict[str, Callable[["Settings"], str]] = {
     "redis": _redis_version,
     "kafka": _kafka_version,
     "zookeeper": _zookeeper_version,
@@ -412,7 +428,7 @@ _VERSION_PROBES = {
 }
 
 
-def check_server(settings, kind):
+def check_server(settings: "Settings", kind: str) -> tuple[bool, str]:
     """Return ``(ok, detail)`` for one server kind; never raises for a dead server."""
     started = time.monotonic()
     try:
@@ -423,7 +439,7 @@ def check_server(settings, kind):
     return True, f"reachable ({version}, {elapsed_ms:.0f} ms)"
 
 
-def check_role_servers(settings, role, kinds):
+def check_role_servers(settings: "Settings", role: str, kinds: Iterable[str]) -> None:
     """Raise ``ServerUnreachable`` for the first of ``kinds`` that is down.
 
     Every role calls this at start-up for the servers it needs, so a bad
@@ -433,7 +449,7 @@ def check_role_servers(settings, role, kinds):
         _BUILDERS[kind](settings, role)
 
 
-_BUILDERS = {
+_BUILDERS: dict[str, Callable[["Settings", str], None]] = {
     "redis": lambda s, role: redis_client(s, role).close(),
     "kafka": lambda s, role: kafka_admin(s, role).close(),
     "zookeeper": lambda s, role: _stop_kazoo(zookeeper_client(s, role)),
@@ -441,6 +457,6 @@ _BUILDERS = {
 }
 
 
-def _stop_kazoo(client):
+def _stop_kazoo(client: "KazooClient") -> None:
     client.stop()
     client.close()

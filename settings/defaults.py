@@ -12,6 +12,8 @@ The settings table in docs/settings.md is generated from the comments here
 (``crawlcluster settings --markdown``); keep one comment line per setting.
 """
 
+from typing import Any
+
 # --- servers ---------------------------------------------------------------
 # Redis URL (redis:// or rediss://; a password goes in the URL).
 CRAWLCLUSTER_REDIS_URL = "redis://127.0.0.1:6379/0"
@@ -149,7 +151,7 @@ CRAWLCLUSTER_PROXY_TIMEOUT = 4.0
 # Seconds between the proxy middleware's reloads of the pool.
 CRAWLCLUSTER_PROXY_REFRESH = 30.0
 # Proxy-list pages: [{"url", "rows" (XPath), "fields": {"ip", "port", ...: XPath}}].
-CRAWLCLUSTER_PROXY_SOURCES = []
+CRAWLCLUSTER_PROXY_SOURCES: list[dict[str, Any]] = []
 # Address `crawlcluster proxy serve` listens on.
 CRAWLCLUSTER_PROXY_API = "127.0.0.1:6801"
 
@@ -193,7 +195,7 @@ CRAWLCLUSTER_MANAGER_MAX_PROC = 0
 # Seconds between the manager's polls of its pending-job queue.
 CRAWLCLUSTER_MANAGER_POLL_INTERVAL = 1.0
 # Spider processes the manager starts by itself, {spider type: count} (docker-compose nodes).
-CRAWLCLUSTER_MANAGER_SPIDERS = {}
+CRAWLCLUSTER_MANAGER_SPIDERS: dict[str, int] = {}
 # URL other nodes' UIs reach this manager at ("" = http://<CRAWLCLUSTER_MANAGER_ADDRESS>/).
 CRAWLCLUSTER_MANAGER_PUBLIC_URL = ""
 # This node's name in the registry ("" = host name and manager port).

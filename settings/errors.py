@@ -20,7 +20,7 @@ class ServerUnreachable(CrawlClusterError):
     what to check, so it can be printed as is.
     """
 
-    def __init__(self, role, kind, address, reason, hint):
+    def __init__(self, role: str, kind: str, address: str, reason: str, hint: str):
         self.role = role
         self.kind = kind
         self.address = address

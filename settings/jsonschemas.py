@@ -10,12 +10,13 @@ agreement on every valid and malformed example the tests know.
 
 import json
 from pathlib import Path
+from typing import Any
 
 
 class SchemaChecker:
     """One schema, compiled twice: fast acceptance, exact errors."""
 
-    def __init__(self, schema):
+    def __init__(self, schema: dict[str, Any]):
         import fastjsonschema
         from jsonschema import Draft202012Validator
 
@@ -27,10 +28,10 @@ class SchemaChecker:
         self._fast_error = fastjsonschema.JsonSchemaValueException
 
     @classmethod
-    def from_file(cls, path):
+    def from_file(cls, path: str | Path) -> "SchemaChecker":
         return cls(json.loads(Path(path).read_text(encoding="utf-8")))
 
-    def first_error(self, instance):
+    def first_error(self, instance: object) -> Any:
         """The first error (jsonschema's ValidationError, by path), or None if valid."""
         try:
             self._fast(instance)
@@ -40,7 +41,7 @@ class SchemaChecker:
         errors = sorted(self.full.iter_errors(instance), key=lambda e: list(e.path))
         return errors[0] if errors else None
 
-    def fast_accepts(self, instance):
+    def fast_accepts(self, instance: object) -> bool:
         """What the compiled validator alone says (the agreement test)."""
         try:
             self._fast(instance)
@@ -48,7 +49,7 @@ class SchemaChecker:
         except self._fast_error:
             return False
 
-    def defaults(self):
+    def defaults(self) -> dict[str, Any]:
         """``{property: default}`` of the top-level properties."""
         return {name: spec["default"] for name, spec in self.schema.get("properties", {}).items()
                 if "default" in spec}

@@ -11,7 +11,9 @@ import difflib
 import json
 import os
 import runpy
+from collections.abc import Mapping
 from pathlib import Path
+from typing import Any, TypeVar
 
 from settings import defaults
 from settings.errors import ConfigError
@@ -20,9 +22,10 @@ PREFIX = "CRAWLCLUSTER_"
 SETTINGS_FILE_VAR = "CRAWLCLUSTER_SETTINGS_FILE"
 _TRUE = {"1", "true", "yes", "on"}
 _FALSE = {"0", "false", "no", "off", ""}
+Number = TypeVar("Number", int, float)
 
 
-def default_settings():
+def default_settings() -> dict[str, Any]:
     """Return a fresh dict of every prefixed default."""
     return {
         name: value
@@ -31,48 +34,49 @@ def default_settings():
     }
 
 
-def default_scrapy_settings():
+def default_scrapy_settings() -> dict[str, Any]:
     """Return a fresh dict of the crawler's defaults for Scrapy's own names."""
     return dict(defaults.SCRAPY)
 
 
-class Settings(dict):
+class Settings(dict[str, Any]):
     """Settings of one process: a dict with typed getters.
 
     Holds every ``CRAWLCLUSTER_`` setting; ``scrapy`` holds Scrapy's own
     names for the crawler project.
     """
 
-    def __init__(self, values, scrapy=None):
+    def __init__(self, values: Mapping[str, Any], scrapy: Mapping[str, Any] | None = None):
         super().__init__(values)
         self.scrapy = dict(scrapy or {})
 
-    def getbool(self, name):
+    def getbool(self, name: str) -> bool:
         return parse_bool(name, self[name])
 
-    def getint(self, name):
+    def getint(self, name: str) -> int:
         return _convert(name, self[name], int)
 
-    def getfloat(self, name):
+    def getfloat(self, name: str) -> float:
         return _convert(name, self[name], float)
 
-    def getpath(self, name):
+    def getpath(self, name: str) -> Path:
         return Path(os.path.expanduser(str(self[name])))
 
-    def getlist(self, name):
+    def getlist(self, name: str) -> list[Any]:
         value = self[name]
         if isinstance(value, str):
             return [part.strip() for part in value.split(",") if part.strip()]
         return list(value)
 
-    def copy_with(self, **overrides):
+    def copy_with(self, **overrides: Any) -> "Settings":
         """Return a copy with some settings replaced (names checked)."""
         values = dict(self)
         _apply(values, overrides, "copy_with()")
         return Settings(values, self.scrapy)
 
 
-def load_settings(settings_file=None, environ=None):
+def load_settings(settings_file: str | Path | None = None,
+                  environ: Mapping[str, str] | None = None) -> Settings:
     """Build the settings: defaults, then the settings file, then the environment."""
     environ = os.environ if environ is None else environ
     values = default_settings()
@@ -84,7 +88,7 @@ def load_settings(settings_file=None, environ=None):
     return Settings(values, scrapy)
 
 
-def environment_for(settings, **extra):
+def environment_for(settings: Mapping[str, Any], **extra: object) -> dict[str, str]:
     """The environment that gives a child process exactly these settings (plus ``extra``):
     this process's environment without its own ``CRAWLCLUSTER_*`` variables, then every
     setting as ``load_settings`` reads it back."""
@@ -94,11 +98,11 @@ def environment_for(settings, **extra):
     return env
 
 
-def _environment_value(value):
+def _environment_value(value: object) -> str:
     return json.dumps(value) if isinstance(value, (list, dict, bool)) else str(value)
 
 
-def _apply_file(values, scrapy, path):
+def _apply_file(values: dict[str, Any], scrapy: dict[str, Any], path: Path) -> None:
     source = f"settings file {path}"
     overrides = read_settings_file(path)
     prefixed = {k: v for k, v in overrides.items() if k.startswith(PREFIX)}
@@ -111,7 +115,7 @@ def _apply_file(values, scrapy, path):
         scrapy[name] = value
 
 
-def read_settings_file(path):
+def read_settings_file(path: Path) -> dict[str, Any]:
     """Return the upper-case names a JSON or Python settings file defines."""
     if not path.is_file():
         raise ConfigError(f"settings file {path} does not exist")
@@ -129,7 +133,8 @@ def read_settings_file(path):
     raise ConfigError(f"settings file {path}: use a .json or .py file")
 
 
-def _environment_overrides(environ, values):
+def _environment_overrides(environ: Mapping[str, str],
+                           values: dict[str, Any]) -> dict[str, Any]:
     return {
         name: parse_value(name, text, values.get(name))
         for name, text in environ.items()
@@ -137,19 +142,19 @@ def _environment_overrides(environ, values):
     }
 
 
-def _apply(values, overrides, source):
+def _apply(values: dict[str, Any], overrides: Mapping[str, Any], source: str) -> None:
     for name, value in overrides.items():
         if name not in values:
             raise ConfigError(f"{source}: unknown setting {name}{_suggest(name, values)}")
         values[name] = value
 
 
-def _suggest(name, known):
+def _suggest(name: str, known: dict[str, Any]) -> str:
     close = difflib.get_close_matches(name, known, n=1)
     return f" (did you mean {close[0]}?)" if close else ""
 
 
-def parse_value(name, text, default):
+def parse_value(name: str, text: str, default: object) -> Any:
     """Parse an environment string to the type of the setting's default."""
     if isinstance(default, bool):
         return parse_bool(name, text)
@@ -166,7 +171,7 @@ def parse_value(name, text, default):
     return text
 
 
-def parse_bool(name, value):
+def parse_bool(name: str, value: object) -> bool:
     if isinstance(value, bool):
         return value
     text = str(value).strip().lower()
@@ -177,7 +182,7 @@ def parse_bool(name, value):
     raise ConfigError(f"{name}: expected a boolean (true/false), got {value!r}")
 
 
-def _convert(name, value, kind):
+def _convert(name: str, value: Any, kind: type[Number]) -> Number:
     try:
         return kind(value)
     except (TypeError, ValueError) as exc:

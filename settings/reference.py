@@ -11,13 +11,13 @@ import re
 from settings import defaults
 from settings.loader import default_settings
 
-_ASSIGNMENT = re.compile(r"^(CRAWLCLUSTER_\w+)\s*=")
+_ASSIGNMENT = re.compile(r"^(CRAWLCLUSTER_\w+)\s*(:[^=]*)?=")
 
 
-def setting_descriptions():
+def setting_descriptions() -> dict[str, str]:
     """Map each setting name to the comment line(s) right above it in defaults.py."""
     descriptions = {}
-    comment = []
+    comment: list[str] = []
     for line in inspect.getsource(defaults).splitlines():
         stripped = line.strip()
         match = _ASSIGNMENT.match(line)
@@ -31,7 +31,7 @@ def setting_descriptions():
     return descriptions
 
 
-def settings_table():
+def settings_table() -> str:
     """The Markdown table of every prefixed setting, default and meaning."""
     descriptions = setting_descriptions()
     rows = ["| setting | default | meaning |", "|---|---|---|"]

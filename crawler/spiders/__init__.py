@@ -41,7 +41,7 @@ def css_value(selector, expression):
 class ClusterSpider(scrapy.Spider):
     """Base: no start requests of its own; tasks come from the cluster scheduler."""
 
-    callbacks = ("parse",)
+    callbacks: tuple[str, ...] = ("parse",)
     link_sink = None      # set by the cluster's scheduler: takes (response, [Follow, ...])
 
     async def start(self):

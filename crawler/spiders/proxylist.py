@@ -24,7 +24,7 @@ def _settings(crawler):
 
 class ProxyListSpider(scrapy.Spider):
     name = "proxylist"
-    custom_settings: ClassVar[dict] = {
+    custom_settings: ClassVar[dict] = {  # type: ignore[misc]  # Scrapy reads it from the class
         "SCHEDULER": "scrapy.core.scheduler.Scheduler",
         "DOWNLOADER_MIDDLEWARES": {"crawler.middlewares.TaskStatusMiddleware": None,
                                    "crawler.middlewares.StatusCounterMiddleware": None,

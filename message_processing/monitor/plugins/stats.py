@@ -3,6 +3,8 @@ status codes per spider type and per machine, module heartbeats, queue sizes,
 nodes and jobs, in scrapy-cluster's reply shape (windows 900 s ... 7 days and
 ``lifetime``)."""
 
+from typing import Any
+
 from master.counters import grouped_window_counts
 from master.throttle import job_view
 from message_processing.monitor.plugins import MonitorPlugin
@@ -57,10 +59,11 @@ class StatsPlugin(MonitorPlugin):
 
     def spiders(self):
         jobs = self.context.registry.live_jobs()
-        by_type = {}
+        by_type: dict[str, int] = {}
         for info in jobs.values():
             by_type[info["spider_type"]] = by_type.get(info["spider_type"], 0) + 1
-        spiders = {"unique_spider_count": len(by_type), "total_spider_count": len(jobs)}
+        spiders: dict[str, Any] = {"unique_spider_count": len(by_type),
+                                   "total_spider_count": len(jobs)}
         for spider_type, statuses in self._status_counts("spider").items():
             spiders[spider_type] = {"count": by_type.get(spider_type, 0), **statuses}
         for spider_type, count in by_type.items():
@@ -73,7 +76,7 @@ class StatsPlugin(MonitorPlugin):
 
     def nodes(self):
         """Live jobs grouped by the host they run on."""
-        nodes = {}
+        nodes: dict[str, Any] = {}
         for job, info in sorted(self.context.registry.live_jobs().items()):
             node = nodes.setdefault(info.get("node") or info["host"],
                                     {"host": info["host"], "ip": info["ip"], "jobs": {}})
