@@ -350,7 +350,7 @@ class _Connections:
     def send(self, commands):
         """Send each ``(key, command, owners)`` on its node's connection, a node's
         commands together; ``[(connection, owners)]`` in the order sent."""
-        by_conn: dict[Any, Any] = {}                      # connection -> (commands, their owners)
+        by_conn: dict[Any, Any] = {}      # connection -> (commands, their owners)
         for key, command, owners in commands:
             packed, owners_of = by_conn.setdefault(self._connection(key), ([], []))
             packed.append(command)

@@ -17,7 +17,7 @@ REDIS_TYPE = re.compile(r"(string|zset|hash|set|list)\b")   # how a key's docstr
 # Whole-number arguments: a value no key contains otherwise, then its placeholder.
 NUMBERS = {"shard": (987654, "<shard>"), "window_start": (1234567890, "<window start>"),
            "partition": (24680, "<partition>"), "block": (13579, "<block>")}
-SHARD_TAG = re.compile(r"\{cc:\d+\}")       # the shard of a domain argument
+SHARD_TAG = re.compile(r"\{" + PREFIX + r":\d+\}")   # the shard of a domain argument
 
 
 @dataclass(frozen=True)
@@ -48,7 +48,7 @@ def spelled_key(keys: Keys, name: str) -> str:
     key = method(*args)
     for value, placeholder in NUMBERS.values():
         key = key.replace(str(value), placeholder)
-    return SHARD_TAG.sub("{cc:<shard>}", key)
+    return SHARD_TAG.sub("{" + PREFIX + ":<shard>}", key)
 
 
 def key_doc(keys: Keys, name: str) -> KeyDoc:

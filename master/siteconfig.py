@@ -9,7 +9,6 @@ One JSON znode (``<CRAWLCLUSTER_ZOOKEEPER_ROOT>/config/sites``) holds
 process that watches (the master's throttle, every spider). If ZooKeeper
 becomes unreachable the last config read stays in force; a znode holding bad
 JSON is logged and ignored. A domain without an entry gets the default limit
-from typing import Any
 from the settings. scrapy-cluster semantics: at most ``floor(hits * scale)``
 requests per ``window`` seconds per spider type (the whole cluster), and at most
 ``floor(ip_hits * scale)`` of them from one source address (``ip_hits`` defaults to

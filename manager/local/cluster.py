@@ -89,15 +89,14 @@ class LocalCluster:
 
     def node_settings(self, number):
         """The settings of the number-th node's manager (and its spiders)."""
+        base_host, base_port = listen_address(self.settings)
         if self.network is not None:          # its own address; the port is its own too
             address = self.network.address(number)
-            port = self.settings["CRAWLCLUSTER_MANAGER_ADDRESS"].rpartition(":")[2]
-            return self.settings.copy_with(CRAWLCLUSTER_MANAGER_ADDRESS=f"{address}:{port}",
+            return self.settings.copy_with(CRAWLCLUSTER_MANAGER_ADDRESS=f"{address}:{base_port}",
                                            CRAWLCLUSTER_NODE_NAME=f"node{number}",
                                            CRAWLCLUSTER_NODE_IP=address)
         record = self.state.recorded(f"cluster-manager-node{number}")
-        base_host, _, base_port = self.settings["CRAWLCLUSTER_MANAGER_ADDRESS"].rpartition(":")
-        port = record["port"] if record else int(base_port) + number - 1
+        port = record["port"] if record else base_port + number - 1
         if not record and not port_free(base_host, port):
             # taken by a listener, or by a client connection's local port
             port = free_port((base_host,))

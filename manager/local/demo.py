@@ -10,6 +10,7 @@ it started.
 
 import sys
 import time
+from collections import Counter
 
 from manager.local.cluster import LocalCluster, manager_url
 from manager.local.services import StaticSite, free_port
@@ -94,11 +95,10 @@ def wait_until_drained(client, requests, timeout, out):
 
 def node_shares(crawl_records):
     """Pages each node fetched for these crawls, from their records in MongoDB."""
-    shares = {}
+    shares: Counter[str] = Counter()
     for record in crawl_records:
-        for node, pages in record.get("pages_by_node", {}).items():
-            shares[node] = shares.get(node, 0) + pages
-    return shares
+        shares.update(record.get("pages_by_node", {}))
+    return dict(shares)
 
 
 def crawl_records(database, requests, pages, timeout=10.0):

@@ -57,15 +57,13 @@ def free_subnet():
 
 def server_ports(settings):
     """The ports of the servers the settings name (every node of a local Redis Cluster)."""
-    from urllib.parse import urlsplit
+    from manager.local.services import REDIS_CLUSTER_NODES, listen_address
 
-    from manager.local.services import REDIS_CLUSTER_NODES
-
-    redis = urlsplit(settings["CRAWLCLUSTER_REDIS_URL"]).port or 6379
+    redis = listen_address(settings, "redis")[1]
     ports = [redis]
     if settings.getbool("CRAWLCLUSTER_REDIS_CLUSTER"):
         ports = list(range(redis, redis + REDIS_CLUSTER_NODES))
-    ports.append(urlsplit(settings["CRAWLCLUSTER_MONGODB_URL"]).port or 27017)
+    ports.append(listen_address(settings, "mongodb")[1])
     for name in ("CRAWLCLUSTER_ZOOKEEPER_HOSTS", "CRAWLCLUSTER_KAFKA_BOOTSTRAP"):
         ports += [int(address.rpartition(":")[2]) for address in settings[name].split(",")]
     return ports
