@@ -126,6 +126,7 @@ class TaskTracker:
         self.outcomes = []        # (member, outcome, reason) to report
         self.statuses: Counter[Any] = Counter()  # HTTP status (or "other") -> uncounted
         self.progress = {}         # crawlid -> Counter(pages=, items=, failures=) not yet recorded
+        self.links: dict[str, Counter[str]] = {}   # crawlid -> link counts not yet reported
         self.done_count = 0
 
     def begin(self, member):
@@ -160,14 +161,24 @@ class TaskTracker:
     def count_status(self, status):
         self.statuses[status if status in COUNTED_STATUSES else "other"] += 1
 
+    def count_links(self, crawlid, field, count=1):
+        """Count links of a crawl as ``field`` (found, new, duplicate, refused:<reason>),
+        reported with the next outcomes (``Keys.crawl_links``)."""
+        if count:
+            self.links.setdefault(crawlid, Counter())[field] += count
+
     def report(self):
         """Send outcomes and status counts in one round trip; return how many were done."""
-        if not self.outcomes and not self.statuses:
+        if not self.outcomes and not self.statuses and not self.links:
             return 0
         outcomes, self.outcomes = self.outcomes, []
         statuses, self.statuses = self.statuses, Counter()
+        links, self.links = self.links, {}
         context = self.context
         pipe = context.redis.pipeline(transaction=False)
+        for crawlid, counts in links.items():
+            for field, count in counts.items():
+                pipe.hincrby(context.keys.crawl_links(crawlid), field, count)
         codes = context.frontier.finish_many(outcomes, pipe=pipe) if outcomes else None
         for status, count in statuses.items():
             status_counter(context, status).increment(count, pipe=pipe)

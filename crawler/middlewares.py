@@ -27,6 +27,9 @@ from w3lib.encoding import html_body_declared_encoding, resolve_encoding
 from crawler.context import ClusterComponent
 from master.frontier import outcome_for_status
 
+# What Scrapy's RobotsTxtMiddleware says when robots.txt forbids a URL.
+ROBOTS_REFUSAL = "Forbidden by robots.txt"
+
 
 def _member(request):
     info = request.meta.get("crawlcluster")
@@ -63,6 +66,9 @@ class TaskStatusMiddleware(ClusterComponent):
             permanent = isinstance(exception, (IgnoreRequest, DownloadCancelledError))
             self.tracker.fail(member, "failed" if permanent else "retry",
                               f"{type(exception).__name__}: {exception}"[:200])
+            if isinstance(exception, IgnoreRequest) and str(exception) == ROBOTS_REFUSAL:
+                crawlid = request.meta["crawlcluster"]["task"]["crawlid"]
+                self.tracker.count_links(crawlid, "refused:robots")
 
 
 class RandomUserAgentMiddleware:

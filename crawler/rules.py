@@ -28,6 +28,8 @@ import re
 from functools import cache
 from pathlib import Path
 
+from scrapy.utils.url import url_has_any_extension, url_is_from_any_domain
+
 from settings.errors import CrawlClusterError
 from settings.jsonschemas import SchemaChecker
 
@@ -163,14 +165,43 @@ class LinkRule:
 
         self.fields = spec.get("fields", {})
         self.follow = spec.get("follow", not self.fields)
+        self.allow_domains = _as_list(spec.get("allow_domains"))
+        self.deny_domains = _as_list(spec.get("deny_domains"))
         self.extractor = LinkExtractor(
             allow=_as_list(spec.get("allow")), deny=_as_list(spec.get("deny")),
-            allow_domains=_as_list(spec.get("allow_domains")),
-            deny_domains=_as_list(spec.get("deny_domains")),
+            allow_domains=self.allow_domains, deny_domains=self.deny_domains,
             restrict_xpaths=_as_list(spec.get("restrict_xpaths")),
             restrict_css=_as_list(spec.get("restrict_css")),
             deny_extensions=spec.get("deny_extensions", IGNORED_EXTENSIONS),
             unique=True)
+
+    def take(self, response, every_link):
+        """The links of the page this rule takes, in page order, given all of them
+        (``every_link_extractor``): the same links its own extractor would give,
+        without a second pass over the page unless the rule restricts the regions."""
+        if self.extractor.restrict_xpaths:
+            return self.extractor.extract_links(response)
+        return [link for link in every_link if self.admits(link.url)]
+
+    def admits(self, url):
+        extensions = self.extractor.deny_extensions
+        return self.extractor.matches(url) and not (
+            extensions and url_has_any_extension(url, extensions))
+
+    def admits_domain(self, url):
+        """Whether the URL's host is within this rule's domains, as Scrapy's link
+        extractor matches them (``host:port`` against each domain and its subdomains)."""
+        if self.deny_domains and url_is_from_any_domain(url, self.deny_domains):
+            return False
+        return not self.allow_domains or url_is_from_any_domain(url, self.allow_domains)
+
+
+@cache
+def every_link_extractor():
+    """A link extractor taking every link of a page, to count those no rule takes."""
+    from scrapy.linkextractors import LinkExtractor
+
+    return LinkExtractor(deny_extensions=[], unique=True)
 
 
 def compile_universal(rule):

@@ -18,9 +18,12 @@ Every ``CRAWLCLUSTER_SCHEDULER_TICK`` seconds one round:
 Redis is never called once per request. Links reach the round two ways: from
 the cluster's spiders straight through ``add_links`` (see crawler/spiders),
 and as Requests through ``enqueue_request``, which returns False for a link
-the crawl's rules refuse (scheme, URL length, blacklist, maxdepth) and True
+the crawl's rules refuse (scheme, URL length, blacklist, depth) and True
 for one accepted. Duplicates found by the cluster's filter are dropped at the
-push and counted (``crawlcluster/links/duplicate``).
+push and counted (``crawlcluster/links/duplicate``). Per crawl, every link is
+counted as found and then new, duplicate or refused with its reason; the tracker
+adds the counts to the crawl's ``crawl_links`` hash with the round's outcomes, for
+``info`` and ``watch``.
 """
 
 import logging
@@ -144,8 +147,9 @@ class ClusterScheduler:
         self.new_links.append(link)
         return True
 
-    def add_links(self, response, links):
-        """The links (``crawler.spiders.Follow``) a page of a task yielded."""
+    def add_links(self, response, links, refused=None):
+        """The links (``crawler.spiders.Follow``) a page of a task yielded, and how many
+        more it had that the crawl's rules refused (``{"rule": n, "scope": n}``)."""
         info = response.meta.get("crawlcluster")
         if info is None:
             logger.warning("refusing %d links of %s: not a page of a crawl", len(links),
@@ -153,6 +157,10 @@ class ClusterScheduler:
             self.stats.inc_value("crawlcluster/links/refused/no_crawl", len(links))
             return
         parent = {"task": info["task"], "config": info["config"]}
+        crawlid = info["task"]["crawlid"]
+        for reason, count in (refused or {}).items():
+            self._count_link(crawlid, "found", count)
+            self._refuse(crawlid, reason, count)
         for url, callback, extra in links:
             link = self._new_link(url, parent, callback, extra)
             if link is not None:
@@ -293,21 +301,34 @@ class ClusterScheduler:
         """A link a page of ``parent`` (its task and crawl config) yielded, as a
         ``NewLink``, or None if the crawl refuses it. Its task is made only once the
         filter finds it new (most links a page yields were seen before)."""
+        crawlid = parent["task"]["crawlid"]
+        self._count_link(crawlid, "found")
+        reason = self._refusal(url, parent)
+        if reason:
+            self._refuse(crawlid, reason)
+            return None
+        return NewLink(url, parent, domain_of(url), callback, extra)
+
+    def _refusal(self, url, parent):
+        """Why the crawl refuses a link before any Redis check, or None."""
         if not url.startswith(("http://", "https://")):
-            self.stats.inc_value("crawlcluster/links/refused/scheme")
-            return None
+            return "scheme"
         if self.url_length_limit and len(url) > self.url_length_limit:
-            self.stats.inc_value("crawlcluster/links/refused/url_length")
-            return None
+            return "url_length"
         maxdepth = parent["config"].get("maxdepth")
         if maxdepth is not None and parent["task"].get("depth", 0) >= maxdepth:
-            self.stats.inc_value("crawlcluster/links/refused/maxdepth")
-            return None
-        domain = domain_of(url)
-        if self.context.site_config.is_blacklisted(domain):
-            self.stats.inc_value("crawlcluster/links/refused/blacklist")
-            return None
-        return NewLink(url, parent, domain, callback, extra)
+            return "depth"
+        if self.context.site_config.is_blacklisted(domain_of(url)):
+            return "blacklist"
+        return None
+
+    def _count_link(self, crawlid, field, count=1):
+        """Count links of a crawl for ``info`` (``Keys.crawl_links``)."""
+        self.context.tracker.count_links(crawlid, field, count)
+
+    def _refuse(self, crawlid, reason, count=1):
+        self.stats.inc_value(f"crawlcluster/links/refused/{reason}", count)
+        self._count_link(crawlid, f"refused:{reason}", count)
 
     def _push_new_links(self):
         if not self.new_links:
@@ -326,13 +347,32 @@ class ClusterScheduler:
         is_new = self._check_and_add(links)
         # A page crawled again after a lease expired pushes its links even if seen:
         # the job that first crawled it may have died before they reached the pool.
-        fresh = [link for link, new in zip(links, is_new, strict=True)
-                 if new or link.unfiltered or link.parent["task"].get("attempts", 0) > 0]
+        fresh = []
+        for link, new in zip(links, is_new, strict=True):
+            if new or link.unfiltered or link.parent["task"].get("attempts", 0) > 0:
+                fresh.append(link)
+            else:
+                self._count_link(link.parent["task"]["crawlid"], "duplicate")
         self.stats.inc_value("crawlcluster/links/duplicate", len(links) - len(fresh))
-        tasks = self._within_domain_limits(
-            [task for task in map(_task_for_link, fresh) if task is not None])
+        tasks = self._within_domain_limits(list(filter(None, map(self._task_for_link, fresh))))
         self.context.frontier.push(tasks)
         self.stats.inc_value("crawlcluster/links/new", len(tasks))
+        for task in tasks:
+            self._count_link(task["crawlid"], "new")
+
+    def _task_for_link(self, link):
+        """The task for a new link (its parent's crawl, priority and user; one level
+        deeper), or None (refused as ``invalid``) if it cannot be made."""
+        parent = link.parent["task"]
+        try:
+            return make_task(link.url, parent["crawlid"], parent["spider_type"],
+                             priority=parent.get("priority", 0), depth=parent.get("depth", 0) + 1,
+                             userid=parent.get("userid"), callback=link.callback,
+                             domain=link.domain, **(link.extra or {}))
+        except ValueError as exc:
+            logger.warning("refusing link %s: %s", link.url, exc)
+            self._refuse(parent["crawlid"], "invalid")
+            return None
 
     def _check_and_add(self, links):
         """Bloom check-and-add in one batch, each link in its crawl's scope."""
@@ -350,26 +390,13 @@ class ClusterScheduler:
                          task["domain"])
         over = {id(task) for task, count in zip(limited, pipe.execute(), strict=True)
                 if count > self._config(task)["domain_max_pages"]}
-        if over:
-            self.stats.inc_value("crawlcluster/links/refused/domain_max_pages", len(over))
+        for task in tasks:
+            if id(task) in over:
+                self._refuse(task["crawlid"], "domain_max_pages")
         return [task for task in tasks if id(task) not in over]
 
     def _config(self, task):
         return self.context.crawls.load(task["crawlid"]) or {}
-
-
-def _task_for_link(link):
-    """The task for a new link (its parent's crawl, priority and user; one level
-    deeper), or None if it cannot be made."""
-    parent = link.parent["task"]
-    try:
-        return make_task(link.url, parent["crawlid"], parent["spider_type"],
-                         priority=parent.get("priority", 0), depth=parent.get("depth", 0) + 1,
-                         userid=parent.get("userid"), callback=link.callback, domain=link.domain,
-                         **(link.extra or {}))
-    except ValueError as exc:
-        logger.warning("refusing link %s: %s", link.url, exc)
-        return None
 
 
 def parse_cookies(cookie):

@@ -10,6 +10,7 @@ its domains and are summed over the shards it has been in.
 
 import json
 import time
+from typing import Any
 
 from master.keys import Keys
 from master.shards import crawl_shards
@@ -70,16 +71,18 @@ class CrawlStore:
 
     def progress(self, crawlid):
         """A crawl's pending tasks per domain, its counts, whether it is stopped or
-        paused (and how many of its tasks are parked), summed over its shards."""
+        paused (and how many of its tasks are parked), summed over its shards, and what
+        became of the links its pages yielded (``link_counts``)."""
         shards = crawl_shards(self.client, self.keys, crawlid)
         pipe = self.client.pipeline(transaction=False)
         pipe.exists(self.keys.crawl_stopped(crawlid, 0))     # flags are in every shard
         pipe.exists(self.keys.crawl_paused(crawlid, 0))
+        pipe.hgetall(self.keys.crawl_links(crawlid))
         for shard in shards:
             pipe.hgetall(self.keys.crawl_pending(crawlid, shard))
             pipe.hgetall(self.keys.crawl_counts(crawlid, shard))
             pipe.zcard(self.keys.crawl_parked(crawlid, shard))
-        stopped, paused, *per_shard = pipe.execute()
+        stopped, paused, links, *per_shard = pipe.execute()
         pending: dict[str, int] = {}
         counts: dict[str, int] = {}
         parked = 0
@@ -91,7 +94,8 @@ class CrawlStore:
                 counts[name] = counts.get(name, 0) + int(count)
             parked += per_shard[n + 2]
         return {"pending": pending, "total_pending": sum(pending.values()), "counts": counts,
-                "stopped": bool(stopped), "paused": bool(paused), "parked": parked}
+                "stopped": bool(stopped), "paused": bool(paused), "parked": parked,
+                "links": link_counts(links)}
 
     def pending_totals(self, crawlids):
         """``{crawlid: tasks pending}`` over each crawl's shards, in two round trips."""
@@ -166,3 +170,16 @@ class WriteBatch:
             pipe.hincrby(frontier.keys.crawl_domain_pages(crawlid, domain), domain)
         for hub, span in writes["hubs"]:
             frontier.add_hub(hub, span, pipe=pipe)
+
+
+def link_counts(fields):
+    """The ``crawl_links`` hash as ``{"found", "new", "duplicate", "refused": {reason: n}}``."""
+    counts: dict[str, Any] = {"found": 0, "new": 0, "duplicate": 0}
+    refused = counts["refused"] = {}
+    for field, count in fields.items():
+        kind, _, reason = field.partition(":")
+        if reason:
+            refused[reason] = int(count)
+        else:
+            counts[kind] = int(count)
+    return counts

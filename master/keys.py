@@ -194,6 +194,18 @@ class Keys:
         """
         return f"{self.shard_tag(shard)}:crawl:{crawlid}:counts"
 
+    def crawl_links(self, crawlid: str) -> str:
+        """hash found / new / duplicate / `refused:<reason>` -> the links the crawl's pages
+        yielded and what became of them (one key per crawl, in the shard its id hashes to;
+        each job adds its counts once a round).
+
+        Written by: scheduler (new, duplicate, refused by depth, blacklist, scheme,
+        url_length, domain_max_pages), from the spider (found, refused by rule or scope),
+        the task middleware (refused by robots)
+        Read by: monitor (`info`), `crawlcluster watch`
+        """
+        return f"{self.shard_tag(self.shard_of(crawlid))}:crawl:{crawlid}:links"
+
     def crawl_stopped(self, crawlid: str, shard: int) -> str:
         """string, in every shard once a crawl is stopped or expired: its tasks are dropped.
 

@@ -145,15 +145,28 @@ def describe(reply):
     if action == "crawl":
         return f"accepted crawl {reply.get('crawlid')} ({reply.get('spider_type')})"
     if action == "info" and "domains" in reply:
-        return (f"crawl {reply.get('crawlid')}: {reply['total_pending']} pending over "
+        line = (f"crawl {reply.get('crawlid')}: {reply['total_pending']} pending over "
                 f"{reply['total_domains']} domains; done {reply.get('done', 0)}, failed "
                 f"{reply.get('failed', 0)}{', stopped' if reply.get('stopped') else ''}")
+        found = (reply.get("links") or {}).get("found")
+        return line + ("\n" + describe_links(reply["links"]) if found else "")
     if action in ("stop", "expired"):
         total = reply.get("total_purged", reply.get("total_expired"))
         return f"crawl {reply.get('crawlid', '(all of the app)')} {action}: {total} purged"
     if reply.get("status") == "ok":
         return f"{action} {reply.get('domain')}: done ({reply.get('znode')})"
     return json.dumps(reply, indent=2, sort_keys=True, ensure_ascii=False)
+
+
+def describe_links(links):
+    """What became of the links a crawl's pages yielded, refusals by reason, e.g.
+    ``links: 120 found, 80 new, 30 seen before, 10 refused (rule 6, robots 4)``."""
+    refused = links.get("refused") or {}
+    reasons = ", ".join(f"{reason} {count}" for reason, count in
+                        sorted(refused.items(), key=lambda pair: (-pair[1], pair[0])))
+    return (f"links: {links.get('found', 0)} found, {links.get('new', 0)} new, "
+            f"{links.get('duplicate', 0)} seen before, {sum(refused.values())} refused"
+            + (f" ({reasons})" if reasons else ""))
 
 
 def print_reply(reply, as_json, out=sys.stdout):
@@ -184,9 +197,11 @@ def watch(client, request, every=2.0, out=sys.stderr, as_json=False):
         history = [(at, n) for at, n in history if now - at <= 60] + [(now, finished)]
         span = history[-1][0] - history[0][0]
         rate = (history[-1][1] - history[0][1]) / span * 60 if span > 0 else 0.0
+        links = reply.get("links") or {}
         line = (f"crawl {reply.get('crawlid')}: pending {reply['total_pending']}  done "
                 f"{reply.get('done', 0)}  failed {reply.get('failed', 0)}  "
-                f"{rate:.0f} pages/min")
+                f"{rate:.0f} pages/min  links {links.get('found', 0)}, "
+                f"{links.get('new', 0)} new")
         if as_json:
             print(json.dumps(reply, sort_keys=True), file=out, flush=True)
         else:
@@ -194,6 +209,6 @@ def watch(client, request, every=2.0, out=sys.stderr, as_json=False):
         drained = reply["total_pending"] == 0 and (finished or reply.get("stopped"))
         if drained:
             if not as_json:
-                print(file=out)
+                print("\n" + describe_links(links), file=out, flush=True)
             return 0
         time.sleep(every)

@@ -42,17 +42,19 @@ class ClusterSpider(scrapy.Spider):
     """Base: no start requests of its own; tasks come from the cluster scheduler."""
 
     callbacks: tuple[str, ...] = ("parse",)
-    link_sink = None      # set by the cluster's scheduler: takes (response, [Follow, ...])
+    link_sink = None      # set by the cluster's scheduler: (response, [Follow, ...], refused)
 
     async def start(self):
         return
         yield
 
-    def follow(self, response, links):
+    def follow(self, response, links, refused=None):
         """Hand ``links`` (``Follow``s) on: to the cluster's scheduler if it runs this
-        spider, else as Requests (with the fields in ``meta["crawlcluster_extra"]``)."""
+        spider, else as Requests (with the fields in ``meta["crawlcluster_extra"]``).
+        ``refused`` counts the page's other links by why the rules did not take them
+        (``{"rule": n, "scope": n}``), for the crawl's link counts."""
         if self.link_sink is not None:
-            self.link_sink(response, list(links))
+            self.link_sink(response, list(links), refused)
             return
         for link in links:
             yield Request(link.url, callback=getattr(self, link.callback),

@@ -3,15 +3,24 @@
 Every page is matched against the crawl's rules in order; the first rule
 whose link extractor takes a link decides how the page it leads to is
 handled: items from its ``fields``, its links followed if ``follow``. The
-crawl's seed page is followed with every rule.
+crawl's seed page is followed with every rule. The page's links no rule takes
+are counted for the crawl (``info``): outside every rule's domains (``scope``)
+or not matched by the rules' patterns (``rule``).
 """
 
-from crawler.rules import compile_universal, field_selector
+from collections import Counter
+from urllib.parse import urlparse
+
+from crawler.rules import compile_universal, every_link_extractor, field_selector
 from crawler.spiders import ClusterSpider, Follow, css_value, first_value
 
 
 class UniversalSpider(ClusterSpider):
     name = "universal"
+
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.port_hinted = set()      # crawls already told about a port outside their domains
 
     def parse(self, response):
         info = self.crawl_info(response)
@@ -21,7 +30,10 @@ class UniversalSpider(ClusterSpider):
         if matched is not None and matched.fields:
             yield self.item(response, self._fields(response, matched.fields), page=True)
         if matched is None or matched.follow:
-            yield from self.follow(response, self._links(response, rules))
+            every_link = every_link_extractor().extract_links(response)
+            links = self._links(response, rules, every_link)
+            yield from self.follow(response, links,
+                                   self._refused(response, rules, every_link, links))
 
     @staticmethod
     def _fields(response, specs):
@@ -32,12 +44,40 @@ class UniversalSpider(ClusterSpider):
         return fields
 
     @staticmethod
-    def _links(response, rules):
+    def _links(response, rules, every_link):
         """Every link of the page once, with the index of the first rule that takes it."""
         links, seen = [], set()
         for index, rule in enumerate(rules):
-            for link in rule.extractor.extract_links(response):
+            for link in rule.take(response, every_link):
                 if link.url not in seen:
                     seen.add(link.url)
                     links.append(Follow(link.url, "parse", {"rule_index": index}))
         return links
+
+    def _refused(self, response, rules, every_link, taken):
+        """The page's links no rule took, by why: ``scope`` or ``rule``."""
+        taken_urls = {link.url for link in taken}
+        refused: Counter[str] = Counter()
+        for link in every_link:
+            if link.url in taken_urls:
+                continue
+            if any(rule.admits_domain(link.url) for rule in rules):
+                refused["rule"] += 1
+            else:
+                refused["scope"] += 1
+                self._hint_port(response, link.url, rules)
+        return refused
+
+    def _hint_port(self, response, url, rules):
+        """Say once per crawl when a link is out of scope only for its port (a site
+        served on a non-default port while ``allow_domains`` names the bare host)."""
+        crawlid = self.crawl_info(response)["task"]["crawlid"]
+        parts = urlparse(url)
+        if parts.port is None or parts.hostname is None or crawlid in self.port_hinted:
+            return
+        if any(rule.admits_domain(parts._replace(netloc=parts.hostname).geturl())
+               for rule in rules):
+            self.port_hinted.add(crawlid)
+            self.logger.warning(
+                "crawl %s: links to %s are outside every rule's allow_domains: Scrapy matches "
+                "the host with its port, so name %r there", crawlid, parts.netloc, parts.netloc)

@@ -286,6 +286,15 @@ function drawBars(canvas, counts) {
   });
 }
 
+// What became of a crawl's links, e.g. "41 found, 0 new, 41 refused (scope 41)".
+function linksText(links) {
+  const refused = Object.entries(links.refused || {}).sort((a, b) => b[1] - a[1]);
+  const total = refused.reduce((sum, [, count]) => sum + count, 0);
+  const reasons = refused.map(([reason, count]) => `${reason} ${count}`).join(", ");
+  return `${links.found || 0} found, ${links.new || 0} new, ${total} refused` +
+    (reasons ? ` (${reasons})` : "");
+}
+
 async function refreshStatus() {
   const overview = await getJSON("../overview.json");
   const nodeRows = [];
@@ -298,10 +307,11 @@ async function refreshStatus() {
   const crawlRows = [];
   for (const [crawlid, progress] of Object.entries(overview.crawls)) {
     const counts = progress.counts || {};
+    const links = linksText(progress.links || {});
     const domains = Object.entries(progress.pending);
-    if (!domains.length) crawlRows.push([crawlid, "(none pending)", 0, counts.done || 0, counts.failed || 0]);
+    if (!domains.length) crawlRows.push([crawlid, "(none pending)", 0, counts.done || 0, counts.failed || 0, links]);
     for (const [domain, pending] of domains) {
-      crawlRows.push([crawlid, domain, pending, counts.done || 0, counts.failed || 0]);
+      crawlRows.push([crawlid, domain, pending, counts.done || 0, counts.failed || 0, links]);
     }
   }
   fillTable($("#crawls"), crawlRows);

@@ -12,7 +12,9 @@ from manager.local.demo import PRECISE_RULE, UNIVERSAL_RULE  # the rules for the
 from manager.local.services import StaticSite, free_port
 from manager.local.sitegen import DEFAULT_HOSTS, SiteSpec, generate_site
 from master.counters import RollingTimeCounter
+from master.crawls import CrawlStore
 from master.siteconfig import SiteConfig
+from settings.clients import redis_client
 
 
 @pytest.fixture(scope="module")
@@ -28,6 +30,15 @@ def big_site(tmp_path_factory):
 def fetched(site, since):
     return Counter(f"http://{e['host']}:{site.port}{e['path']}" for e in site.access_log()[since:]
                    if not e["path"].endswith("robots.txt"))
+
+
+def link_counts(settings, crawlid):
+    """What ``info`` answers about the links the crawl's pages yielded."""
+    client = redis_client(settings, "test")
+    try:
+        return CrawlStore.from_settings(client, settings).progress(crawlid)["links"]
+    finally:
+        client.close()
 
 
 def reachable(manifest, maxdepth):
@@ -81,8 +92,10 @@ def test_universal_crawl_every_page_exactly_once(frontier_settings, mongo_db, bi
     test_settings = frontier_settings
     manifest, site = big_site
     since = len(site.access_log())
+    # The demo's rules, and one taking the pages robots.txt forbids.
+    rule = {"rules": [*UNIVERSAL_RULE["rules"], {"allow": [r"/private/"], "follow": False}]}
     submit(test_settings, {"crawlid": "all", "spider_type": "universal",
-                           "url": manifest["start_url"], "rule": UNIVERSAL_RULE})
+                           "url": manifest["start_url"], "rule": rule})
     assert run_crawl(test_settings, "universal", tmp_path, timeout=400) == [0]
 
     details = {p["url"] for p in manifest["pages"] if p["kind"] == "detail"}
@@ -95,6 +108,11 @@ def test_universal_crawl_every_page_exactly_once(frontier_settings, mongo_db, bi
     crawled = {p["url"] for p in manifest["pages"] if p["kind"] in ("index", "list")} | details
     assert set(counts) == crawled                           # every page, nothing else
     assert not set(counts) & set(manifest["disallowed"])     # robots.txt obeyed
+    links = link_counts(test_settings, "all")
+    refused = links["refused"]
+    assert refused == {"robots": len(manifest["disallowed"])}
+    assert links["new"] == len(counts) - 1 + refused["robots"]  # every task but the seed's
+    assert links["found"] == links["new"] + links["duplicate"]
 
     since = len(site.access_log())
     submit(test_settings, {"crawlid": "shallow", "spider_type": "universal", "maxdepth": 2,
@@ -103,6 +121,29 @@ def test_universal_crawl_every_page_exactly_once(frontier_settings, mongo_db, bi
     shallow = {item["url"] for item in mongo_db["items_universal"].find({"crawlid": "shallow"})}
     assert shallow == reachable(manifest, maxdepth=2)
     assert 0 < len(shallow) < len(details)
+    refused = link_counts(test_settings, "shallow")["refused"]
+    assert refused["depth"] > 0
+    assert refused["rule"] == len(manifest["disallowed"])     # no rule takes /private/ here
+
+
+def test_links_out_of_scope_for_their_port_are_counted_and_explained(
+        test_settings, mongo_db, static_site, tmp_path):
+    # Scrapy matches allow_domains against host:port: a site on a non-default port
+    # is out of scope for its bare host, and the crawl ends after its first page.
+    manifest, site = static_site
+    host = manifest["spec"]["hosts"][0]
+    start = f"http://{host}:{site.port}/"
+    rule = {"rules": [dict(spec, allow_domains=[host]) for spec in UNIVERSAL_RULE["rules"]]}
+    submit(test_settings, {"crawlid": "port", "spider_type": "universal", "url": start,
+                           "rule": rule})
+    assert run_crawl(test_settings, "universal", tmp_path) == [0]
+
+    links = link_counts(test_settings, "port")
+    page_links = set(next(p for p in manifest["pages"] if p["url"] == start)["links"])
+    assert links["new"] == 0 and links["found"] == links["refused"]["scope"] == len(page_links)
+    assert mongo_db["crawls"].find_one({"crawlid": "port"})["pages"] == 1
+    log = (tmp_path / "spider0.log").read_text()
+    assert f"name '{host}:{site.port}' there" in log
 
 
 def test_domain_blacklisted_mid_crawl_gets_no_more_requests(test_settings, mongo_db, redis,

@@ -35,7 +35,7 @@ def response_for(rule):
 def run(spider, response, sink):
     taken = []
     if sink:
-        spider.link_sink = lambda page, links: taken.extend(links)
+        spider.link_sink = lambda page, links, refused: taken.extend(links)
     output = list(spider.parse(response))
     return taken, [o for o in output if isinstance(o, Request)], \
         [o for o in output if isinstance(o, dict)]
@@ -70,3 +70,39 @@ def test_precise_detail_and_next_page_links_carry_their_fields():
     _, requests, _ = run(PreciseSpider(), response, sink=False)
     assert [r.url for r in requests] == [link.url for link in taken]
     assert requests[0].callback.__name__ == "parse_detail"
+
+
+def refused_by(rule, url="http://example.com/list/1.html"):
+    spider = UniversalSpider()
+    counts = []
+    spider.link_sink = lambda page, links, refused: counts.append(refused)
+    request = Request(url, meta={"crawlcluster": {"task": {"crawlid": "c1"},
+                                                  "config": {"rule": rule}}})
+    list(spider.parse(HtmlResponse(url, body=PAGE, request=request)))
+    return counts[0]
+
+
+def test_universal_counts_the_links_no_rule_takes_by_why():
+    assert refused_by(UNIVERSAL_RULE) == {}
+    assert refused_by({"rules": [{"allow": [r"/list/"], "allow_domains": ["example.com"]},
+                                 {"allow": [r"/news/"], "allow_domains": ["other.org"]}]}) \
+        == {"rule": 2}           # the two /news/ links: in the first rule's domain only
+    assert refused_by({"rules": [{"allow_domains": ["other.org"]}]}) == {"scope": 4}
+
+
+def test_a_port_outside_allow_domains_is_out_of_scope_and_said(caplog):
+    rule = {"rules": [{"allow_domains": ["example.com"]}]}
+    assert refused_by(rule, "http://example.com:8080/list/1.html") == {"scope": 4}
+    assert "name 'example.com:8080' there" in caplog.text
+
+
+def test_a_rule_takes_what_its_own_link_extractor_would():
+    from crawler.rules import LinkRule, every_link_extractor
+
+    response = response_for(UNIVERSAL_RULE)
+    every_link = every_link_extractor().extract_links(response)
+    for spec in ({}, {"allow": ["/news/"], "deny": [r"1\.html"]},
+                 {"deny_extensions": ["html"]}, {"deny_domains": ["example.com"]},
+                 {"restrict_xpaths": ["//li"]}, {"restrict_css": ["ul"], "allow": ["2"]}):
+        rule = LinkRule(spec)
+        assert rule.take(response, every_link) == rule.extractor.extract_links(response), spec

@@ -75,6 +75,10 @@ def test_submit_start_watch_and_stop_in_a_browser(cluster, browser, static_site,
         .some(row => row.children[0].textContent === 'ui-node'
                      && Number(row.children[2].textContent) > 0)""", timeout=90000)
     page.wait_for_selector("#crawls tbody tr td:has-text('ui-crawl')")
+    page.wait_for_function("""() => [...document.querySelectorAll('#crawls tbody tr')]
+        .some(row => row.children[0].textContent === 'ui-crawl'
+                     && /^[1-9]\\d* found, [1-9]\\d* new/.test(row.children[5].textContent))""",
+                           timeout=30000)   # the links the crawl's pages yielded
     page.wait_for_selector("#modules tbody tr td:has-text('manager')")
     page.screenshot(path=str(tmp_path / "status.png"), full_page=True)
 

@@ -293,6 +293,7 @@ def test_cli_client_submit_info_config_stats_watch_stop(test_settings, roles, tm
     assert watcher.returncode == 0
     assert "crawl c1: pending 1  done 0  failed 0" in progress
     assert "crawl c1: pending 0" in progress
+    assert "links: 0 found, 0 new, 0 seen before, 0 refused" in progress   # a seed only
 
 
 def test_requests_claimed_by_a_dead_monitor_are_answered_once_by_another(

@@ -1,5 +1,8 @@
 """``info``: a crawl's pending tasks per domain and its counts, from maintained counts
-(one read per crawl, however long its queues), in scrapy-cluster's reply shape.
+(one read per crawl, however long its queues), in scrapy-cluster's reply shape, plus
+what became of the links its pages yielded: ``links: {found, new, duplicate,
+refused: {reason: count}}`` (reasons: rule, scope, depth, robots, blacklist,
+domain_max_pages, scheme, url_length, invalid).
 Without a crawl id (scrapy-cluster only) every crawl of the app is reported."""
 
 from message_processing.monitor.plugins import MonitorPlugin
@@ -35,5 +38,6 @@ class InfoPlugin(MonitorPlugin):
             "stopped": progress["stopped"],
             "paused": progress["paused"],
             "parked": progress["parked"],
+            "links": progress["links"],
             "known": self.context.crawls.load(crawlid) is not None,
         }
