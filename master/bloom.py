@@ -21,18 +21,24 @@ added, and never once saturated.
 import json
 import math
 from collections import deque
+from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 from functools import cached_property
 from typing import Any
 
 import numpy as np
 import redis
+from numpy.typing import NDArray
 
 from master.keys import Keys
 from master.lua import LuaScripts
 from master.urls import url_digest
-from settings.clients import is_cluster, reread_slot_map
+from settings.clients import RedisClient, is_cluster, reread_slot_map
 from settings.errors import ConfigError
+from settings.loader import Settings
+
+Scope = str | list[str]     # one crawl id for every URL of a call, or one per URL
+Cells = NDArray[np.uint64]
 
 _POWERS_OF_TEN = np.array([10 ** n for n in range(1, 20)], dtype=np.uint64)
 _DIGIT_WEIGHTS = {n: np.array([10 ** (n - 1 - i) for i in range(n)], dtype=np.uint64)
@@ -54,8 +60,9 @@ class BloomParams:
     counting: bool = False
 
     @classmethod
-    def for_capacity(cls, capacity, error_rate, groups=1, counting=False, block_bits=1 << 30,
-                     memory_slack=1.1):
+    def for_capacity(cls, capacity: int, error_rate: float, groups: int = 1,
+                     counting: bool = False, block_bits: int = 1 << 30,
+                     memory_slack: float = 1.1) -> "BloomParams":
         """Size for ``capacity`` URLs at ``error_rate``.
 
         Takes the fewest positions per URL whose memory stays within
@@ -81,46 +88,46 @@ class BloomParams:
         return cls(groups, hashes, group_cells, blocks, counting)
 
     @property
-    def positions_per_url(self):
+    def positions_per_url(self) -> int:
         return self.groups * self.hashes
 
     @cached_property
-    def layout(self):
+    def layout(self) -> tuple[tuple[int, int], ...]:
         """``((i, first cell of i's group), ...)`` for each position i of a URL."""
         return tuple((i, (i // self.hashes) * self.group_cells)
                      for i in range(self.positions_per_url))
 
     @cached_property
-    def layout_arrays(self):
+    def layout_arrays(self) -> tuple[Cells, ...]:
         """``layout`` as two arrays: the position numbers and their groups' first cells."""
         return tuple(np.array(column, dtype=np.uint64) for column in zip(*self.layout, strict=True))
 
     @property
-    def cells(self):
+    def cells(self) -> int:
         return self.groups * self.group_cells * self.blocks
 
     @property
-    def bytes(self):
+    def bytes(self) -> float:
         return self.cells * (4 if self.counting else 1) / 8
 
-    def false_positive_rate(self, urls):
+    def false_positive_rate(self, urls: int) -> float:
         """Expected rate for ``urls`` stored: (1 - e^(-k n / g))^(k h)."""
         per_group_cells = self.group_cells * self.blocks
         per_group = (1 - math.exp(-self.hashes * urls / per_group_cells)) ** self.hashes
         return per_group ** self.groups
 
-    def describe(self):
+    def describe(self) -> str:
         mode = "counting (4-bit counters)" if self.counting else "plain (bits)"
         return (f"m={self.cells} cells ({self.bytes / 2**20:.1f} MiB), k={self.hashes} per group, "
                 f"h={self.groups} groups, {self.blocks} block(s), {mode}")
 
 
-def _cells_per_url(error_rate, positions):
+def _cells_per_url(error_rate: float, positions: int) -> float:
     """Cells per URL a filter with this many positions per URL needs for the rate."""
     return -positions / math.log(1 - error_rate ** (1 / positions))
 
 
-def positions(digest, params):
+def positions(digest: bytes, params: BloomParams) -> tuple[int, list[int]]:
     """``(block, [cell positions])`` of a URL's SHA-1 digest (raw bytes).
 
     bloom.lua derives the same from the hex digest: h1, h2 and the block come
@@ -132,7 +139,7 @@ def positions(digest, params):
             [first + (h1 + i * h2) % g for i, first in params.layout])
 
 
-def cell_arrays(digests, params):
+def cell_arrays(digests: bytes, params: BloomParams) -> tuple[Cells, Cells]:
     """``positions`` for many digests at once (20 bytes each, concatenated).
 
     Returns the block of each URL and a (URLs x positions) array of its cells.
@@ -153,8 +160,9 @@ class BloomFilter:
     because Redis's Lua spends ~1 µs per position building command arguments.
     """
 
-    def __init__(self, client, keys, name, params, scripts=None, hash_in="client",
-                 chunk=200):
+    def __init__(self, client: RedisClient, keys: Keys, name: str, params: BloomParams,
+                 scripts: LuaScripts | None = None, hash_in: str = "client",
+                 chunk: int = 200) -> None:
         if hash_in not in ("client", "lua"):
             raise ConfigError(f"hash_in must be 'client' or 'lua', got {hash_in!r}")
         self.client = client
@@ -167,7 +175,8 @@ class BloomFilter:
         self._check_params()
 
     @classmethod
-    def from_settings(cls, client, settings, name="seen", **kwargs):
+    def from_settings(cls, client: RedisClient, settings: Settings, name: str = "seen",
+                      **kwargs: Any) -> "BloomFilter":
         params = BloomParams.for_capacity(
             settings.getint("CRAWLCLUSTER_BLOOM_CAPACITY"),
             settings.getfloat("CRAWLCLUSTER_BLOOM_ERROR_RATE"),
@@ -176,7 +185,7 @@ class BloomFilter:
             block_bits=settings.getint("CRAWLCLUSTER_BLOOM_BLOCK_BITS"))
         return cls(client, Keys.from_settings(settings), name, params, **kwargs)
 
-    def _check_params(self):
+    def _check_params(self) -> None:
         """Record the shape in Redis; refuse to open a filter made with another shape."""
         meta = json.dumps(asdict(self.params), sort_keys=True)
         key = self.keys.bloom_meta(self.name)
@@ -186,7 +195,7 @@ class BloomFilter:
                 raise ConfigError(f"Bloom filter {self.name!r} exists with {stored}; "
                                   f"these settings give {meta}. Clear it or match its settings.")
 
-    def add_many(self, urls, scope=""):
+    def add_many(self, urls: Sequence[str], scope: Scope = "") -> list[bool]:
         """Check-and-add: for each URL, True if it was not in the filter (now it is).
 
         ``scope`` (a crawl id) keeps one crawl's URLs apart from another's; a
@@ -196,13 +205,13 @@ class BloomFilter:
             return self._run_script("add", urls, scope)
         return self._run_bitfield(urls, scope, write=True)
 
-    def contains_many(self, urls, scope=""):
+    def contains_many(self, urls: Sequence[str], scope: Scope = "") -> list[bool]:
         """For each URL, True if the filter holds it (or a false positive)."""
         if self.hash_in == "lua":
             return self._run_script("check", urls, scope)
         return self._run_bitfield(urls, scope, write=False)
 
-    def remove_many(self, urls, scope=""):
+    def remove_many(self, urls: Sequence[str], scope: Scope = "") -> list[bool]:
         """Counting mode only: remove URLs that were added; True for each removed.
 
         Remove only URLs you added: removing a false positive would take counts
@@ -212,19 +221,19 @@ class BloomFilter:
             raise ConfigError(f"Bloom filter {self.name!r} is plain; removing needs counting mode")
         return self._run_script("remove", urls, scope)
 
-    def add(self, url):
+    def add(self, url: str) -> bool:
         return self.add_many([url])[0]
 
-    def contains(self, url):
+    def contains(self, url: str) -> bool:
         return self.contains_many([url])[0]
 
-    def clear(self):
+    def clear(self) -> None:
         blocks = (self.keys.bloom_block(self.name, b) for b in range(self.params.blocks))
         self.client.delete(self.keys.bloom_meta(self.name), *blocks)
 
     # --- client hashing: one BITFIELD per block ------------------------------------
 
-    def _run_bitfield(self, urls, scope, write):
+    def _run_bitfield(self, urls: Sequence[str], scope: Scope, write: bool) -> list[bool]:
         """One BITFIELD per block and chunk, keeping one chunk in flight.
 
         BITFIELD SET returns each bit's old value, so a single command is an
@@ -252,7 +261,8 @@ class BloomFilter:
             connections.release()
         return results.tolist()
 
-    def _bitfield_commands(self, urls, scope, start, stop, op):
+    def _bitfield_commands(self, urls: Sequence[str], scope: Scope, start: int, stop: int,
+                           op: "_Op") -> list["BlockCommand"]:
         """``[(block key, BITFIELD command in RESP, URL index of each cell it reads)]``,
         one per block.
 
@@ -273,7 +283,8 @@ class BloomFilter:
                                        owners[by_block == block], op)
                 for block in np.unique(blocks).tolist()]
 
-    def _bitfield_command(self, block, offsets, owners, op):
+    def _bitfield_command(self, block: int, offsets: Cells, owners: NDArray[np.int64],
+                          op: "_Op") -> "BlockCommand":
         """Cells ordered by the number of digits of their offset, so each run of
         equal-length offsets is packed at once. That keeps the semantics: a
         URL's answer does not depend on the order of its own cells, and a
@@ -294,29 +305,31 @@ class BloomFilter:
 
     # --- Lua: counting mode, removal, hashing in Lua ---------------------------------
 
-    def _run_script(self, op, urls, scope):
+    def _run_script(self, op: str, urls: Sequence[str], scope: Scope) -> list[bool]:
         by_block = self._group_by_block(urls, scope)
         pipe = self.client.pipeline(transaction=False)
         for block, (_, data) in by_block.items():
             args = self._script_args(op, data)
             self.scripts.run("bloom", [self.keys.bloom_block(self.name, block)], args, pipe=pipe)
-        results: list[bool | None] = [None] * len(urls)
+        results = [False] * len(urls)
         for (indexes, _), flags in zip(by_block.values(), pipe.execute(), strict=True):
             for index, flag in zip(indexes, flags, strict=True):
                 results[index] = bool(flag)
         return results
 
-    def _script_args(self, op, data):
+    def _script_args(self, op: str, data: list[Any]) -> list[Any]:
         p = self.params
         cell = "u4" if p.counting else "u1"
         input_kind = "digests" if self.hash_in == "lua" else "offsets"
         return [op, cell, p.positions_per_url, p.hashes, p.group_cells, input_kind, *data]
 
-    def _group_by_block(self, urls, scope):
+    def _group_by_block(self, urls: Sequence[str],
+                        scope: Scope) -> dict[int, tuple[list[int], list[Any]]]:
         """``{block: ([url indexes], [positions or digests])}``, URL order kept per block."""
-        by_block: dict[int, Any] = {}
+        by_block: dict[int, tuple[list[int], list[Any]]] = {}
         for index, url in enumerate(urls):
             digest = url_digest(url, _scope_of(scope, index))
+            data: list[Any]
             if self.hash_in == "lua":
                 block = int.from_bytes(digest[10:14], "big") % self.params.blocks
                 data = [digest.hex()]
@@ -328,11 +341,15 @@ class BloomFilter:
         return by_block
 
 
-def _scope_of(scope, index):
+BlockCommand = tuple[str, bytes, NDArray[np.int64]]   # key, BITFIELD in RESP, URL of each cell
+Sent = list[tuple[Any, NDArray[np.int64]]]             # (connection, URL of each cell read)
+
+
+def _scope_of(scope: Scope, index: int) -> str:
     return scope[index] if isinstance(scope, list) else scope
 
 
-def _collect(sent, results, write):
+def _collect(sent: Sent, results: NDArray[np.bool_], write: bool) -> None:
     """Read a chunk's replies: a URL is new if any of its cells was 0, held if none was."""
     for conn, owners in sent:
         results[owners[np.asarray(conn.read_response()) == 0]] = write
@@ -342,12 +359,12 @@ class _Connections:
     """Connections checked out for one batch: one for a single Redis, one per node a
     block lives on for a Redis Cluster (the client's slot map says which)."""
 
-    def __init__(self, client):
+    def __init__(self, client: RedisClient) -> None:
         self.client = client
         self.cluster = is_cluster(client)
-        self.held = {}             # pool -> connection
+        self.held: dict[Any, Any] = {}             # pool -> connection
 
-    def send(self, commands):
+    def send(self, commands: list[BlockCommand]) -> Sent:
         """Send each ``(key, command, owners)`` on its node's connection, a node's
         commands together; ``[(connection, owners)]`` in the order sent."""
         by_conn: dict[Any, Any] = {}      # connection -> (commands, their owners)
@@ -360,7 +377,7 @@ class _Connections:
         return [(conn, owners) for conn, (_, owners_of) in by_conn.items()
                 for owners in owners_of]
 
-    def _connection(self, key):
+    def _connection(self, key: str) -> Any:
         if self.cluster:
             node = self.client.get_node_from_key(key)
             pool = self.client.get_redis_connection(node).connection_pool
@@ -370,11 +387,11 @@ class _Connections:
             self.held[pool] = pool.get_connection()
         return self.held[pool]
 
-    def disconnect(self):
+    def disconnect(self) -> None:
         for conn in self.held.values():
             conn.disconnect()
 
-    def release(self):
+    def release(self) -> None:
         for pool, conn in self.held.items():
             pool.release(conn)
 
@@ -382,13 +399,14 @@ class _Connections:
 class _Op:
     """One BITFIELD operation on a cell, as RESP around the cell's offset."""
 
-    def __init__(self, verb, cell_type, offset_prefix, tail, args):
+    def __init__(self, verb: bytes, cell_type: bytes, offset_prefix: bytes, tail: bytes,
+                 args: int) -> None:
         self.verb, self.cell_type, self.args = verb, cell_type, args
         self.offset_prefix = offset_prefix  # "#": the offset counts cells of the type, not bits
         self.tail = np.frombuffer(tail, dtype=np.uint8)    # RESP after the offset
         self.heads = [self._head(digits) for digits in range(len(_POWERS_OF_TEN) + 2)]
 
-    def _head(self, digits):
+    def _head(self, digits: int) -> NDArray[np.uint8]:
         """RESP before an offset of ``digits`` digits."""
         return np.frombuffer(
             b"$%d\r\n%b\r\n$2\r\n%b\r\n$%d\r\n%b" % (
@@ -396,7 +414,7 @@ class _Op:
                 digits + len(self.offset_prefix), self.offset_prefix),
             dtype=np.uint8)
 
-    def resp(self, offsets, digits):
+    def resp(self, offsets: Cells, digits: int) -> bytes:
         """The operation on each of ``offsets`` (all ``digits`` long), in RESP.
 
         Built as a byte matrix, a row per offset (head, decimal digits, tail):

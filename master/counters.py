@@ -14,20 +14,26 @@ over minutes is tested in simulated time.
 import math
 import time
 import uuid
+from collections.abc import Callable
 from typing import Any
 
 from master.keys import Keys
 from master.lua import LuaScripts
+from settings.clients import RedisClient
+from settings.loader import Settings
+
+Clock = Callable[[], float]
 
 
-def _call_id():
+def _call_id() -> str:
     return uuid.uuid4().hex[:16]
 
 
 class RollingTimeCounter:
     """Events in the last ``window`` seconds."""
 
-    def __init__(self, client, key, window, clock=time.time, scripts=None):
+    def __init__(self, client: RedisClient, key: str, window: float, clock: Clock = time.time,
+                 scripts: LuaScripts | None = None) -> None:
         if window <= 0:
             raise ValueError(f"window must be positive, got {window}")
         self.client = client
@@ -37,22 +43,23 @@ class RollingTimeCounter:
         self.scripts = scripts or LuaScripts(client)
 
     @classmethod
-    def from_settings(cls, client, settings, name, window=None, **kwargs):
+    def from_settings(cls, client: RedisClient, settings: Settings, name: str,
+                      window: float | None = None, **kwargs: Any) -> "RollingTimeCounter":
         window = window or settings.getint("CRAWLCLUSTER_COUNTER_WINDOW")
         return cls(client, Keys.from_settings(settings).rolling_counter(name), window, **kwargs)
 
-    def increment(self, count=1, pipe=None):
+    def increment(self, count: int = 1, pipe: Any = None) -> Any:
         """Record ``count`` events now; return the events in the window.
 
         With ``pipe`` the call is queued on that pipeline and returns it.
         """
         return self._run(count, pipe)
 
-    def value(self):
+    def value(self) -> int:
         """Events in ``(now - window, now]``; also drops the older ones."""
-        return self._run(0, None)
+        return int(self._run(0, None))
 
-    def _run(self, count, pipe):
+    def _run(self, count: int, pipe: Any) -> Any:
         now = self.clock()
         args = (repr(now), repr(now - self.window), math.ceil(self.window) + 1,
                 count, _call_id())
@@ -62,7 +69,8 @@ class RollingTimeCounter:
 class StepTimeCounter:
     """Events per fixed window of ``step`` seconds, the last ``keep`` windows kept."""
 
-    def __init__(self, client, keys, name, step, keep, clock=time.time, scripts=None):
+    def __init__(self, client: RedisClient, keys: Keys, name: str, step: int, keep: int,
+                 clock: Clock = time.time, scripts: LuaScripts | None = None) -> None:
         if step <= 0 or keep <= 0:
             raise ValueError(f"step and keep must be positive, got {step}, {keep}")
         self.client = client
@@ -74,20 +82,22 @@ class StepTimeCounter:
         self.scripts = scripts or LuaScripts(client)
 
     @classmethod
-    def from_settings(cls, client, settings, name, step=None, keep=None, **kwargs):
+    def from_settings(cls, client: RedisClient, settings: Settings, name: str,
+                      step: int | None = None, keep: int | None = None,
+                      **kwargs: Any) -> "StepTimeCounter":
         step = step or settings.getint("CRAWLCLUSTER_COUNTER_STEP")
         keep = keep or settings.getint("CRAWLCLUSTER_COUNTER_KEEP_STEPS")
         return cls(client, Keys.from_settings(settings), name, step, keep, **kwargs)
 
-    def window_start(self, at=None):
+    def window_start(self, at: float | None = None) -> int:
         """Start of the window holding time ``at`` (default: now)."""
         at = self.clock() if at is None else at
         return math.floor(at / self.step) * self.step
 
-    def key(self, at=None):
+    def key(self, at: float | None = None) -> str:
         return self.keys.step_counter(self.name, self.window_start(at))
 
-    def increment(self, count=1, pipe=None):
+    def increment(self, count: int = 1, pipe: Any = None) -> Any:
         """Record ``count`` events now; return the count of the current window."""
         if count <= 0:
             raise ValueError(f"count must be positive, got {count}")
@@ -97,11 +107,11 @@ class StepTimeCounter:
         args = (repr(now), ttl, count, _call_id())
         return self.scripts.run("counter_step_add", [self.key(now)], args, pipe=pipe)
 
-    def value(self, at=None):
+    def value(self, at: float | None = None) -> int:
         """Events in the window holding ``at`` (default: the current window)."""
-        return self.client.zcard(self.key(at))
+        return int(self.client.zcard(self.key(at)))
 
-    def history(self, windows=None):
+    def history(self, windows: int | None = None) -> list[tuple[int, int]]:
         """``[(window_start, count), ...]`` for the last windows, oldest first."""
         windows = min(windows or self.keep, self.keep)
         current = self.window_start()
@@ -122,31 +132,33 @@ class WindowCounts:
 
     WINDOWS = (900, 3600, 21600, 43200, 86400, 604800)
 
-    def __init__(self, client, key, clock=time.time, scripts=None):
+    def __init__(self, client: RedisClient, key: str, clock: Clock = time.time,
+                 scripts: LuaScripts | None = None) -> None:
         self.client = client
         self.key = key
         self.clock = clock
         self._scripts = scripts
 
     @classmethod
-    def from_settings(cls, client, settings, name, **kwargs):
+    def from_settings(cls, client: RedisClient, settings: Settings, name: str,
+                      **kwargs: Any) -> "WindowCounts":
         return cls(client, Keys.from_settings(settings).window_counts(name), **kwargs)
 
     @property
-    def scripts(self):
+    def scripts(self) -> LuaScripts:
         # Built on first write only: most of these objects only read (stats).
         if self._scripts is None:
             self._scripts = LuaScripts(self.client)
         return self._scripts
 
-    def increment(self, count=1, pipe=None):
+    def increment(self, count: int = 1, pipe: Any = None) -> Any:
         """Record ``count`` events now (queued on ``pipe`` when given)."""
         minute = int(self.clock() // 60)
         oldest = minute - max(self.WINDOWS) // 60
         return self.scripts.run("window_counts_add", [self.key], [minute, count, oldest],
                                 pipe=pipe)
 
-    def values(self, raw=None):
+    def values(self, raw: dict[str, str] | None = None) -> dict[str, int]:
         """``{"900": n, ..., "lifetime": n}``; ``raw`` is the hash if already read."""
         raw = self.client.hgetall(self.key) if raw is None else raw
         minute = int(self.clock() // 60)
@@ -158,11 +170,12 @@ class WindowCounts:
         return counts
 
 
-def grouped_window_counts(client, keys, kind):
+def grouped_window_counts(client: RedisClient, keys: Keys,
+                          kind: str) -> dict[str, dict[str, dict[str, int]]]:
     """``{who: {status: windows}}`` of the ``<kind>:<who>:<status>`` counters (kind is
     ``spider`` or ``machine``: the crawlers' status codes per spider type or host)."""
     prefix = keys.window_counts(f"{kind}:")
-    found: dict[Any, Any] = {}
+    found: dict[str, dict[str, dict[str, int]]] = {}
     for key in client.scan_iter(match=f"{prefix}*", count=1000):
         who, status = key[len(prefix):].rsplit(":", 1)
         found.setdefault(who, {})[status] = WindowCounts(client, key).values()

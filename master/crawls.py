@@ -12,24 +12,32 @@ import json
 import time
 from typing import Any
 
+from master.bloom import BloomFilter
+from master.frontier import Frontier
 from master.keys import Keys
 from master.shards import crawl_shards
 from master.siteconfig import domain_of
-from master.tasks import check_name, make_task
+from master.tasks import Task, check_name, make_task
+from settings.clients import RedisClient
+from settings.loader import Settings
+
+CrawlConfig = dict[str, Any]     # a crawl request as stored (crawl.json, defaults filled)
+ShardWrites = dict[str, list[Any]]
 
 
 class CrawlStore:
-    def __init__(self, client, keys, cache_size=1024):
+    def __init__(self, client: RedisClient, keys: Keys, cache_size: int = 1024) -> None:
         self.client = client
         self.keys = keys
         self.cache_size = cache_size
-        self._cache = {}          # crawlid -> config (configs never change once stored)
+        # crawlid -> config (configs never change once stored)
+        self._cache: dict[str, CrawlConfig] = {}
 
     @classmethod
-    def from_settings(cls, client, settings):
+    def from_settings(cls, client: RedisClient, settings: Settings) -> "CrawlStore":
         return cls(client, Keys.from_settings(settings))
 
-    def load(self, crawlid):
+    def load(self, crawlid: str) -> CrawlConfig | None:
         """The crawl's config (cached in this process once found), or None if unknown."""
         config = self._cache.get(crawlid)
         if config is None:
@@ -41,7 +49,7 @@ class CrawlStore:
             config = self._cache[crawlid] = json.loads(raw)
         return config
 
-    def submit(self, config, bloom, frontier):
+    def submit(self, config: CrawlConfig, bloom: BloomFilter, frontier: Frontier) -> None:
         """Store the crawl, index it under its user and queue its seed task in one round
         trip (the crawl-wide keys first; the seed's shard may be on another Redis
         Cluster master); the seed URL goes into the filter so the crawl does not fetch
@@ -53,7 +61,8 @@ class CrawlStore:
         batch.pipe.execute()
         bloom.add_many([config["url"]], scope=config["crawlid"])
 
-    def stage(self, config, frontier, batch, seed=None):
+    def stage(self, config: CrawlConfig, frontier: Frontier, batch: "WriteBatch",
+              seed: Task | None = None) -> None:
         """Add the crawl's writes to ``batch``: config, user index, seed task, hubs."""
         check_name("crawl id", config["crawlid"])
         batch.strings[self.keys.crawl(config["crawlid"])] = json.dumps(config, sort_keys=True)
@@ -69,7 +78,7 @@ class CrawlStore:
             hub = dict(seed, url=url, domain=domain_of(url), id=f"hub:{url}")
             batch.hubs.append([hub, config.get("hub_span", 3600.0)])
 
-    def progress(self, crawlid):
+    def progress(self, crawlid: str) -> dict[str, Any]:
         """A crawl's pending tasks per domain, its counts, whether it is stopped or
         paused (and how many of its tasks are parked), summed over its shards, and what
         became of the links its pages yielded (``link_counts``)."""
@@ -97,7 +106,7 @@ class CrawlStore:
                 "stopped": bool(stopped), "paused": bool(paused), "parked": parked,
                 "links": link_counts(links)}
 
-    def pending_totals(self, crawlids):
+    def pending_totals(self, crawlids: list[str]) -> dict[str, int]:
         """``{crawlid: tasks pending}`` over each crawl's shards, in two round trips."""
         pipe = self.client.pipeline(transaction=False)
         for crawlid in crawlids:
@@ -111,14 +120,14 @@ class CrawlStore:
         return {crawlid: sum(max(0, int(n)) for _ in names for n in next(values))
                 for crawlid, names in zip(crawlids, shards, strict=True)}
 
-    def user_crawls(self, userid):
+    def user_crawls(self, userid: str) -> list[str]:
         return sorted(self.client.smembers(self.keys.user_crawls(userid)))
 
-    def recent_crawls(self, limit=50):
+    def recent_crawls(self, limit: int = 50) -> list[str]:
         """The crawl ids submitted last, newest first."""
-        return self.client.zrevrange(self.keys.crawls(), 0, limit - 1)
+        return list(self.client.zrevrange(self.keys.crawls(), 0, limit - 1))
 
-    def seed_task(self, config):
+    def seed_task(self, config: CrawlConfig) -> Task:
         """The crawl's first task (depth 0) for its ``url``."""
         return make_task(config["url"], config["crawlid"], config["spider_type"],
                          priority=config.get("priority", 0), depth=0,
@@ -134,16 +143,19 @@ class WriteBatch:
     hubs) spans shards: ``shard_writes()`` is its JSON form, which the intake stores
     in the transaction and applies after it (``apply_shard_writes``)."""
 
-    def __init__(self, pipe):
+    def __init__(self, pipe: Any) -> None:
         self.pipe = pipe
-        self.strings = {}      # key -> value (a SET each: a cluster pipeline has no MSET)
-        self.sets = {}         # key -> members (SADD)
-        self.index = {}        # crawl id -> submitted at (one ZADD to the crawl index)
-        self.seeds = []        # crawls' seed tasks (one pool_push call per shard)
-        self.domain_pages = []  # [crawlid, domain]: a page counted for domain_max_pages
-        self.hubs = []         # [hub task, span]: re-issued every span seconds
+        # key -> value (a SET each: a cluster pipeline has no MSET)
+        self.strings: dict[str, str] = {}
+        self.sets: dict[str, list[str]] = {}      # key -> members (SADD)
+        # crawl id -> submitted at (one ZADD to the crawl index)
+        self.index: dict[str, float] = {}
+        self.seeds: list[Task] = []         # crawls' seed tasks (one pool_push call per shard)
+        # [crawlid, domain]: a page counted for domain_max_pages
+        self.domain_pages: list[list[str]] = []
+        self.hubs: list[list[Any]] = []     # [hub task, span]: re-issued every span seconds
 
-    def flush_cluster_wide(self, frontier):
+    def flush_cluster_wide(self, frontier: Frontier) -> None:
         """Put the gathered cluster-wide writes on ``pipe``."""
         for key, value in self.strings.items():
             self.pipe.set(key, value)
@@ -152,14 +164,14 @@ class WriteBatch:
         for key, members in self.sets.items():
             self.pipe.sadd(key, *members)
 
-    def shard_writes(self):
+    def shard_writes(self) -> ShardWrites | None:
         """The shard part as a JSON-able dict, or None when there is none."""
         if not (self.seeds or self.domain_pages or self.hubs):
             return None
         return {"seeds": self.seeds, "domain_pages": self.domain_pages, "hubs": self.hubs}
 
     @staticmethod
-    def apply_shard_writes(frontier, writes, pipe):
+    def apply_shard_writes(frontier: Frontier, writes: ShardWrites | None, pipe: Any) -> None:
         """Put a ``shard_writes()`` dict on ``pipe``. Applying the same dict twice
         queues each seed once (the pool is a set of task JSON) unless it was dispatched
         in between, and re-adds the same hubs; only a domain page is counted twice."""
@@ -172,7 +184,7 @@ class WriteBatch:
             frontier.add_hub(hub, span, pipe=pipe)
 
 
-def link_counts(fields):
+def link_counts(fields: dict[str, str]) -> dict[str, Any]:
     """The ``crawl_links`` hash as ``{"found", "new", "duplicate", "refused": {reason: n}}``."""
     counts: dict[str, Any] = {"found": 0, "new": 0, "duplicate": 0}
     refused = counts["refused"] = {}

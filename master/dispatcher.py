@@ -30,14 +30,18 @@ import signal
 import socket
 import threading
 import time
+from collections.abc import Callable
 from typing import Any
 
+from master.counters import Clock
 from master.frontier import Frontier
 from master.keys import Keys
 from master.lua import LuaScripts
-from master.registry import Heartbeats, JobRegistry
+from master.registry import Heartbeats, JobInfo, JobRegistry
 from master.shards import ShardLeases, prune, read_index
 from master.wrr import WeightedRoundRobin
+from settings.clients import RedisClient
+from settings.loader import Settings
 
 logger = logging.getLogger(__name__)
 
@@ -48,15 +52,17 @@ UPKEEP_EVERY = 1.0
 UPKEEP_SLICES = 10
 
 
-def instance_id():
+def instance_id() -> str:
     """This process among the dispatchers (and the roles' heartbeats): host:pid."""
     return f"{socket.gethostname()}:{os.getpid()}"
 
 
 class Dispatcher:
-    def __init__(self, client, keys, registry, frontier, leases=None, window=600.0,
-                 headroom=1.25, default_weight=600, batch=500, idle_sleep=0.5,
-                 clock=time.time, scripts=None, min_age=60.0):
+    def __init__(self, client: RedisClient, keys: Keys, registry: JobRegistry,
+                 frontier: Frontier, leases: ShardLeases | None = None, window: float = 600.0,
+                 headroom: float = 1.25, default_weight: int = 600, batch: int = 500,
+                 idle_sleep: float = 0.5, clock: Clock = time.time,
+                 scripts: LuaScripts | None = None, min_age: float = 60.0) -> None:
         self.client = client
         self.keys = keys
         self.registry = registry
@@ -72,19 +78,22 @@ class Dispatcher:
         self.batch = batch
         self.idle_sleep = idle_sleep
         self.clock = clock
-        self.robins = {}          # spider type -> its jobs' weighted round robin
+        # spider type -> its jobs' weighted round robin
+        self.robins: dict[str, WeightedRoundRobin] = {}
         self.stopping = threading.Event()
-        self._window_started = None
-        self._window_totals = {}
-        self.heartbeat = None     # callable beating the role's heartbeat (main sets it)
+        self._window_started: float | None = None
+        self._window_totals: dict[str, int] = {}
+        # beats the role's heartbeat (main sets it)
+        self.heartbeat: Callable[[], None] | None = None
         self.heartbeat_every = 5.0
         self._last_upkeep = -math.inf
         self._upkeep_slice = 0
 
     @classmethod
-    def from_settings(cls, client, settings, clock=time.time, instance=None):
+    def from_settings(cls, client: RedisClient, settings: Settings, clock: Clock = time.time,
+                      instance: str | None = None) -> "Dispatcher":
         scripts = LuaScripts(client)
-        common = {"clock": clock, "scripts": scripts}
+        common: dict[str, Any] = {"clock": clock, "scripts": scripts}
         keys = Keys.from_settings(settings)
         return cls(client, keys,
                    JobRegistry.from_settings(client, settings, **common),
@@ -102,13 +111,13 @@ class Dispatcher:
 
     # --- weights ---------------------------------------------------------------------
 
-    def weights(self, jobs):
+    def weights(self, jobs: dict[str, JobInfo]) -> dict[str, int]:
         """``{job: tasks per minute}`` for the live jobs ``{job: info}``."""
         if not jobs:
             return {}
         now = self.clock()
         minutes = self.registry.weight_minutes
-        measured = {}
+        measured: dict[str, float] = {}
         for job, done in self.registry.done_counts(list(jobs)).items():
             age = now - jobs[job].get("registered", now)
             if done and age >= self.min_age:
@@ -118,7 +127,7 @@ class Dispatcher:
 
     # --- one tick ----------------------------------------------------------------------
 
-    def tick(self):
+    def tick(self) -> int:
         """One round of dispatch (upkeep first, when due); return the tasks moved."""
         if self.clock() - self._last_upkeep >= UPKEEP_EVERY:
             self._upkeep()
@@ -127,7 +136,7 @@ class Dispatcher:
             return 0
         weights = self.weights(jobs)
         allowance = self._allowance(weights)
-        by_type: dict[str, Any] = {}
+        by_type: dict[str, dict[str, int]] = {}
         for job, info in jobs.items():
             by_type.setdefault(info["spider_type"], {})[job] = weights[job]
         moved, types = 0, sorted(by_type)
@@ -138,14 +147,15 @@ class Dispatcher:
                 break
             share = -(-(allowance - moved) // (len(types) - n))
             moved += self._dispatch(spider_type, by_type[spider_type], share)
-        if moved:
+        if moved and self._window_started is not None:      # set by _allowance
+            key = self.keys.dispatched(self._window_started)
             pipe = self.client.pipeline(transaction=False)
-            pipe.incrby(self.keys.dispatched(self._window_started), moved)
-            pipe.expire(self.keys.dispatched(self._window_started), int(self.window * 2))
+            pipe.incrby(key, moved)
+            pipe.expire(key, int(self.window * 2))
             pipe.execute()
         return moved
 
-    def _upkeep(self):
+    def _upkeep(self) -> None:
         held = sorted(self.leases.refresh())
         if len(held) != self._held_logged:
             logger.info("%s holds %d of %d frontier shards", self.leases.instance, len(held),
@@ -162,7 +172,7 @@ class Dispatcher:
         self._sweep(shards)
         self._last_upkeep = self.clock()
 
-    def _sweep(self, shards):
+    def _sweep(self, shards: list[int]) -> None:
         """Mark the pools of ``shards`` that hold tasks: work whose mark was lost (a
         writer that died between its push and its mark) is found within a sweep."""
         types = self.frontier.pool_types()
@@ -177,7 +187,7 @@ class Dispatcher:
             self.frontier.mark_pools(pipe, spider_type, waiting)
         pipe.execute()
 
-    def _allowance(self, weights):
+    def _allowance(self, weights: dict[str, int]) -> int:
         """Tasks the pacing lets out now: the window's cap so far, less what went."""
         now = self.clock()
         start = math.floor(now / self.window) * self.window
@@ -189,7 +199,7 @@ class Dispatcher:
         dispatched = int(self.client.get(self.keys.dispatched(start)) or 0)
         return max(0, int(paced) - dispatched)
 
-    def _dispatch(self, spider_type, weights, budget):
+    def _dispatch(self, spider_type: str, weights: dict[str, int], budget: int) -> int:
         """Move up to ``budget`` tasks of ``spider_type`` out of the pools of the shards
         this dispatcher holds: sizes read first, so the weighted round robin's sequence
         is cut into exactly the pieces each shard's call uses; then one script call per
@@ -211,10 +221,11 @@ class Dispatcher:
             pipe.execute()
         return sum(takes.values())
 
-    def _shares(self, sizes, budget):
+    def _shares(self, sizes: dict[int, int], budget: int) -> dict[int, int]:
         """``{shard: tasks to take}``: the budget spread evenly over the shards with
         tasks, at most ``batch`` and at most what each holds."""
-        takes, left = {}, budget
+        takes: dict[int, int] = {}
+        left = budget
         by_size = sorted(sizes.items(), key=lambda item: (item[1], random.random()))
         for n, (shard, size) in enumerate(by_size):
             take = min(size, self.batch, left // (len(by_size) - n))
@@ -223,7 +234,8 @@ class Dispatcher:
                 left -= take
         return takes
 
-    def _dispatch_pass(self, spider_type, weights, takes, pipe):
+    def _dispatch_pass(self, spider_type: str, weights: dict[str, int], takes: dict[int, int],
+                       pipe: Any) -> None:
         """One call per shard, each given its piece of the weighted round robin's next
         jobs; the jobs are marked in the shards first (on ``pipe``, which may hold other
         writes already)."""
@@ -231,7 +243,8 @@ class Dispatcher:
         order = robin.sequence(weights, sum(takes.values()))
         for job in weights:
             self.frontier.marks.mark(pipe, self.keys.job_shards(job), list(takes))
-        start, pieces, offset = len(pipe), [], 0
+        start, offset = len(pipe), 0
+        pieces: list[list[str]] = []
         for shard, take in takes.items():
             piece = order[offset:offset + take]
             pieces.append(piece)
@@ -252,20 +265,20 @@ class Dispatcher:
                 self._window_totals[job] = self._window_totals.get(job, 0) + 1
         logger.debug("dispatched %d tasks, weights %s", sum(takes.values()), weights)
 
-    def _log_window(self):
+    def _log_window(self) -> None:
         if self._window_started is not None and self._window_totals:
             total = sum(self._window_totals.values())
             shares = ", ".join(f"{job} {n} ({n / total:.0%})"
                                for job, n in sorted(self._window_totals.items()))
             logger.info("window %d: dispatched %d tasks: %s", self._window_started, total, shares)
 
-    def window_totals(self):
+    def window_totals(self) -> dict[str, int]:
         """``{job: tasks}`` dispatched by this process in the current window."""
         return dict(self._window_totals)
 
     # --- the role ------------------------------------------------------------------------
 
-    def run(self):
+    def run(self) -> None:
         """Tick until stopped, ``idle_sleep`` apart: a tick moves everything the pools
         hold and the pacing allows, so ticking again at once would find little and
         cost the master and Redis a busy loop."""
@@ -293,11 +306,11 @@ class Dispatcher:
             logger.warning("could not give the shard leases back (they expire): %s", exc)
         logger.info("dispatcher stopped")
 
-    def stop(self, *_):
+    def stop(self, *_: object) -> None:
         self.stopping.set()
 
 
-def main(settings):
+def main(settings: Settings) -> int:
     """``crawlcluster master``: run the dispatcher until SIGTERM/SIGINT."""
     from settings.clients import redis_client
 

@@ -12,11 +12,18 @@ shards is one script call per shard, pipelined.
 import json
 import time
 from collections import defaultdict
+from collections.abc import Callable, Iterable, Mapping
+from typing import Any
 
+from master.counters import Clock
 from master.keys import Keys
 from master.lua import LuaScripts
 from master.shards import Marks, check_shape, crawl_shards
-from master.tasks import decode_task, encode_task, seed_score
+from master.tasks import Task, decode_task, encode_task, seed_score
+from settings.clients import RedisClient
+from settings.loader import Settings
+
+Outcome = tuple[str, str, str]     # (task member as taken, outcome, reason)
 
 PERMANENT_STATUSES = {404, 410}
 OUTCOMES = ("done", "retry", "failed", "release")
@@ -25,7 +32,7 @@ OUTCOMES = ("done", "retry", "failed", "release")
 CRAWL_STATE = ("pending", "counts", "stopped", "paused")
 
 
-def outcome_for_status(status):
+def outcome_for_status(status: int) -> tuple[str, str]:
     """``(outcome, reason)`` for an HTTP status: 404/410 and a redirect that reached the
     spider unfollowed (no Location, a scheme other than http(s)) failed, other errors
     retried."""
@@ -41,8 +48,9 @@ def outcome_for_status(status):
 class Frontier:
     """Pools, leases, failures and hubs of one cluster, over every shard."""
 
-    def __init__(self, client, keys, lease_seconds=300.0, max_retries=3,
-                 clock=time.time, scripts=None):
+    def __init__(self, client: RedisClient, keys: Keys, lease_seconds: float = 300.0,
+                 max_retries: int = 3, clock: Clock = time.time,
+                 scripts: LuaScripts | None = None) -> None:
         self.client = client
         self.keys = keys
         self.lease_seconds = lease_seconds
@@ -50,11 +58,12 @@ class Frontier:
         self.clock = clock
         self.scripts = scripts or LuaScripts(client)
         self.marks = Marks(clock)
-        self._crawl_shards_known = set()     # (crawlid, shard) this process indexed
-        self._types_known = set()            # spider types this process added to pool_types
+        self._crawl_shards_known: set[tuple[str, int]] = set()   # what this process indexed
+        self._types_known: set[str] = set()   # spider types this process added to pool_types
 
     @classmethod
-    def from_settings(cls, client, settings, **kwargs):
+    def from_settings(cls, client: RedisClient, settings: Settings,
+                      **kwargs: Any) -> "Frontier":
         keys = Keys.from_settings(settings)
         check_shape(client, keys)
         return cls(client, keys,
@@ -63,7 +72,7 @@ class Frontier:
 
     # --- the pool ----------------------------------------------------------------------
 
-    def push(self, tasks, pipe=None):
+    def push(self, tasks: Iterable[Task], pipe: Any = None) -> Any:
         """Put new tasks in their shards' pools for dispatch (highest priority first),
         counted as pending for their crawl; a stopped crawl's tasks are refused.
 
@@ -71,7 +80,7 @@ class Frontier:
         pipeline may be discarded, so nothing is taken as written until it runs).
         """
         target = pipe if pipe is not None else self.client.pipeline(transaction=False)
-        groups = defaultdict(list)
+        groups: defaultdict[tuple[int, str], list[Task]] = defaultdict(list)
         for task in tasks:
             groups[(self.keys.shard_of(task["domain"]), task["spider_type"])].append(task)
         indexed = self.index_crawls(target, [(task["crawlid"], shard)
@@ -83,7 +92,7 @@ class Frontier:
                             force=pipe is not None)
         start = len(target)
         for (shard, spider_type), group in groups.items():
-            args = self._templates(shard, *CRAWL_STATE, "parked")
+            args: list[Any] = self._templates(shard, *CRAWL_STATE, "parked")
             for task in group:
                 args += [seed_score(task), encode_task(task)]
             self.scripts.run("pool_push", [self.keys.pool(shard, spider_type)], args, pipe=target)
@@ -93,12 +102,13 @@ class Frontier:
         self._crawl_shards_known |= indexed
         return [sum(reply[0] for reply in replies), sum(reply[1] for reply in replies)]
 
-    def index_crawls(self, pipe, crawl_shards, again=True):
+    def index_crawls(self, pipe: Any, crawl_shards: Iterable[tuple[str, int]],
+                     again: bool = True) -> set[tuple[str, int]]:
         """Mark the shards crawls have tasks in (``[(crawlid, shard)]``): a crawl's counts
         are summed over its shards. Without ``again``, pairs this process already wrote
         are left out. Returns the pairs marked."""
         new = set(crawl_shards) - (set() if again else self._crawl_shards_known)
-        by_crawl = defaultdict(list)
+        by_crawl: defaultdict[str, list[int]] = defaultdict(list)
         for crawlid, shard in sorted(new):
             by_crawl[crawlid].append(shard)
         for crawlid, shards in by_crawl.items():
@@ -107,7 +117,8 @@ class Frontier:
             self._crawl_shards_known.clear()
         return new
 
-    def mark_pools(self, pipe, spider_type, shards, force=False):
+    def mark_pools(self, pipe: Any, spider_type: str, shards: Iterable[int],
+                   force: bool = False) -> None:
         """Tell the dispatchers these shards' pools of ``spider_type`` may hold tasks."""
         if not shards:
             return
@@ -116,36 +127,38 @@ class Frontier:
             self._types_known.add(spider_type)
         self.marks.mark(pipe, self.keys.pool_shards(spider_type), shards, force=force)
 
-    def pool_types(self):
+    def pool_types(self) -> list[str]:
         return sorted(self.client.smembers(self.keys.pool_types()))
 
-    def pool_count(self, spider_type=None):
+    def pool_count(self, spider_type: str | None = None) -> int:
         """Tasks waiting in the pools, of one spider type or of all (every shard)."""
         types = [spider_type] if spider_type else self.pool_types()
         pipe = self.client.pipeline(transaction=False)
         for name in types:
             for shard in self.keys.all_shards():
                 pipe.zcard(self.keys.pool(shard, name))
-        return sum(pipe.execute())
+        return int(sum(pipe.execute()))
 
     # --- finishing a leased task ------------------------------------------------------
 
-    def finish(self, member, outcome, reason=""):
+    def finish(self, member: str, outcome: str, reason: str = "") -> int:
         """Report a taken task (its JSON exactly as taken): done, retry, failed or release.
 
         Returns 0 if the lease was no longer held, 1 done, 2 queued again,
         3 failed for good, 4 purged (its crawl was stopped). A paused crawl's task
         that goes back is parked instead.
         """
-        return self.finish_many([(member, outcome, reason)])[0]
+        codes: list[int] = self.finish_many([(member, outcome, reason)])
+        return codes[0]
 
-    def finish_many(self, outcomes, pipe=None):
+    def finish_many(self, outcomes: list[Outcome], pipe: Any = None) -> Any:
         """``finish`` for ``[(member, outcome, reason)]``, one script call per shard.
 
         Returns the codes in order; with ``pipe``, a function that picks them out of
         the pipeline's results.
         """
-        by_shard = defaultdict(list)          # shard -> indexes into outcomes
+        # shard -> (index into outcomes, task)
+        by_shard: defaultdict[int, list[tuple[int, Task]]] = defaultdict(list)
         for n, (member, outcome, _) in enumerate(outcomes):
             if outcome not in OUTCOMES:
                 raise ValueError(
@@ -165,7 +178,7 @@ class Frontier:
                 args += list(outcomes[n])
             self.scripts.run("lease_finish", [self.keys.leases(shard)], args, pipe=target)
 
-        def codes(results):
+        def codes(results: list[Any]) -> list[int]:
             ordered = [0] * len(outcomes)
             for (_, items), reply in zip(by_shard.items(), results[start:], strict=False):
                 for (n, _), code in zip(items, reply, strict=True):
@@ -174,12 +187,13 @@ class Frontier:
 
         return codes(target.execute()) if pipe is None else codes
 
-    def finish_response(self, member, status):
+    def finish_response(self, member: str, status: int) -> int:
         """Finish by HTTP status: 2xx/3xx done, 404/410 failed, others retried."""
         outcome, reason = outcome_for_status(status)
         return self.finish(member, outcome, reason)
 
-    def reap_leases(self, shards=None, limit=1000):
+    def reap_leases(self, shards: Iterable[int] | None = None,
+                    limit: int = 1000) -> tuple[int, int]:
         """Re-issue expired leases of ``shards`` (all by default); return (re-issued,
         failed for good or purged)."""
         shards = self.keys.all_shards() if shards is None else shards
@@ -192,13 +206,13 @@ class Frontier:
         return (sum(requeued for requeued, _ in replies.values()),
                 sum(failed for _, failed in replies.values()))
 
-    def leased_count(self):
+    def leased_count(self) -> int:
         return self._sum_over_shards(lambda pipe, shard: pipe.zcard(self.keys.leases(shard)))
 
-    def hubs_count(self):
+    def hubs_count(self) -> int:
         return self._sum_over_shards(lambda pipe, shard: pipe.zcard(self.keys.hubs(shard)))
 
-    def failed(self, crawlid):
+    def failed(self, crawlid: str) -> dict[str, dict[str, Any]]:
         """``{url: {"reason", "attempts"}}`` of a crawl's URLs that failed for good."""
         pipe = self.client.pipeline(transaction=False)
         for shard in self.crawl_shards(crawlid):
@@ -206,12 +220,12 @@ class Frontier:
         return {url: json.loads(reason)
                 for raw in pipe.execute() for url, reason in raw.items()}
 
-    def crawl_shards(self, crawlid):
+    def crawl_shards(self, crawlid: str) -> list[int]:
         return crawl_shards(self.client, self.keys, crawlid)
 
     # --- stopping, pausing, resuming a crawl ----------------------------------------------
 
-    def purge_crawl(self, crawlid, jobs, slice_size=1000):
+    def purge_crawl(self, crawlid: str, jobs: list[str], slice_size: int = 1000) -> int:
         """Stop a crawl: flag it in every shard, then remove its tasks from the pools,
         every job's queue for its domains and the hubs. Leased tasks are purged as they
         come back (lease_finish, lease_reap) and new links of the crawl are refused
@@ -225,7 +239,7 @@ class Frontier:
             self._take_out(self.keys.hubs(shard), crawlid, shard, "purge-schedule", slice_size)
         return purged
 
-    def pause_crawl(self, crawlid, jobs, slice_size=1000):
+    def pause_crawl(self, crawlid: str, jobs: list[str], slice_size: int = 1000) -> int:
         """Pause a crawl: flag it in every shard and park its waiting tasks (pools, job
         queues); tasks in flight finish, and whatever of it would be queued again is
         parked too. Returns the tasks parked now."""
@@ -234,25 +248,25 @@ class Frontier:
                    for shard in self.crawl_shards(crawlid)
                    for key in self._queues(crawlid, shard, jobs))
 
-    def resume_crawl(self, crawlid, slice_size=1000):
+    def resume_crawl(self, crawlid: str, slice_size: int = 1000) -> int:
         """Resume a paused crawl: its parked tasks go back to the pools. Returns how many."""
         self._flag_everywhere(crawlid, "paused", on=False)
         shards = self.crawl_shards(crawlid)
         self._mark_refilled(dict.fromkeys(shards, True))      # before the tasks get there
         total = 0
         for shard in shards:
-            moved = None
+            moved: int | None = None
             while moved != 0:
                 moved = self.scripts.run("parked_release", [self.keys.crawl_parked(crawlid, shard)],
                                          [slice_size, self.keys.pool_template(shard)])
-                total += moved
+                total += int(moved)
         return total
 
-    def is_flagged(self, crawlid, flag):
+    def is_flagged(self, crawlid: str, flag: str) -> bool:
         """Is the crawl stopped / paused? (Flags are set in every shard, shard 0 first.)"""
         return bool(self.client.exists(getattr(self.keys, f"crawl_{flag}")(crawlid, 0)))
 
-    def _flag_everywhere(self, crawlid, flag, on=True):
+    def _flag_everywhere(self, crawlid: str, flag: str, on: bool = True) -> None:
         """Set (or clear) a crawl's flag in every shard: a script reads it in its own."""
         key = getattr(self.keys, f"crawl_{flag}")
         pipe = self.client.pipeline(transaction=False)
@@ -263,27 +277,27 @@ class Frontier:
                 pipe.delete(key(crawlid, shard))
         pipe.execute()
 
-    def _queues(self, crawlid, shard, jobs):
+    def _queues(self, crawlid: str, shard: int, jobs: list[str]) -> list[str]:
         """Where a crawl's waiting tasks in a shard can be: its pools and the jobs'
         queues for the crawl's domains there."""
         domains = list(self.client.hkeys(self.keys.crawl_pending(crawlid, shard)))
         pools = [self.keys.pool(shard, spider_type) for spider_type in self.pool_types()]
         return pools + [self.keys.queue(job, domain) for job in jobs for domain in domains]
 
-    def _take_out(self, key, crawlid, shard, mode, slice_size):
+    def _take_out(self, key: str, crawlid: str, shard: int, mode: str, slice_size: int) -> int:
         keys = [key, *(getattr(self.keys, f"crawl_{kind}")(crawlid, shard)
                        for kind in ("pending", "counts", "parked"))]
         cursor, total = "0", 0
         while True:
             cursor, taken = self.scripts.run("queue_purge", keys,
                                              [crawlid, cursor, slice_size, mode])
-            total += taken
+            total += int(taken)
             if str(cursor) == "0":
                 return total
 
     # --- hubs ---------------------------------------------------------------------------
 
-    def add_hub(self, task, span, pipe=None):
+    def add_hub(self, task: Task, span: float, pipe: Any = None) -> Any:
         """Re-issue this task every ``span`` seconds, bypassing the filter."""
         hub = dict(task, hub_span=float(span))
         target = pipe if pipe is not None else self.client
@@ -292,7 +306,7 @@ class Frontier:
         target.sadd(self.keys.pool_types(), task["spider_type"])    # where it will be issued
         return target.zadd(self.keys.hubs(shard), {encode_task(hub): self.clock() + span})
 
-    def issue_due_hubs(self, shards=None, limit=1000):
+    def issue_due_hubs(self, shards: Iterable[int] | None = None, limit: int = 1000) -> int:
         """Issue the due hubs of ``shards`` (all by default); return how many."""
         shards = self.keys.all_shards() if shards is None else shards
         replies = self._per_shard("hubs_due", shards, lambda shard: (
@@ -300,11 +314,12 @@ class Frontier:
             [repr(self.clock()), limit, *self._templates(shard, *CRAWL_STATE),
              self.keys.pool_template(shard)]))
         self._mark_refilled(replies)
-        return sum(replies.values())
+        return int(sum(replies.values()))
 
     # --- helpers -------------------------------------------------------------------------
 
-    def _per_shard(self, script, shards, keys_and_args):
+    def _per_shard(self, script: str, shards: Iterable[int],
+                   keys_and_args: Callable[[int], tuple[list[str], list[Any]]]) -> dict[int, Any]:
         """Run ``script`` once per shard, pipelined; ``{shard: reply}``."""
         shards = list(shards)
         pipe = self.client.pipeline(transaction=False)
@@ -313,7 +328,7 @@ class Frontier:
             self.scripts.run(script, keys, args, pipe=pipe)
         return dict(zip(shards, pipe.execute(), strict=True))
 
-    def _mark_refilled(self, moved_by_shard):
+    def _mark_refilled(self, moved_by_shard: Mapping[int, Any]) -> None:
         """Mark the pools of shards that tasks went back to (every spider type: a reaped
         task's type is not returned, and an extra mark costs one empty look)."""
         refilled = [shard for shard, moved in moved_by_shard.items() if moved]
@@ -324,12 +339,12 @@ class Frontier:
             self.mark_pools(pipe, spider_type, refilled, force=True)
         pipe.execute()
 
-    def _sum_over_shards(self, command):
+    def _sum_over_shards(self, command: Callable[[Any, int], object]) -> int:
         pipe = self.client.pipeline(transaction=False)
         for shard in self.keys.all_shards():
             command(pipe, shard)
-        return sum(pipe.execute())
+        return int(sum(pipe.execute()))
 
-    def _templates(self, shard, *kinds):
+    def _templates(self, shard: int, *kinds: str) -> list[str]:
         """Templates of a shard's per-crawl keys (``crawl_<kind>``), in the order given."""
         return [self.keys.crawl_template(kind, shard) for kind in kinds]

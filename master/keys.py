@@ -19,6 +19,10 @@ writes and reads it.
 """
 
 import zlib
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from settings.loader import Settings
 
 # Shards of a frontier unless configured otherwise (settings/defaults.py says why).
 DEFAULT_SHARDS = 1024
@@ -42,7 +46,7 @@ class Keys:
         self.shards = shards
 
     @classmethod
-    def from_settings(cls, settings) -> "Keys":
+    def from_settings(cls, settings: "Settings") -> "Keys":
         return cls(settings["CRAWLCLUSTER_KEY_PREFIX"],
                    settings.getint("CRAWLCLUSTER_FRONTIER_SHARDS"))
 
@@ -233,7 +237,8 @@ class Keys:
 
     def crawl_template(self, kind: str, shard: int) -> str:
         """``crawl_<kind>(crawlid, shard)`` as a Lua string.format template (crawlid)."""
-        return getattr(self, f"crawl_{kind}")("%s", shard)
+        template: str = getattr(self, f"crawl_{kind}")("%s", shard)
+        return template
 
     # --- cluster-wide: registry, indexes of the shards that hold work, crawls ----------------
 

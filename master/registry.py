@@ -12,16 +12,21 @@ import json
 import time
 from typing import Any
 
-from master.counters import RollingTimeCounter
+from master.counters import Clock, RollingTimeCounter
 from master.keys import Keys
 from master.lua import LuaScripts
 from master.shards import mark_index
 from master.tasks import check_name
+from settings.clients import RedisClient
+from settings.loader import Settings
+
+JobInfo = dict[str, Any]     # what a job registered: spider_type, host, ip, node, ...
 
 
 class JobRegistry:
-    def __init__(self, client, keys, ttl=30.0, weight_minutes=10, clock=time.time,
-                 scripts=None):
+    def __init__(self, client: RedisClient, keys: Keys, ttl: float = 30.0,
+                 weight_minutes: int = 10, clock: Clock = time.time,
+                 scripts: LuaScripts | None = None) -> None:
         self.client = client
         self.keys = keys
         self.ttl = ttl
@@ -30,12 +35,13 @@ class JobRegistry:
         self.scripts = scripts or LuaScripts(client)
 
     @classmethod
-    def from_settings(cls, client, settings, **kwargs):
+    def from_settings(cls, client: RedisClient, settings: Settings,
+                      **kwargs: Any) -> "JobRegistry":
         return cls(client, Keys.from_settings(settings),
                    ttl=settings.getfloat("CRAWLCLUSTER_JOB_HEARTBEAT_TTL"),
                    weight_minutes=settings.getint("CRAWLCLUSTER_WEIGHT_MINUTES"), **kwargs)
 
-    def register(self, job, spider_type, host, ip, **info):
+    def register(self, job: str, spider_type: str, host: str, ip: str, **info: Any) -> None:
         check_name("job id", job)
         record = dict(info, job=job, spider_type=spider_type, host=host, ip=ip,
                       registered=self.clock())
@@ -44,22 +50,23 @@ class JobRegistry:
         pipe.zadd(self.keys.jobs(), {job: self.clock()})
         pipe.execute()
 
-    def heartbeat(self, job):
+    def heartbeat(self, job: str) -> bool:
         """Keep a job alive; False if it was already declared dead (register again)."""
         pipe = self.client.pipeline()
         pipe.zadd(self.keys.jobs(), {job: self.clock()}, xx=True)
         pipe.zscore(self.keys.jobs(), job)
         return pipe.execute()[1] is not None
 
-    def deregister(self, job):
+    def deregister(self, job: str) -> int:
         """A job ending cleanly: its queued tasks go back to the pools now."""
         return self.requeue(job, cutoff=float("inf"))
 
-    def info(self, job):
+    def info(self, job: str) -> JobInfo | None:
         raw = self.client.get(self.keys.job_info(job))
-        return json.loads(raw) if raw else None
+        info: JobInfo | None = json.loads(raw) if raw else None
+        return info
 
-    def live_jobs(self):
+    def live_jobs(self) -> dict[str, JobInfo]:
         """``{job: info}`` of jobs that beat within the TTL."""
         cutoff = self.clock() - self.ttl
         jobs = self.client.zrangebyscore(self.keys.jobs(), f"({cutoff!r}", "+inf")
@@ -68,14 +75,14 @@ class JobRegistry:
         infos = self.client.mget([self.keys.job_info(job) for job in jobs])
         return {job: json.loads(raw) for job, raw in zip(jobs, infos, strict=True) if raw}
 
-    def expire_dead(self):
+    def expire_dead(self) -> dict[str, int]:
         """Requeue every job silent past the TTL; return ``{job: tasks moved}``."""
         cutoff = self.clock() - self.ttl
         dead = self.client.zrangebyscore(self.keys.jobs(), "-inf", repr(cutoff))
         moved = {job: self.requeue(job, cutoff) for job in dead}
         return {job: count for job, count in moved.items() if count >= 0}
 
-    def requeue(self, job, cutoff):
+    def requeue(self, job: str, cutoff: float) -> int:
         """Move a job's queued tasks back to the pools, in every shard, and remove it
         from the registry; -1 (nothing done) if it beat after ``cutoff``."""
         beat = self.client.zscore(self.keys.jobs(), job)
@@ -103,15 +110,15 @@ class JobRegistry:
 
     # --- finished tasks: the dispatcher's feedback ---------------------------------
 
-    def done_counter(self, job):
+    def done_counter(self, job: str) -> RollingTimeCounter:
         return RollingTimeCounter(self.client, self.keys.rolling_counter(self.keys.job_done(job)),
                                   self.weight_minutes * 60, clock=self.clock,
                                   scripts=self.scripts)
 
-    def count_done(self, job, count=1, pipe=None):
+    def count_done(self, job: str, count: int = 1, pipe: Any = None) -> Any:
         return self.done_counter(job).increment(count, pipe=pipe)
 
-    def done_counts(self, jobs):
+    def done_counts(self, jobs: list[str]) -> dict[str, int]:
         """Tasks each job finished within the last ``weight_minutes``."""
         pipe = self.client.pipeline(transaction=False)
         for job in jobs:
@@ -124,40 +131,42 @@ class Heartbeats:
     with a TTL per role instance, and a sorted set of every instance's last beat so
     ``stats`` can list the ones that went silent too."""
 
-    def __init__(self, client, keys, ttl=30.0, clock=time.time):
+    def __init__(self, client: RedisClient, keys: Keys, ttl: float = 30.0,
+                 clock: Clock = time.time) -> None:
         self.client = client
         self.keys = keys
         self.ttl = ttl
         self.clock = clock
 
     @classmethod
-    def from_settings(cls, client, settings, **kwargs):
+    def from_settings(cls, client: RedisClient, settings: Settings,
+                      **kwargs: Any) -> "Heartbeats":
         return cls(client, Keys.from_settings(settings),
                    ttl=settings.getfloat("CRAWLCLUSTER_HEARTBEAT_TTL"), **kwargs)
 
     @property
-    def interval(self):
+    def interval(self) -> float:
         """Seconds between beats: a third of the TTL (at most 5 s), so one late beat
         does not mark a live role down."""
         return max(0.2, min(5.0, self.ttl / 3))
 
-    def beat(self, role, instance):
+    def beat(self, role: str, instance: str) -> None:
         pipe = self.client.pipeline(transaction=False)
         pipe.set(self.keys.heartbeat(role, instance), repr(self.clock()),
                  px=int(self.ttl * 1000))
         pipe.zadd(self.keys.heartbeats(), {f"{role}:{instance}": self.clock()})
         pipe.execute()
 
-    def stop(self, role, instance):
+    def stop(self, role: str, instance: str) -> None:
         self.client.delete(self.keys.heartbeat(role, instance))
 
-    def status(self):
+    def status(self) -> dict[str, dict[str, dict[str, Any]]]:
         """``{role: {instance: {"up": bool, "last_beat": seconds ago}}}``."""
         beats = self.client.zrange(self.keys.heartbeats(), 0, -1, withscores=True)
         pipe = self.client.pipeline(transaction=False)
         for member, _ in beats:
             pipe.exists(self.keys.heartbeat(*member.split(":", 1)))
-        status: dict[str, Any] = {}
+        status: dict[str, dict[str, dict[str, Any]]] = {}
         for (member, at), alive in zip(beats, pipe.execute(), strict=True):
             role, instance = member.split(":", 1)
             status.setdefault(role, {})[instance] = {
@@ -165,7 +174,8 @@ class Heartbeats:
         return status
 
 
-def finished_last_minute(client, keys, jobs, clock=time.time):
+def finished_last_minute(client: RedisClient, keys: Keys, jobs: list[str],
+                         clock: Clock = time.time) -> dict[str, int]:
     """``{job: tasks finished in the last 60 s}`` from the jobs' done counters."""
     pipe = client.pipeline(transaction=False)
     since = clock() - 60

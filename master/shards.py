@@ -14,8 +14,13 @@ slower full sweeps (the dispatcher's upkeep, an idle job's rescan).
 import json
 import time
 import zlib
+from collections.abc import Iterable, Sequence
+from typing import Any
 
+from master.counters import Clock
+from master.keys import Keys
 from master.lua import LuaScripts
+from settings.clients import RedisClient
 from settings.errors import ConfigError
 
 # Seconds a shard's index entry is kept after its last mark, however empty it looks.
@@ -24,7 +29,7 @@ PRUNE_MARGIN = 5.0
 MARK_EVERY = 1.0
 
 
-def check_shape(client, keys) -> None:
+def check_shape(client: RedisClient, keys: Keys) -> None:
     """Store the frontier's shard count the first time; refuse to work on a frontier
     made with another count (its domains would be looked for in the wrong shards)."""
     meta = json.dumps({"shards": keys.shards})
@@ -41,11 +46,11 @@ def check_shape(client, keys) -> None:
 class Marks:
     """Index marks one process makes, each (index, shard) at most every MARK_EVERY s."""
 
-    def __init__(self, clock=time.time):
+    def __init__(self, clock: Clock = time.time) -> None:
         self.clock = clock
-        self._last = {}            # (index key, shard) -> when this process marked it
+        self._last: dict[tuple[str, int], float] = {}   # (index, shard) -> marked at
 
-    def mark(self, pipe, index, shards, force=False):
+    def mark(self, pipe: Any, index: str, shards: Iterable[int], force: bool = False) -> None:
         """ZADD ``shards`` (those not marked lately, or all with ``force``) to ``index``."""
         now = self.clock()
         due = [shard for shard in shards
@@ -59,12 +64,13 @@ class Marks:
         mark_index(pipe, index, due, now)
 
 
-def mark_index(target, index, shards, now):
+def mark_index(target: Any, index: str, shards: Iterable[int], now: float) -> None:
     """ZADD ``shards`` to ``index`` (a shard index) as marked at ``now``."""
     target.zadd(index, {str(shard): now for shard in shards})
 
 
-def prune(scripts, pipe, index, shards, seen_at):
+def prune(scripts: LuaScripts, pipe: Any, index: str, shards: Sequence[int],
+          seen_at: float) -> None:
     """Remove ``shards`` from ``index`` unless marked within PRUNE_MARGIN of ``seen_at``
     (when they were seen empty)."""
     if shards:
@@ -72,20 +78,20 @@ def prune(scripts, pipe, index, shards, seen_at):
                                              *map(str, shards)], pipe=pipe)
 
 
-def read_index(client, index) -> list[int]:
+def read_index(client: RedisClient, index: str) -> list[int]:
     return sorted(int(shard) for shard in client.zrange(index, 0, -1))
 
 
-def crawl_shards(client, keys, crawlid) -> list[int]:
+def crawl_shards(client: RedisClient, keys: Keys, crawlid: str) -> list[int]:
     """The shards a crawl has (had) tasks in."""
     return sorted(int(shard) for shard in client.smembers(keys.crawl_shards(crawlid)))
 
 
-def prefers(instance: str, shard: int, instances) -> bool:
+def prefers(instance: str, shard: int, instances: Sequence[str]) -> bool:
     """Rendezvous hashing: does ``instance`` rank first for ``shard`` among ``instances``?
     Every dispatcher computes the same answer from the same list, and only the shards
     of an instance that joins or leaves change hands."""
-    def rank(name):
+    def rank(name: str) -> int:
         return zlib.crc32(f"{name}/{shard}".encode())
     return max(instances, key=lambda name: (rank(name), name)) == instance
 
@@ -95,7 +101,8 @@ class ShardLeases:
     leases of the shards it ranks first for among the live dispatchers, renews them
     well inside their TTL and gives back those another ranks first for."""
 
-    def __init__(self, client, keys, instance, ttl=10.0, clock=time.time, scripts=None):
+    def __init__(self, client: RedisClient, keys: Keys, instance: str, ttl: float = 10.0,
+                 clock: Clock = time.time, scripts: LuaScripts | None = None) -> None:
         self.client = client
         self.keys = keys
         self.instance = instance
@@ -128,7 +135,7 @@ class ShardLeases:
             self._members, self._renewed_at = members, now
         return self.held
 
-    def _claim(self, mine):
+    def _claim(self, mine: set[int]) -> None:
         pipe = self.client.pipeline(transaction=False)
         wanted, given_back = sorted(mine), sorted(self.held - mine)
         for shard in wanted:
@@ -138,11 +145,11 @@ class ShardLeases:
         replies = pipe.execute()
         self.held = {shard for shard, got in zip(wanted, replies, strict=False) if got == 1}
 
-    def _run(self, pipe, shard, mode):
+    def _run(self, pipe: Any, shard: int, mode: str) -> None:
         self.scripts.run("shard_claim", [self.keys.shard_owner(shard)],
                          [self.instance, int(self.ttl * 1000), mode], pipe=pipe)
 
-    def release_all(self):
+    def release_all(self) -> None:
         """A dispatcher stopping cleanly: its shards are free at once, not after a TTL."""
         pipe = self.client.pipeline(transaction=False)
         for shard in sorted(self.held):

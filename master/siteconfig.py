@@ -19,10 +19,14 @@ import json
 import logging
 import re
 import threading
+from collections.abc import Callable
 from functools import cache, lru_cache
 from typing import Any
 
 from settings.errors import ConfigError
+from settings.loader import Settings
+
+Config = dict[str, Any]      # {"domains": {domain: limit entry}, "blacklist": [domain]}
 
 logger = logging.getLogger(__name__)
 
@@ -30,7 +34,7 @@ EMPTY: dict[str, Any] = {"domains": {}, "blacklist": []}
 
 
 @cache
-def _extractor():
+def _extractor() -> Any:
     import tldextract
 
     # The bundled public-suffix snapshot: no download at run time.
@@ -40,28 +44,29 @@ def _extractor():
 _NETLOC = re.compile(r"^[A-Za-z][A-Za-z0-9+.-]*://([^/?#]*)")
 
 
-def domain_of(url):
+def domain_of(url: str) -> str:
     """The domain a URL is throttled under: its registered domain, else its host."""
     match = _NETLOC.match(url)
     return _domain_of_netloc(match.group(1) if match else url)
 
 
 @lru_cache(maxsize=65536)
-def _domain_of_netloc(netloc):
+def _domain_of_netloc(netloc: str) -> str:
     # tldextract costs ~20 us a call; a crawl sees the same hosts again and again.
     parts = _extractor()(netloc)
-    return parts.top_domain_under_public_suffix or parts.domain
+    return str(parts.top_domain_under_public_suffix or parts.domain)
 
 
-def config_path(settings):
-    return settings["CRAWLCLUSTER_ZOOKEEPER_ROOT"].rstrip("/") + "/config/sites"
+def config_path(settings: Settings) -> str:
+    return str(settings["CRAWLCLUSTER_ZOOKEEPER_ROOT"]).rstrip("/") + "/config/sites"
 
 
-def _whole(value):
+def _whole(value: Any) -> bool:
     return isinstance(value, int) and not isinstance(value, bool) and value >= 0
 
 
-def validate_limit(domain, hits, window, scale=1.0, ip_hits=None):
+def validate_limit(domain: str, hits: Any, window: Any, scale: Any = 1.0,
+                   ip_hits: Any = None) -> dict[str, Any]:
     """The entry for a domain's limit, or ConfigError naming what is wrong."""
     if not _whole(hits):
         raise ConfigError(f"{domain}: hits must be a whole number >= 0, got {hits!r}")
@@ -71,7 +76,7 @@ def validate_limit(domain, hits, window, scale=1.0, ip_hits=None):
         raise ConfigError(f"{domain}: window must be a number of seconds > 0, got {window!r}")
     if not isinstance(scale, (int, float)) or not 0 <= scale <= 1:
         raise ConfigError(f"{domain}: scale must be between 0 and 1, got {scale!r}")
-    entry = {"hits": hits, "window": float(window), "scale": float(scale)}
+    entry: dict[str, Any] = {"hits": hits, "window": float(window), "scale": float(scale)}
     if ip_hits is not None:
         entry["ip_hits"] = ip_hits
     return entry
@@ -80,7 +85,8 @@ def validate_limit(domain, hits, window, scale=1.0, ip_hits=None):
 class SiteConfig:
     """The live site config of one process."""
 
-    def __init__(self, default_hits, default_window, zookeeper=None, path=None):
+    def __init__(self, default_hits: int, default_window: float, zookeeper: Any = None,
+                 path: str | None = None) -> None:
         self.default = validate_limit("default", default_hits, default_window)
         self.zookeeper = zookeeper
         self.path = path
@@ -89,19 +95,19 @@ class SiteConfig:
         self.version = 0
 
     @classmethod
-    def from_settings(cls, settings, zookeeper):
+    def from_settings(cls, settings: Settings, zookeeper: Any) -> "SiteConfig":
         return cls(settings.getint("CRAWLCLUSTER_THROTTLE_HITS"),
                    settings.getfloat("CRAWLCLUSTER_THROTTLE_WINDOW"),
                    zookeeper, config_path(settings))
 
-    def start(self):
+    def start(self) -> "SiteConfig":
         """Read the znode and watch it (a no-op without ZooKeeper)."""
         if self.zookeeper is not None:
             self.zookeeper.ensure_path(self.path)
             self.zookeeper.DataWatch(self.path)(self._on_change)
         return self
 
-    def _on_change(self, data, stat):
+    def _on_change(self, data: bytes | None, stat: Any) -> None:
         try:
             config = parse_config(data)
         except ConfigError as exc:
@@ -115,45 +121,46 @@ class SiteConfig:
         logger.info("site config now: %d domain limits, %d blacklisted",
                     len(config["domains"]), len(config["blacklist"]))
 
-    def wait_for_version(self, version, timeout):
+    def wait_for_version(self, version: int, timeout: float) -> bool:
         """Block until the config changed past ``version`` (tests, tools)."""
         with self._changed:
             return self._changed.wait_for(lambda: self.version > version, timeout)
 
-    def limit(self, domain):
+    def limit(self, domain: str) -> tuple[int, float]:
         """``(hits allowed, window seconds)`` for a domain."""
         entry = self._config["domains"].get(domain, self.default)
         return int(entry["hits"] * entry.get("scale", 1.0)), entry["window"]
 
-    def ip_hits(self, domain):
+    def ip_hits(self, domain: str) -> int:
         """Hits allowed per window from one source address (``hits`` unless set)."""
         entry = self._config["domains"].get(domain, self.default)
         return int(entry.get("ip_hits", entry["hits"]) * entry.get("scale", 1.0))
 
-    def is_blacklisted(self, domain):
+    def is_blacklisted(self, domain: str) -> bool:
         return domain in self._config["blacklist"]
 
-    def snapshot(self):
-        return json.loads(json.dumps(self._config))
+    def snapshot(self) -> Config:
+        return _copy(self._config)
 
     # --- writers (the monitor's zookeeper plugin, the CLI) -----------------------
 
-    def set_limit(self, domain, hits, window, scale=1.0, ip_hits=None):
+    def set_limit(self, domain: str, hits: int, window: float, scale: float = 1.0,
+                  ip_hits: int | None = None) -> Config:
         entry = validate_limit(domain, hits, window, scale, ip_hits)
         return self._modify(lambda config: config["domains"].__setitem__(domain, entry))
 
-    def remove_limit(self, domain):
+    def remove_limit(self, domain: str) -> Config:
         return self._modify(lambda config: config["domains"].pop(domain, None))
 
-    def blacklist_add(self, domain):
+    def blacklist_add(self, domain: str) -> Config:
         return self._modify(lambda config: config["blacklist"].append(domain)
                             if domain not in config["blacklist"] else None)
 
-    def blacklist_remove(self, domain):
+    def blacklist_remove(self, domain: str) -> Config:
         return self._modify(lambda config: config["blacklist"].remove(domain)
                             if domain in config["blacklist"] else None)
 
-    def _modify(self, change):
+    def _modify(self, change: Callable[[Config], object]) -> Config:
         """Read-modify-write of the znode, retried if another writer got in first."""
         from kazoo.exceptions import BadVersionError
 
@@ -164,7 +171,7 @@ class SiteConfig:
                 config = parse_config(data)
             except ConfigError:
                 logger.warning("replacing bad site config in %s", self.path)
-                config = json.loads(json.dumps(EMPTY))
+                config = _copy(EMPTY)
             change(config)
             encoded = json.dumps(config, sort_keys=True).encode()
             try:
@@ -174,10 +181,15 @@ class SiteConfig:
                 continue
 
 
-def parse_config(data):
+def _copy(config: Config) -> Config:
+    copied: Config = json.loads(json.dumps(config))
+    return copied
+
+
+def parse_config(data: bytes | None) -> Config:
     """The site config in a znode's bytes (empty means none), checked."""
     if not data:
-        return json.loads(json.dumps(EMPTY))
+        return _copy(EMPTY)
     try:
         config = json.loads(data)
     except (ValueError, UnicodeDecodeError) as exc:

@@ -8,21 +8,25 @@ member of a sorted set.
 import json
 import re
 import uuid
+from typing import Any
 
 from master.siteconfig import domain_of
 
 _NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,127}")
 
 
-def check_name(kind, value):
+Task = dict[str, Any]     # a task as JSON decodes it (see make_task for its fields)
+
+
+def check_name(kind: str, value: Any) -> str:
     """A job id, spider type or crawl id: letters, digits, ``_.-``; else ValueError."""
     if not isinstance(value, str) or not _NAME.fullmatch(value):
         raise ValueError(f"bad {kind} {value!r}: use 1-128 letters, digits, '_', '.', '-'")
     return value
 
 
-def make_task(url, crawlid, spider_type, priority=0, depth=0, userid=None, domain=None,
-              **extra):
+def make_task(url: str, crawlid: str, spider_type: str, priority: float = 0, depth: int = 0,
+              userid: str | None = None, domain: str | None = None, **extra: Any) -> Task:
     """A new task dict (with a fresh id and the domain it is throttled under, unless
     the caller knows it already)."""
     task = {
@@ -40,14 +44,15 @@ def make_task(url, crawlid, spider_type, priority=0, depth=0, userid=None, domai
     return task
 
 
-def encode_task(task):
+def encode_task(task: Task) -> str:
     return json.dumps(task, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
 
 
-def decode_task(member):
-    return json.loads(member)
+def decode_task(member: str | bytes) -> Task:
+    task: Task = json.loads(member)
+    return task
 
 
-def seed_score(task):
+def seed_score(task: Task) -> float:
     """Sorted-set score: the highest priority pops first."""
     return -float(task.get("priority") or 0)

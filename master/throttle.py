@@ -12,11 +12,20 @@ gets.
 import random
 import time
 import uuid
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
+from master.counters import Clock
 from master.keys import Keys
 from master.lua import LuaScripts
 from master.shards import mark_index, prune, read_index
+from master.siteconfig import SiteConfig
+from settings.clients import RedisClient
+from settings.loader import Settings
+
+# How many tasks to take of a domain: a number, or one computed from (domain, hits, window).
+PerDomain = int | Callable[[str, int, float], int]
 
 
 @dataclass
@@ -24,11 +33,11 @@ class JobView:
     """Where a job's queues are, as its last take read them: shard -> its domains there
     (shards from the job's index; a shard just marked has no domains known yet)."""
 
-    domains: dict = field(default_factory=dict)
-    empty: list = field(default_factory=list)     # shards the last take found no domain in
+    domains: dict[int, Sequence[str]] = field(default_factory=dict)
+    empty: list[int] = field(default_factory=list)   # shards the last take found no domain in
     seen_at: float = 0.0
 
-    def all_domains(self):
+    def all_domains(self) -> list[str]:
         return sorted(domain for names in self.domains.values() for domain in names)
 
 
@@ -36,13 +45,13 @@ class JobView:
 class TakeResult:
     """What one ``take`` got: ``[(domain, task JSON)]`` and when to try again."""
 
-    tasks: list = field(default_factory=list)
+    tasks: list[tuple[str, str]] = field(default_factory=list)
     wait: float | None = None          # seconds until a full window frees up
-    blacklisted: list = field(default_factory=list)
+    blacklisted: list[str] = field(default_factory=list)
     view: JobView | None = None        # the job's shards and domains, read in the same round trip
 
 
-def job_view(client, keys, job):
+def job_view(client: RedisClient, keys: Keys, job: str) -> JobView:
     """The job's shards (its index) and its domains in each: two round trips."""
     shards = read_index(client, keys.job_shards(job))
     if not shards:
@@ -57,8 +66,9 @@ def job_view(client, keys, job):
 class ThrottledQueues:
     """The take side of the job queues."""
 
-    def __init__(self, client, keys, site_config, lease_seconds=300.0, clock=time.time,
-                 scripts=None):
+    def __init__(self, client: RedisClient, keys: Keys, site_config: SiteConfig,
+                 lease_seconds: float = 300.0, clock: Clock = time.time,
+                 scripts: LuaScripts | None = None) -> None:
         self.client = client
         self.keys = keys
         self.site_config = site_config
@@ -67,17 +77,18 @@ class ThrottledQueues:
         self.scripts = scripts or LuaScripts(client)
 
     @classmethod
-    def from_settings(cls, client, settings, site_config, **kwargs):
+    def from_settings(cls, client: RedisClient, settings: Settings, site_config: SiteConfig,
+                      **kwargs: Any) -> "ThrottledQueues":
         return cls(client, Keys.from_settings(settings), site_config,
                    lease_seconds=settings.getfloat("CRAWLCLUSTER_LEASE_SECONDS"), **kwargs)
 
-    def job_view(self, job):
+    def job_view(self, job: str) -> JobView:
         return job_view(self.client, self.keys, job)
 
-    def job_domains(self, job):
+    def job_domains(self, job: str) -> list[str]:
         return self.job_view(job).all_domains()
 
-    def rescan(self, job):
+    def rescan(self, job: str) -> list[int]:
         """Look for the job's domains in every shard and mark the shards that have some
         in its index: finds queues whose index entry was lost (slow; for an idle job)."""
         pipe = self.client.pipeline(transaction=False)
@@ -89,7 +100,9 @@ class ThrottledQueues:
             mark_index(self.client, self.keys.job_shards(job), found, self.clock())
         return found
 
-    def take(self, job, spider_type, ip, view=None, min_interval=None, per_domain=1):
+    def take(self, job: str, spider_type: str, ip: str, view: JobView | None = None,
+             min_interval: Mapping[str, float] | None = None,
+             per_domain: PerDomain = 1) -> TakeResult:
         """Try each domain of the job once; lease up to ``per_domain`` tasks of each, as
         many as the windows allow. ``per_domain`` is a number, or a callable of
         ``(domain, hits, window)`` giving the number.
@@ -104,12 +117,12 @@ class ThrottledQueues:
         prune(self.scripts, pipe, self.keys.job_shards(job), view.empty, view.seen_at)
         now = self.clock()
         hit_prefix = uuid.uuid4().hex
-        start, called = len(pipe), []
+        start, called = len(pipe), []        # called: (shard, its open domains)
         for shard, domains in sorted(view.domains.items()):
-            args = [repr(now), repr(now + self.lease_seconds), hit_prefix,
+            args: list[Any] = [repr(now), repr(now + self.lease_seconds), hit_prefix,
                     self.keys.queue_template(shard), self.keys.throttle_template(shard),
                     job, spider_type, ip]
-            open_domains = []
+            open_domains: list[str] = []
             for domain in domains:
                 if self.site_config.is_blacklisted(domain):
                     result.blacklisted.append(domain)
@@ -136,7 +149,7 @@ class ThrottledQueues:
         return result
 
     @staticmethod
-    def _collect(result, domains, replies):
+    def _collect(result: TakeResult, domains: list[str], replies: list[Any]) -> None:
         for domain, reply in zip(domains, replies, strict=True):
             if isinstance(reply, str):
                 wait = float(reply.removeprefix("wait:"))
@@ -144,7 +157,8 @@ class ThrottledQueues:
             elif reply:
                 result.tasks.extend((domain, member) for member in reply)
 
-    def steal(self, job, others, count, sample=64, shards=4):
+    def steal(self, job: str, others: list[str], count: int, sample: int = 64,
+              shards: int = 4) -> int:
         """Move up to ``count`` tasks (at most half of one queue per shard) from the
         longest domain queues of the jobs ``others`` into ``job``'s queues for those
         domains, in up to ``shards`` shards where the others have queues; return how
@@ -167,7 +181,7 @@ class ThrottledQueues:
             self.scripts.run("queue_steal", [self.keys.job_domains(job, shard)], args, pipe=pipe)
         return int(sum(pipe.execute()[1:]))
 
-    def limit(self, domain, min_interval=None):
+    def limit(self, domain: str, min_interval: float | None = None) -> tuple[int, float]:
         """``(hits, window)`` for a domain: the site config, tightened by a Crawl-delay."""
         hits, window = self.site_config.limit(domain)
         if min_interval and hits and window / hits < min_interval:
@@ -178,7 +192,7 @@ class ThrottledQueues:
                 hits, window = 1, float(min_interval)
         return hits, window
 
-    def drop_blacklisted(self, job, domains):
+    def drop_blacklisted(self, job: str, domains: list[str]) -> int:
         """Remove a job's queues for blacklisted domains; return tasks dropped."""
         pipe = self.client.pipeline(transaction=False)
         for domain in domains:
@@ -186,4 +200,4 @@ class ThrottledQueues:
             self.scripts.run("queue_drop", [self.keys.queue(job, domain)],
                              [self.keys.crawl_template("pending", shard),
                               self.keys.crawl_template("counts", shard), domain], pipe=pipe)
-        return sum(pipe.execute())
+        return int(sum(pipe.execute()))

@@ -21,7 +21,7 @@ _SIMPLE = re.compile(
 _PAIR = re.compile(r"[A-Za-z0-9_.~-]+(?:=[A-Za-z0-9_.~-]*)?")
 
 
-def canonical_url(url):
+def canonical_url(url: str) -> str:
     """The canonical form of ``url`` (w3lib's, as Scrapy fingerprints it)."""
     match = _SIMPLE.fullmatch(url)
     if (match is None or "/." in (match["path"] or "")
@@ -39,7 +39,7 @@ def canonical_url(url):
     return f"{match['head']}{path}?{'&'.join(f'{k}={v}' for k, v in arguments)}"
 
 
-def url_digest(url, scope=""):
+def url_digest(url: str, scope: str = "") -> bytes:
     """SHA-1 digest (bytes) of the canonical URL, within a scope (e.g. a crawl id).
 
     What the Bloom filter files a URL under: the same URL in two crawls is two

@@ -7,17 +7,17 @@ falls to zero or below it restarts at the largest weight. Over one cycle
 each job is chosen weight/gcd times, spread out rather than in runs.
 """
 
+from collections.abc import Mapping
 from functools import reduce
 from math import gcd
-from typing import Any
 
 
 class WeightedRoundRobin:
-    def __init__(self):
+    def __init__(self) -> None:
         self.position = -1
         self.current = 0
 
-    def sequence(self, weights, count):
+    def sequence(self, weights: Mapping[str, float], count: int) -> list[str]:
         """The next ``count`` choices for ``{job: weight}`` (weights > 0, whole numbers).
 
         Does not advance; call ``advance`` with how many were used.
@@ -27,14 +27,14 @@ class WeightedRoundRobin:
         self.position, self.current = state
         return chosen
 
-    def advance(self, weights, used):
+    def advance(self, weights: Mapping[str, float], used: int) -> None:
         self._walk(weights, used)
 
-    def _walk(self, weights, count):
+    def _walk(self, weights: Mapping[str, float], count: int) -> list[str]:
         jobs = sorted(weights)
         values = [max(1, int(weights[job])) for job in jobs]
         step, top = reduce(gcd, values), max(values)
-        chosen: list[Any] = []
+        chosen: list[str] = []
         while len(chosen) < count:
             self.position = (self.position + 1) % len(jobs)
             if self.position == 0:

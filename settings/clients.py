@@ -90,7 +90,7 @@ def redis_client(settings: "Settings", role: str, check: bool = True) -> RedisCl
             # error) it would keep asking a dead master for good.
             url, others = cluster_nodes(settings["CRAWLCLUSTER_REDIS_URL"])
             client = _cluster_class().from_url(
-                url, startup_nodes=[ClusterNode(host, port)  # type: ignore[no-untyped-call]
+                url, startup_nodes=[ClusterNode(host, port)
                                     for host, port in others],
                 policy_resolver=_scripts_by_key(), reinitialize_steps=1, **options)
         else:

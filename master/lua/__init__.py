@@ -8,14 +8,16 @@ send SCRIPT EXISTS with every such pipeline), even right after a Redis restart
 emptied the server's script cache.
 """
 
+from collections.abc import Sequence
 from functools import cache
 from pathlib import Path
+from typing import Any
 
 SCRIPT_DIR = Path(__file__).parent
 
 
 @cache
-def script_sources():
+def script_sources() -> dict[str, str]:
     """Map script name (file stem) to its source; files are read once."""
     return {path.stem: path.read_text(encoding="utf-8")
             for path in sorted(SCRIPT_DIR.glob("*.lua"))}
@@ -30,13 +32,14 @@ class LuaScripts:
     are not loaded on connect, so load them once with SCRIPT LOAD).
     """
 
-    def __init__(self, client, sources=None):
+    def __init__(self, client: Any, sources: dict[str, str] | None = None) -> None:
         self.client = client
         self._scripts = {name: client.register_script(source)
                          for name, source in (sources or script_sources()).items()}
         _load_on_every_connection(client)
 
-    def run(self, name, keys=(), args=(), pipe=None):
+    def run(self, name: str, keys: Sequence[str] = (), args: Sequence[Any] = (),
+            pipe: Any = None) -> Any:
         script = self._scripts[name]
         if pipe is None:
             return script(keys=list(keys), args=list(args))
@@ -45,7 +48,7 @@ class LuaScripts:
         return pipe.execute_command("EVALSHA", script.sha, len(keys), *keys, *args)
 
 
-def _load_on_every_connection(client):
+def _load_on_every_connection(client: Any) -> None:
     """Install the connect hook; connections opened before are made again, with it."""
     from redis.cluster import RedisCluster
 
@@ -65,13 +68,13 @@ def _load_on_every_connection(client):
         pool.reset()
 
 
-def load_scripts_on_connect(connection):
+def load_scripts_on_connect(connection: Any) -> None:
     """redis-py's connect hook: the usual handshake, then every script loaded."""
     connection.on_connect()
     load_scripts(connection)
 
 
-def load_scripts(connection):
+def load_scripts(connection: Any) -> None:
     """SCRIPT LOAD every script on a connection just made (replies read after all)."""
     sources = script_sources().values()
     for source in sources:
