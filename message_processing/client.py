@@ -9,11 +9,17 @@ import json
 import sys
 import time
 import uuid as uuid_module
-from typing import Any
+from collections.abc import Iterable, Iterator
+from typing import Any, TextIO
 
 from kafka.errors import KafkaError
 
+from message_processing.requests import Message
 from settings.errors import CrawlClusterError, ServerUnreachable
+from settings.loader import Settings
+
+# A request as sent: a JSON object, or raw bytes (a line of a file that is not JSON).
+Outgoing = Message | bytes
 
 ROLE = "client"
 
@@ -27,7 +33,8 @@ class NotDelivered(CrawlClusterError):
 
 
 class RequestClient:
-    def __init__(self, settings, producer, consumer, timeout):
+    def __init__(self, settings: Settings, producer: Any, consumer: Any,
+                 timeout: float) -> None:
         self.requests_topic = settings["CRAWLCLUSTER_KAFKA_REQUESTS_TOPIC"]
         self.replies_topic = settings["CRAWLCLUSTER_KAFKA_REPLIES_TOPIC"]
         self.bootstrap = settings["CRAWLCLUSTER_KAFKA_BOOTSTRAP"]
@@ -36,7 +43,7 @@ class RequestClient:
         self.timeout = timeout
 
     @classmethod
-    def from_settings(cls, settings, timeout=None):
+    def from_settings(cls, settings: Settings, timeout: float | None = None) -> "RequestClient":
         from kafka import TopicPartition
 
         from settings.clients import DeliveringProducer, ensure_topics, kafka_consumer
@@ -54,11 +61,11 @@ class RequestClient:
         timeout = timeout or settings.getfloat("CRAWLCLUSTER_REPLY_TIMEOUT")
         return cls(settings, producer, consumer, timeout)
 
-    def close(self):
+    def close(self) -> None:
         self.producer.close()
         self.consumer.close()
 
-    def send(self, request):
+    def send(self, request: Outgoing) -> tuple[str, str]:
         """Produce one request; return the key its reply will match (uuid or source)."""
         if isinstance(request, dict) and not request.get("uuid"):
             request = dict(request, uuid=uuid_module.uuid4().hex)
@@ -73,7 +80,7 @@ class RequestClient:
         source = f"{metadata.topic}/{metadata.partition}/{metadata.offset}"
         return request["uuid"] if isinstance(request, dict) else source, source
 
-    def replies(self, waiting):
+    def replies(self, waiting: dict[str, str]) -> Iterator[tuple[str, Message | None]]:
         """Yield ``(key, reply)`` for each awaited key until all came or time ran out.
 
         ``waiting`` maps uuid -> source; a reply matches by uuid or by source.
@@ -86,14 +93,14 @@ class RequestClient:
                 for record in records:
                     reply = _decode(record.value)
                     key = reply.get("uuid") if reply.get("uuid") in pending else \
-                        by_source.get(reply.get("message"))
-                    if key in pending:
+                        by_source.get(str(reply.get("message")))
+                    if key is not None and key in pending:
                         pending.discard(key)
                         yield key, reply
         for key in pending:
             yield key, None
 
-    def ask(self, request):
+    def ask(self, request: Outgoing) -> Message:
         """Send one request and return its reply, or raise ReplyTimeout."""
         key, source = self.send(request)
         for _, reply in self.replies({key: source}):
@@ -104,7 +111,7 @@ class RequestClient:
         raise ReplyTimeout(f"no reply to {key}")
 
 
-def _decode(raw):
+def _decode(raw: bytes) -> Message:
     try:
         reply = json.loads(raw)
     except (ValueError, UnicodeDecodeError):
@@ -112,7 +119,7 @@ def _decode(raw):
     return reply if isinstance(reply, dict) else {}
 
 
-def read_requests(text):
+def read_requests(text: str) -> list[Any]:
     """Requests in a file: one JSON value, a JSON array of them, or JSON lines. A line
     that is not JSON is sent as it is (preprocess will say what is wrong with it)."""
     try:
@@ -123,7 +130,7 @@ def read_requests(text):
                 for line in text.splitlines() if line.strip()]
 
 
-def _is_json(line):
+def _is_json(line: str) -> bool:
     try:
         json.loads(line)
         return True
@@ -133,7 +140,7 @@ def _is_json(line):
 
 # --- printing ----------------------------------------------------------------------------
 
-def describe(reply):
+def describe(reply: Message | None) -> str:
     """One readable line (or a few) for a reply."""
     if reply is None:
         return "no reply (timed out)"
@@ -158,7 +165,7 @@ def describe(reply):
     return json.dumps(reply, indent=2, sort_keys=True, ensure_ascii=False)
 
 
-def describe_links(links):
+def describe_links(links: Message) -> str:
     """What became of the links a crawl's pages yielded, refusals by reason, e.g.
     ``links: 120 found, 80 new, 30 seen before, 10 refused (rule 6, robots 4)``."""
     refused = links.get("refused") or {}
@@ -169,12 +176,13 @@ def describe_links(links):
             + (f" ({reasons})" if reasons else ""))
 
 
-def print_reply(reply, as_json, out=sys.stdout):
+def print_reply(reply: Message | None, as_json: bool, out: TextIO = sys.stdout) -> None:
     print(json.dumps(reply, sort_keys=True, ensure_ascii=False) if as_json else describe(reply),
           file=out, flush=True)
 
 
-def submit(client, requests, as_json, out=sys.stdout):
+def submit(client: RequestClient, requests: Iterable[Outgoing], as_json: bool,
+           out: TextIO = sys.stdout) -> int:
     """Send every request, then print each reply; exit status 1 if any failed."""
     waiting = dict(client.send(request) for request in requests)
     failed = 0
@@ -184,9 +192,10 @@ def submit(client, requests, as_json, out=sys.stdout):
     return 1 if failed else 0
 
 
-def watch(client, request, every=2.0, out=sys.stderr, as_json=False):
+def watch(client: RequestClient, request: Message, every: float = 2.0,
+          out: TextIO = sys.stderr, as_json: bool = False) -> int:
     """Poll ``info`` until the crawl has nothing pending; a live progress line."""
-    history: list[Any] = []
+    history: list[tuple[float, int]] = []
     while True:
         reply = client.ask(dict(request, uuid=uuid_module.uuid4().hex))
         if reply.get("status") == "error":

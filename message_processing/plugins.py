@@ -6,12 +6,13 @@ in order that handles a kind gets it.
 """
 
 import importlib
+from collections.abc import Mapping
 from typing import Any
 
 from settings.errors import ConfigError
 
 
-def load_object(path):
+def load_object(path: str) -> Any:
     module, _, name = path.rpartition(".")
     try:
         return getattr(importlib.import_module(module), name)
@@ -19,13 +20,13 @@ def load_object(path):
         raise ConfigError(f"cannot load plugin {path!r}: {exc}") from None
 
 
-def load_plugins(spec, *args):
+def load_plugins(spec: Mapping[str, int | None], *args: Any) -> list[Any]:
     """Instances of the enabled plugin classes in order, each built with ``args``."""
     enabled = sorted((order, path) for path, order in spec.items() if order is not None)
     return [load_object(path)(*args) for _, path in enabled]
 
 
-def route_table(plugins):
+def route_table(plugins: list[Any]) -> dict[str, Any]:
     """``{kind: plugin}``: the first plugin in order for each kind."""
     table: dict[str, Any] = {}
     for plugin in plugins:
@@ -40,5 +41,5 @@ class Plugin:
     handles: tuple[str, ...] = ()
 
     @property
-    def name(self):
+    def name(self) -> str:
         return type(self).__name__

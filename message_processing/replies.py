@@ -2,12 +2,15 @@
 
 import json
 import time
+from typing import Any
+
+from message_processing.requests import Message, RequestError
 
 # Fields copied from a request into its reply so the client can match it.
 IDENTIFYING = ("uuid", "appid", "userid", "crawlid", "spiderid")
 
 
-def reply_to(request, **fields):
+def reply_to(request: Message, **fields: Any) -> Message:
     """A reply carrying the request's identifying fields and the server time."""
     reply = {name: request[name] for name in IDENTIFYING if name in request}
     reply["server_time"] = int(time.time())
@@ -15,13 +18,13 @@ def reply_to(request, **fields):
     return reply
 
 
-def error_reply(where, error, message=None):
+def error_reply(where: str, error: RequestError, message: Any = None) -> Message:
     """The reply to a request that was refused: what it was and exactly why.
 
     ``where`` is ``topic/partition/offset``; ``message`` the decoded object, if
     it got that far (its uuid / crawlid name it).
     """
-    fields = {"status": "error", "error": error.reason, "message": where}
+    fields: Message = {"status": "error", "error": error.reason, "message": where}
     if getattr(error, "field", None):
         fields["field"] = error.field
     if isinstance(message, dict):
@@ -31,5 +34,5 @@ def error_reply(where, error, message=None):
     return reply_to({}, **fields)
 
 
-def encode(reply):
+def encode(reply: Message) -> bytes:
     return json.dumps(reply, sort_keys=True, ensure_ascii=False).encode("utf-8")

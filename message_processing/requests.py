@@ -13,12 +13,14 @@ import json
 import re
 from functools import cache
 from pathlib import Path
+from typing import Any
 from urllib.parse import urlsplit
 
 from crawler.rules import RuleError, rule_from_scrapy_cluster, validate_rule
 from settings.errors import CrawlClusterError
 from settings.jsonschemas import SchemaChecker
 
+Message = dict[str, Any]     # a decoded JSON object: a request, or a reply
 SCHEMA_DIR = Path(__file__).parent / "schemas"
 TYPES = ("crawl", "info", "stop", "stats", "site_config",
          "sc_crawl", "sc_action", "sc_stats", "sc_zookeeper")
@@ -30,18 +32,18 @@ SC_ZOOKEEPER_ACTIONS = ("domain-update", "domain-remove", "blacklist-update", "b
 class RequestError(CrawlClusterError):
     """A request that cannot be accepted; ``reason`` says exactly why."""
 
-    def __init__(self, reason, field=None):
+    def __init__(self, reason: str, field: str | None = None) -> None:
         self.reason = reason
         self.field = field
         super().__init__(f"{field}: {reason}" if field else reason)
 
 
 @cache
-def checker(request_type):
+def checker(request_type: str) -> SchemaChecker:
     return SchemaChecker.from_file(SCHEMA_DIR / f"{request_type}.json")
 
 
-def decode(raw, max_bytes):
+def decode(raw: bytes | None, max_bytes: int) -> Message:
     """The JSON object in a Kafka message value, or RequestError."""
     if raw is None:
         raise RequestError("empty message")
@@ -60,13 +62,13 @@ def decode(raw, max_bytes):
     return message
 
 
-def request_type(message):
+def request_type(message: Message) -> str:
     """The type a request is routed by: its ``type``, else scrapy-cluster's shape."""
     if "type" in message:
         if message["type"] not in TYPES:
             raise RequestError(f"unknown type {message['type']!r}; expected one of "
                                f"{', '.join(TYPES)}", "type")
-        return message["type"]
+        return str(message["type"])
     if "appid" in message:
         if "url" in message:
             return "sc_crawl"
@@ -80,7 +82,7 @@ def request_type(message):
                        "(appid with url, stats or action)", "type")
 
 
-def validate(message):
+def validate(message: Message) -> tuple[str, Message]:
     """``(type, request with defaults)`` for a decoded message, or RequestError."""
     kind = request_type(message)
     error = checker(kind).first_error(message)
@@ -94,19 +96,19 @@ def validate(message):
     return kind, request
 
 
-def route(kind, request):
+def route(kind: str, request: Message) -> str:
     """The plugin kind a validated request goes to (scrapy-cluster's formats mapped)."""
     if kind == "sc_action":
-        return request["action"]                        # info | stop
+        return str(request["action"])                   # info | stop
     return {"sc_crawl": "crawl", "sc_stats": "stats",
             "sc_zookeeper": "site_config"}.get(kind, kind)
 
 
-def _with_defaults(kind, message):
+def _with_defaults(kind: str, message: Message) -> Message:
     return {**checker(kind).defaults(), **message}
 
 
-def check_url(url):
+def check_url(url: str) -> None:
     parts = urlsplit(url)
     if parts.scheme not in ("http", "https"):
         raise RequestError(f"URL scheme must be http or https, not {parts.scheme!r}", "url")
@@ -118,7 +120,7 @@ def check_url(url):
         raise RequestError(f"URL has no valid host: {url!r}", "url")
 
 
-def _check_rule(kind, request):
+def _check_rule(kind: str, request: Message) -> None:
     spider_type, rule = crawl_rule(kind, request)
     try:
         validate_rule(spider_type, rule)
@@ -126,7 +128,7 @@ def _check_rule(kind, request):
         raise RequestError(str(exc).split(": ", 1)[1], exc.field) from None
 
 
-def crawl_rule(kind, request):
+def crawl_rule(kind: str, request: Message) -> tuple[str, dict[str, Any]]:
     """``(spider type, rule)`` of a crawl request of either format."""
     if kind == "crawl":
         return request["spider_type"], request["rule"]
@@ -134,7 +136,7 @@ def crawl_rule(kind, request):
     return spider_type, request.get("rule") or rule_from_scrapy_cluster(request)
 
 
-def crawl_config(kind, request):
+def crawl_config(kind: str, request: Message) -> Message:
     """The crawl config stored once per crawl, from either request format."""
     spider_type, rule = crawl_rule(kind, request)
     config = {key: value for key, value in request.items()

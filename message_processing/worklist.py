@@ -9,13 +9,20 @@ lease runs out. No ``KEYS`` scans.
 
 import json
 import time
+from typing import Any
 
+from master.counters import Clock
 from master.keys import Keys
 from master.lua import LuaScripts
+from settings.clients import RedisClient
+from settings.loader import Settings
+
+Entry = dict[str, Any]      # {"id", "kind", "format", "request"}: one stored request
 
 
 class WorkList:
-    def __init__(self, client, keys, claim_seconds=60.0, clock=time.time, scripts=None):
+    def __init__(self, client: RedisClient, keys: Keys, claim_seconds: float = 60.0,
+                 clock: Clock = time.time, scripts: LuaScripts | None = None) -> None:
         self.client = client
         self.keys = keys
         self.claim_seconds = claim_seconds
@@ -23,27 +30,28 @@ class WorkList:
         self.scripts = scripts or LuaScripts(client)
 
     @classmethod
-    def from_settings(cls, client, settings, **kwargs):
+    def from_settings(cls, client: RedisClient, settings: Settings,
+                      **kwargs: Any) -> "WorkList":
         return cls(client, Keys.from_settings(settings),
                    claim_seconds=settings.getfloat("CRAWLCLUSTER_MONITOR_CLAIM_SECONDS"),
                    **kwargs)
 
-    def add(self, entry, due=None, pipe=None):
+    def add(self, entry: Entry, due: float | None = None, pipe: Any = None) -> Any:
         """Store an entry (a dict with a unique ``id``), due now or at ``due``."""
         target = pipe if pipe is not None else self.client
         member = json.dumps(entry, sort_keys=True, ensure_ascii=False)
         return target.zadd(self.keys.monitor_work(), {member: self.clock() if due is None
                                                      else float(due)})
 
-    def claim(self, limit=50):
+    def claim(self, limit: int = 50) -> list[tuple[str, Entry]]:
         """``[(member, entry)]`` of due entries, leased to this caller."""
         now = self.clock()
         members = self.scripts.run("worklist_claim", [self.keys.monitor_work()],
                                    [repr(now), repr(now + self.claim_seconds), limit])
         return [(member, json.loads(member)) for member in members]
 
-    def done(self, member):
+    def done(self, member: str) -> None:
         self.client.zrem(self.keys.monitor_work(), member)
 
-    def size(self):
-        return self.client.zcard(self.keys.monitor_work())
+    def size(self) -> int:
+        return int(self.client.zcard(self.keys.monitor_work()))

@@ -13,6 +13,8 @@ import signal
 import socket
 import threading
 import time
+from collections.abc import Callable
+from typing import Any
 
 from redis import RedisError
 
@@ -23,7 +25,10 @@ from master.keys import Keys
 from master.registry import Heartbeats, JobRegistry
 from message_processing.plugins import load_plugins, route_table
 from message_processing.replies import encode, reply_to
-from message_processing.worklist import WorkList
+from message_processing.requests import Message
+from message_processing.worklist import Entry, WorkList
+from settings.clients import RedisClient
+from settings.loader import Settings
 
 logger = logging.getLogger(__name__)
 ROLE = "monitor"
@@ -32,7 +37,8 @@ ROLE = "monitor"
 class Context:
     """What monitor plugins read and write through."""
 
-    def __init__(self, settings, redis, zookeeper_factory=None):
+    def __init__(self, settings: Settings, redis: RedisClient,
+                 zookeeper_factory: Callable[[], Any] | None = None) -> None:
         keys = Keys.from_settings(settings)
         self.settings = settings
         self.redis = redis
@@ -43,10 +49,10 @@ class Context:
         self.heartbeats = Heartbeats.from_settings(redis, settings)
         self.worklist = WorkList.from_settings(redis, settings)
         self._zookeeper_factory = zookeeper_factory
-        self._zookeeper = None
+        self._zookeeper: Any = None
 
     @property
-    def zookeeper(self):
+    def zookeeper(self) -> Any:
         """A ZooKeeper client, connected on first use (only config changes need it)."""
         if self._zookeeper is None:
             from settings.clients import zookeeper_client
@@ -55,18 +61,20 @@ class Context:
             self._zookeeper = factory()
         return self._zookeeper
 
-    def window_counts(self, name):
+    def window_counts(self, name: str) -> WindowCounts:
         return WindowCounts(self.redis, self.keys.window_counts(name),
                             scripts=self.frontier.scripts)
 
-    def close(self):
+    def close(self) -> None:
         if self._zookeeper is not None:
             self._zookeeper.stop()
             self._zookeeper.close()
 
 
 class Monitor:
-    def __init__(self, settings, redis, producer, instance=None, zookeeper_factory=None):
+    def __init__(self, settings: Settings, redis: RedisClient, producer: Any,
+                 instance: str | None = None,
+                 zookeeper_factory: Callable[[], Any] | None = None) -> None:
         self.settings = settings
         self.redis = redis
         self.producer = producer
@@ -80,14 +88,14 @@ class Monitor:
         self.last_beat = 0.0
 
     @classmethod
-    def from_settings(cls, settings):
+    def from_settings(cls, settings: Settings) -> "Monitor":
         from settings.clients import DeliveringProducer, ensure_topics, redis_client
 
         redis = redis_client(settings, ROLE)
         ensure_topics(settings, ROLE)
         return cls(settings, redis, DeliveringProducer(settings, ROLE))
 
-    def run(self):
+    def run(self) -> None:
         signal.signal(signal.SIGTERM, self.stop)
         signal.signal(signal.SIGINT, self.stop)
         logger.info("monitor %s: plugins %s; replies on %s", self.instance,
@@ -105,10 +113,10 @@ class Monitor:
         finally:
             self.close()
 
-    def stop(self, *_):
+    def stop(self, *_: object) -> None:
         self.stopping.set()
 
-    def close(self):
+    def close(self) -> None:
         try:
             self.context.heartbeats.stop(ROLE, self.instance)
         except RedisError as exc:
@@ -116,7 +124,7 @@ class Monitor:
         self.context.close()
         self.producer.close()
 
-    def run_once(self, limit=50):
+    def run_once(self, limit: int = 50) -> int:
         """Answer the entries due now; return how many."""
         self._heartbeat()
         claimed = self.context.worklist.claim(limit)
@@ -134,9 +142,9 @@ class Monitor:
         pipe.execute()
         return len(answers)
 
-    def answer(self, entry):
+    def answer(self, entry: Entry) -> tuple[Message | None, str | None]:
         """``(reply or None, plugin name or None when it failed)``."""
-        plugin = self.routes.get(entry.get("kind"))
+        plugin = self.routes.get(str(entry.get("kind")))
         request = entry.get("request") or {}
         if plugin is None:
             logger.error("no monitor plugin for %r (entry %s)", entry.get("kind"), entry.get("id"))
@@ -149,14 +157,14 @@ class Monitor:
             return reply_to(request, status="error",
                             error=f"{plugin.name} failed: {type(exc).__name__}: {exc}"), None
 
-    def _count(self, plugin_name, pipe):
+    def _count(self, plugin_name: str | None, pipe: Any) -> None:
         self.context.window_counts(f"{ROLE}:total").increment(1, pipe=pipe)
         if plugin_name is None:
             self.context.window_counts(f"{ROLE}:fail").increment(1, pipe=pipe)
         else:
             self.context.window_counts(f"{ROLE}:plugin:{plugin_name}").increment(1, pipe=pipe)
 
-    def _heartbeat(self):
+    def _heartbeat(self) -> None:
         if time.monotonic() - self.last_beat >= self.context.heartbeats.interval:
             self.context.heartbeats.beat(ROLE, self.instance)
             self.last_beat = time.monotonic()

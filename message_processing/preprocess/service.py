@@ -27,6 +27,7 @@ import os
 import signal
 import socket
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -41,8 +42,10 @@ from master.keys import Keys
 from master.registry import Heartbeats
 from message_processing.plugins import load_plugins, route_table
 from message_processing.replies import encode, error_reply
-from message_processing.requests import RequestError, decode, route, validate
+from message_processing.requests import Message, RequestError, decode, route, validate
 from message_processing.worklist import WorkList
+from settings.clients import RedisClient
+from settings.loader import Settings
 
 logger = logging.getLogger(__name__)
 ROLE = "preprocess"
@@ -56,13 +59,13 @@ class Handled:
     source: str
     plugin: Any = None
     staged: Any = None
-    error: dict | None = None
+    error: Message | None = None
 
 
 class Context:
     """What plugins write through."""
 
-    def __init__(self, redis, settings):
+    def __init__(self, redis: RedisClient, settings: Settings) -> None:
         keys = Keys.from_settings(settings)
         self.redis = redis
         self.keys = keys
@@ -75,32 +78,33 @@ class Context:
 class Assignments(ConsumerRebalanceListener):
     """Logs the consumer's rebalances and remembers since when it has held no partition."""
 
-    def __init__(self):
-        self.assigned = set()
+    def __init__(self) -> None:
+        self.assigned: set[Any] = set()     # kafka TopicPartitions
         self.unassigned_since = time.monotonic()
 
-    def on_partitions_revoked(self, revoked):
+    def on_partitions_revoked(self, revoked: list[Any]) -> None:
         logger.info("partitions revoked: %s", _names(revoked))
         self.assigned -= set(revoked)
         if not self.assigned:
             self.unassigned_since = time.monotonic()
 
-    def on_partitions_assigned(self, assigned):
+    def on_partitions_assigned(self, assigned: list[Any]) -> None:
         logger.info("partitions assigned: %s", _names(assigned))
         self.assigned |= set(assigned)
 
-    def unassigned_for(self):
+    def unassigned_for(self) -> float:
         """Seconds without any partition (0 while it holds some)."""
         return 0.0 if self.assigned else time.monotonic() - self.unassigned_since
 
 
-def _names(partitions):
+def _names(partitions: list[Any]) -> list[str]:
     return sorted(f"{p.topic}/{p.partition}" for p in partitions)
 
 
 class Preprocess:
-    def __init__(self, settings, redis, consumer, producer, instance=None, assignments=None,
-                 new_consumer=None):
+    def __init__(self, settings: Settings, redis: RedisClient, consumer: Any, producer: Any,
+                 instance: str | None = None, assignments: Assignments | None = None,
+                 new_consumer: Callable[[], tuple[Any, Assignments]] | None = None) -> None:
         self.settings = settings
         self.redis = redis
         self.consumer = consumer
@@ -121,18 +125,18 @@ class Preprocess:
         self.batch = settings.getint("CRAWLCLUSTER_PREPROCESS_BATCH")
         self.instance = instance or f"{socket.gethostname()}:{os.getpid()}"
         self.heartbeats = Heartbeats.from_settings(redis, settings)
-        self.topic_ids = {}                 # topic -> its id on the broker
+        self.topic_ids: dict[str, str] = {}    # topic -> its id on the broker
         self.running = True
         self.last_beat = 0.0
 
     @classmethod
-    def from_settings(cls, settings):
+    def from_settings(cls, settings: Settings) -> "Preprocess":
         from settings.clients import DeliveringProducer, ensure_topics, kafka_consumer, redis_client
 
         redis = redis_client(settings, ROLE)
         ensure_topics(settings, ROLE)
 
-        def new_consumer():
+        def new_consumer() -> tuple[Any, Assignments]:
             assignments = Assignments()
             consumer = kafka_consumer(settings, ROLE)
             consumer.subscribe([settings["CRAWLCLUSTER_KAFKA_REQUESTS_TOPIC"]],
@@ -145,13 +149,13 @@ class Preprocess:
         return cls(settings, redis, consumer, producer, assignments=assignments,
                    new_consumer=new_consumer)
 
-    def counter(self, name):
+    def counter(self, name: str) -> WindowCounts:
         return WindowCounts(self.redis, self.keys.window_counts(f"{ROLE}:{name}"),
                             scripts=self.context.frontier.scripts)
 
     # --- the loop ------------------------------------------------------------------------
 
-    def run(self):
+    def run(self) -> None:
         signal.signal(signal.SIGTERM, self.stop)
         signal.signal(signal.SIGINT, self.stop)
         logger.info("preprocess %s: %s -> Redis, replies on %s; plugins: %s", self.instance,
@@ -163,10 +167,10 @@ class Preprocess:
         finally:
             self.close()
 
-    def stop(self, *_):
+    def stop(self, *_: object) -> None:
         self.running = False
 
-    def close(self):
+    def close(self) -> None:
         try:
             self.heartbeats.stop(ROLE, self.instance)
         except RedisError as exc:   # Redis gone at shutdown: nothing left to tell it
@@ -174,12 +178,14 @@ class Preprocess:
         self.consumer.close()
         self.producer.close()
 
-    def poll_once(self, timeout_ms=500):
+    def poll_once(self, timeout_ms: int = 500) -> int:
         """Handle one poll's messages; return how many were new to Redis."""
         self._heartbeat()
         self._rejoin_if_left_out()
         batches = self.consumer.poll(timeout_ms=timeout_ms, max_records=self.batch)
-        fresh, offsets, seen = 0, {}, []
+        fresh = 0
+        offsets: dict[Any, int] = {}          # partition -> next offset to commit
+        seen: list[tuple[str, str]] = []
         for partition, records in batches.items():
             try:
                 applied = self.apply(partition, records)
@@ -197,7 +203,7 @@ class Preprocess:
         self._commit(offsets)
         return fresh
 
-    def _heartbeat(self):
+    def _heartbeat(self) -> None:
         if time.monotonic() - self.last_beat >= self.heartbeats.interval:
             try:
                 self.heartbeats.beat(ROLE, self.instance)
@@ -205,7 +211,7 @@ class Preprocess:
             except RedisError as exc:
                 logger.error("heartbeat failed: %s", exc)
 
-    def _rejoin_if_left_out(self):
+    def _rejoin_if_left_out(self) -> None:
         """A consumer that held no partition for CRAWLCLUSTER_KAFKA_REJOIN_AFTER seconds
         is closed and a new one joins the group (its uncommitted messages come again,
         which the applied offsets in Redis make harmless)."""
@@ -232,7 +238,7 @@ class Preprocess:
 
     # --- step 1: decode, validate, prepare --------------------------------------------------
 
-    def handle(self, record):
+    def handle(self, record: Any) -> Handled:
         source = f"{record.topic}/{record.partition}/{record.offset}"
         message = None
         try:
@@ -252,7 +258,7 @@ class Preprocess:
 
     # --- step 2: one transaction per partition -----------------------------------------------
 
-    def apply(self, partition, records):
+    def apply(self, partition: Any, records: list[Any]) -> list[Handled]:
         """Store the partition's new messages (steps 2 and 3); return the ``Handled`` ones
         that were new."""
         handled = [self.handle(record) for record in records]
@@ -264,13 +270,14 @@ class Preprocess:
         self.apply_staged(partition)
         return fresh
 
-    def _store(self, partition, records, handled, topic_id):
+    def _store(self, partition: Any, records: list[Any], handled: list[Handled],
+               topic_id: str) -> list[Handled]:
         applied_key = self.keys.intake_applied(partition.topic, partition.partition)
         id_key = self.keys.intake_topic_id(partition.topic, partition.partition)
         outbox = self.keys.intake_outbox(partition.topic, partition.partition)
         staged = self.keys.intake_staged(partition.topic, partition.partition)
 
-        def transaction(pipe):
+        def transaction(pipe: Any) -> list[Handled]:
             # Every key here carries the cluster-wide hash tag: one transaction even on
             # a Redis Cluster. The writes into the shards are staged and applied after.
             applied, applied_in = pipe.get(applied_key), pipe.get(id_key)
@@ -302,11 +309,12 @@ class Preprocess:
             pipe.set(id_key, topic_id)
             return fresh
 
-        return self.redis.transaction(transaction, applied_key, id_key,
-                                      value_from_callable=True)
+        fresh: list[Handled] = self.redis.transaction(transaction, applied_key, id_key,
+                                                      value_from_callable=True)
+        return fresh
 
     @staticmethod
-    def _counts(fresh):
+    def _counts(fresh: list[Handled]) -> dict[str, int]:
         """``{counter name: events}`` of a partition's new messages."""
         counts = {"total": len(fresh)}
         failed = sum(1 for h in fresh if h.error is not None)
@@ -318,7 +326,7 @@ class Preprocess:
                 counts[name] = counts.get(name, 0) + 1
         return counts
 
-    def apply_staged(self, partition):
+    def apply_staged(self, partition: Any) -> None:
         """Apply the partition's stored shard writes and counts, then trim them.
         A crash in between applies them again (see WriteBatch.apply_shard_writes)."""
         staged = self.keys.intake_staged(partition.topic, partition.partition)
@@ -334,18 +342,18 @@ class Preprocess:
         pipe.execute()
         self.redis.ltrim(staged, len(entries), -1)
 
-    def _topic_id(self, topic):
+    def _topic_id(self, topic: str) -> str:
         """The topic's id on the broker, looked up once."""
         if topic not in self.topic_ids:
             self.topic_ids[topic] = self._describe_topic_id(topic)
         return self.topic_ids[topic]
 
-    def _topic_id_changed(self, topic):
+    def _topic_id_changed(self, topic: str) -> bool:
         known = self.topic_ids.get(topic)
         self.topic_ids[topic] = self._describe_topic_id(topic)
         return self.topic_ids[topic] != known
 
-    def _describe_topic_id(self, topic):
+    def _describe_topic_id(self, topic: str) -> str:
         from settings.clients import kafka_admin
 
         admin = kafka_admin(self.settings, ROLE)
@@ -357,7 +365,7 @@ class Preprocess:
 
     # --- step 3 and after ---------------------------------------------------------------------
 
-    def send_outbox(self, partition):
+    def send_outbox(self, partition: Any) -> None:
         """Send the partition's stored replies, then trim those sent."""
         outbox = self.keys.intake_outbox(partition.topic, partition.partition)
         replies = self.redis.lrange(outbox, 0, -1)
@@ -366,7 +374,7 @@ class Preprocess:
         self.producer.deliver(self.replies_topic, [reply.encode("utf-8") for reply in replies])
         self.redis.ltrim(outbox, len(replies), -1)
 
-    def _add_seen(self, seen):
+    def _add_seen(self, seen: list[tuple[str, str]]) -> None:
         if not seen:
             return
         try:
@@ -376,7 +384,7 @@ class Preprocess:
             # Only an optimisation (a seed fetched once more if a page links to it).
             logger.warning("could not add %d seed URLs to their filters: %s", len(seen), exc)
 
-    def _commit(self, offsets):
+    def _commit(self, offsets: dict[Any, int]) -> None:
         from kafka.errors import KafkaError
         from kafka.structs import OffsetAndMetadata
 

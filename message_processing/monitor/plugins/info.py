@@ -7,12 +7,14 @@ Without a crawl id (scrapy-cluster only) every crawl of the app is reported."""
 
 from message_processing.monitor.plugins import MonitorPlugin
 from message_processing.replies import reply_to
+from message_processing.requests import Message
+from message_processing.worklist import Entry
 
 
 class InfoPlugin(MonitorPlugin):
     handles = ("info",)
 
-    def answer(self, entry):
+    def answer(self, entry: Entry) -> Message:
         request = entry["request"]
         if request.get("crawlid"):
             return reply_to(request, action="info", **self.crawl_info(request["crawlid"]))
@@ -23,7 +25,7 @@ class InfoPlugin(MonitorPlugin):
                         total_domains=len(domains),
                         total_pending=sum(info["total_pending"] for info in crawls.values()))
 
-    def crawl_info(self, crawlid):
+    def crawl_info(self, crawlid: str) -> Message:
         progress = self.context.crawls.progress(crawlid)
         counts = progress["counts"]
         return {

@@ -9,6 +9,10 @@ from master.counters import grouped_window_counts
 from master.throttle import job_view
 from message_processing.monitor.plugins import MonitorPlugin
 from message_processing.replies import reply_to
+from message_processing.requests import Message
+from message_processing.worklist import Entry
+
+Section = dict[str, Any]
 
 # scrapy-cluster's module names, and ours
 ALIASES = {"kafka-monitor": "preprocess", "redis-monitor": "monitor"}
@@ -23,7 +27,7 @@ SETTING = {"preprocess": "CRAWLCLUSTER_PREPROCESS_PLUGINS",
 class StatsPlugin(MonitorPlugin):
     handles = ("stats",)
 
-    def answer(self, entry):
+    def answer(self, entry: Entry) -> Message:
         request = entry["request"]
         module = ALIASES.get(request["stats"], request["stats"])
         scrapy_cluster = entry.get("format") == "scrapy-cluster"
@@ -38,7 +42,7 @@ class StatsPlugin(MonitorPlugin):
 
     # --- sections ------------------------------------------------------------------
 
-    def _role(self, role):
+    def _role(self, role: str) -> Section:
         counts = self.context.window_counts
         plugins = [path.rsplit(".", 1)[-1]
                    for path, order in self.context.settings[SETTING[role]].items()
@@ -48,16 +52,16 @@ class StatsPlugin(MonitorPlugin):
                 "plugins": {name: counts(f"{role}:plugin:{name}").values() for name in plugins},
                 "instances": self.context.heartbeats.status().get(role, {})}
 
-    def preprocess(self):
+    def preprocess(self) -> Section:
         return self._role("preprocess")
 
-    def monitor(self):
+    def monitor(self) -> Section:
         return self._role("monitor")
 
-    def _status_counts(self, kind):
+    def _status_counts(self, kind: str) -> dict[str, dict[str, dict[str, int]]]:
         return grouped_window_counts(self.context.redis, self.context.keys, kind)
 
-    def spiders(self):
+    def spiders(self) -> Section:
         jobs = self.context.registry.live_jobs()
         by_type: dict[str, int] = {}
         for info in jobs.values():
@@ -70,11 +74,11 @@ class StatsPlugin(MonitorPlugin):
             spiders.setdefault(spider_type, {"count": count})
         return spiders
 
-    def machines(self):
+    def machines(self) -> Section:
         machines = self._status_counts("machine")
         return {"count": len(machines), **machines}
 
-    def nodes(self):
+    def nodes(self) -> Section:
         """Live jobs grouped by the host they run on."""
         nodes: dict[str, Any] = {}
         for job, info in sorted(self.context.registry.live_jobs().items()):
@@ -89,7 +93,7 @@ class StatsPlugin(MonitorPlugin):
                 info["done_last_minutes"] = counts[job]
         return nodes
 
-    def queues(self):
+    def queues(self) -> Section:
         """Tasks waiting (pools), queued per job, leased, hub schedules and the monitor's
         work list, summed over the shards."""
         context = self.context

@@ -4,6 +4,8 @@ Without a crawl id (scrapy-cluster only) every crawl of the app is stopped."""
 
 from message_processing.monitor.plugins import MonitorPlugin
 from message_processing.replies import reply_to
+from message_processing.requests import Message
+from message_processing.worklist import Entry
 
 
 class StopPlugin(MonitorPlugin):
@@ -11,7 +13,7 @@ class StopPlugin(MonitorPlugin):
     action = "stop"
     total_field = "total_purged"
 
-    def answer(self, entry):
+    def answer(self, entry: Entry) -> Message:
         request = entry["request"]
         crawlids = ([request["crawlid"]] if request.get("crawlid")
                     else self.context.crawls.user_crawls(request["appid"]))

@@ -5,12 +5,14 @@
 from master.siteconfig import SiteConfig
 from message_processing.monitor.plugins import MonitorPlugin
 from message_processing.replies import reply_to
+from message_processing.requests import Message
+from message_processing.worklist import Entry
 
 
 class ZookeeperPlugin(MonitorPlugin):
     handles = ("site_config",)
 
-    def answer(self, entry):
+    def answer(self, entry: Entry) -> Message:
         request = entry["request"]
         site_config = SiteConfig.from_settings(self.context.settings, self.context.zookeeper)
         domain, action = request["domain"], request["action"]

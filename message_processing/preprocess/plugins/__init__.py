@@ -15,26 +15,32 @@
 (``topic/partition/offset``).
 """
 
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from message_processing.plugins import Plugin
+from message_processing.requests import Message
+
+if TYPE_CHECKING:
+    from master.crawls import WriteBatch
+    from message_processing.preprocess.service import Context
 
 
 @dataclass
 class Staged:
-    write: Any                 # callable(batch): queue the writes on the transaction
-    reply: dict | None = None  # sent on the replies topic after the commit
-    seen: tuple | None = None  # (crawl id, URL) to add to the Bloom filter once committed
+    write: Callable[["WriteBatch"], Any]   # queue the writes on the transaction
+    reply: Message | None = None           # sent on the replies topic after the commit
+    seen: tuple[str, str] | None = None    # (crawl id, URL) for the Bloom filter, once committed
 
 
 class StoredRequestPlugin(Plugin):
     """A query or command the monitor answers: stored in its work list as is."""
 
-    def __init__(self, context):
+    def __init__(self, context: "Context") -> None:
         self.context = context
 
-    def prepare(self, kind, request, source):
+    def prepare(self, kind: str, request: Message, source: str) -> Staged:
         entry = {"id": source, "kind": self.handles[0], "request": request,
                  "format": "scrapy-cluster" if kind.startswith("sc_") else "thesis"}
         return Staged(write=lambda batch: self.context.worklist.add(entry, pipe=batch.pipe))

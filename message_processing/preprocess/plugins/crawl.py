@@ -2,19 +2,26 @@
 seed queued (and added to the crawl's Bloom filter, so a page linking back to it
 is not fetched again), its expiry scheduled for the monitor, an ack sent."""
 
+from typing import TYPE_CHECKING
+
+from master.crawls import CrawlConfig, WriteBatch
+from master.tasks import Task
 from message_processing.plugins import Plugin
 from message_processing.preprocess.plugins import Staged
 from message_processing.replies import reply_to
-from message_processing.requests import RequestError, crawl_config
+from message_processing.requests import Message, RequestError, crawl_config
+
+if TYPE_CHECKING:
+    from message_processing.preprocess.service import Context
 
 
 class CrawlPlugin(Plugin):
     handles = ("crawl",)
 
-    def __init__(self, context):
+    def __init__(self, context: "Context") -> None:
         self.context = context
 
-    def prepare(self, kind, request, source):
+    def prepare(self, kind: str, request: Message, source: str) -> Staged:
         config = crawl_config(kind, request)
         try:
             seed = self.context.crawls.seed_task(config)  # names checked before any write
@@ -25,7 +32,8 @@ class CrawlPlugin(Plugin):
         return Staged(write=lambda batch: self._write(config, request, seed, batch),
                       reply=reply, seen=(config["crawlid"], config["url"]))
 
-    def _write(self, config, request, seed, batch):
+    def _write(self, config: CrawlConfig, request: Message, seed: Task,
+               batch: WriteBatch) -> None:
         context = self.context
         context.crawls.stage(config, context.frontier, batch, seed)
         if config.get("expires"):
