@@ -12,14 +12,18 @@ import os
 import socket
 import time
 from collections import Counter
-from typing import Any
+from collections.abc import Callable
+from typing import Any, Self
 
-from scrapy import signals
+from scrapy import Request, signals
+from scrapy.crawler import Crawler
+from scrapy.settings import BaseSettings
+from twisted.internet.defer import Deferred
 
 from master.bloom import BloomFilter
 from master.counters import RollingTimeCounter, WindowCounts
 from master.crawls import CrawlStore
-from master.frontier import Frontier
+from master.frontier import Frontier, Outcome
 from master.keys import Keys
 from master.lua import LuaScripts
 from master.registry import JobRegistry
@@ -34,7 +38,7 @@ ROLE = "crawler"
 COUNTED_STATUSES = (200, 301, 302, 303, 403, 404, 500)     # thesis table 4-8, and 302
 
 
-def cluster_settings(scrapy_settings):
+def cluster_settings(scrapy_settings: BaseSettings) -> Settings:
     """Our settings as the crawler's Scrapy settings hold them (with ``-s`` overrides)."""
     return Settings({name: scrapy_settings.get(name, default)
                      for name, default in default_settings().items()})
@@ -42,10 +46,11 @@ def cluster_settings(scrapy_settings):
 
 
 class JobContext:
-    def __init__(self, crawler):
+    def __init__(self, crawler: Crawler) -> None:
         self.crawler = crawler
         self.settings = settings = cluster_settings(crawler.settings)
         spider = crawler.spider
+        assert spider is not None, "the job's context is made once its spider exists"
         self.spider_type = spider.name
         self.host = socket.gethostname()
         self.ip = node_ip(settings)
@@ -65,31 +70,33 @@ class JobContext:
         self.bloom = BloomFilter.from_settings(self.redis, settings)
         self.crawls = CrawlStore.from_settings(self.redis, settings)
         self.tracker = TaskTracker(self)
-        self.periodic = []        # callables the scheduler's round runs (pipeline flushes)
-        self.crawl_delays = {}    # domain -> robots.txt Crawl-delay seen (seconds)
+        # what the scheduler's round runs too (pipeline flushes; a Deferred while writing)
+        self.periodic: list[Callable[[], Deferred[Any] | None]] = []
+        self.crawl_delays: dict[str, float] = {}   # domain -> robots.txt Crawl-delay (s)
         crawler.signals.connect(self._robots_parsed, signal=signals.robots_parsed)
 
-    def _robots_parsed(self, robotparser, request):
+    def _robots_parsed(self, robotparser: Any, request: Request) -> None:
         agent = request.headers.get(b"User-Agent") or b"*"
         delay = robotparser.crawl_delay(agent)
         if delay:
             self.crawl_delays[domain_of(request.url)] = float(delay)
 
     @classmethod
-    def of(cls, crawler):
-        context = getattr(crawler, "crawlcluster", None)
+    def of(cls, crawler: Crawler) -> "JobContext":
+        context: JobContext | None = getattr(crawler, "crawlcluster", None)
         if context is None:
-            context = crawler.crawlcluster = cls(crawler)
+            context = cls(crawler)
+            crawler.crawlcluster = context  # type: ignore[attr-defined]
         return context
 
-    def close(self):
+    def close(self) -> None:
         self.zookeeper.stop()
         self.zookeeper.close()
         self.mongo.close()
         self.redis.close()
 
 
-def status_counter(context, status):
+def status_counter(context: JobContext, status: int | str) -> RollingTimeCounter:
     """Rolling counter of responses with ``status`` for this spider type (thesis table 4-8)."""
     return RollingTimeCounter.from_settings(
         context.redis, context.settings, f"status:{context.spider_type}:{status}",
@@ -100,15 +107,15 @@ class ClusterComponent:
     """Base of the Scrapy components that reach the job's context through the crawler
     (built lazily: middlewares exist before the scheduler opens the job)."""
 
-    def __init__(self, crawler):
+    def __init__(self, crawler: Crawler) -> None:
         self.crawler = crawler
 
     @classmethod
-    def from_crawler(cls, crawler):
+    def from_crawler(cls, crawler: Crawler) -> Self:
         return cls(crawler)
 
     @property
-    def context(self):
+    def context(self) -> JobContext:
         return JobContext.of(self.crawler)
 
 
@@ -119,36 +126,37 @@ class TaskTracker:
     leased, and the lease brings it back: nothing is lost.
     """
 
-    def __init__(self, context):
+    def __init__(self, context: JobContext) -> None:
         self.context = context
-        self.open = {}            # task member -> items not yet stored or dropped
-        self.output_done = {}     # task member -> when its page's output ended
-        self.outcomes = []        # (member, outcome, reason) to report
-        self.statuses: Counter[Any] = Counter()  # HTTP status (or "other") -> uncounted
-        self.progress = {}         # crawlid -> Counter(pages=, items=, failures=) not yet recorded
+        self.open: dict[str, int] = {}          # task member -> items not yet stored or dropped
+        self.output_done: dict[str, float] = {}  # task member -> when its page's output ended
+        self.outcomes: list[Outcome] = []       # (member, outcome, reason) to report
+        self.statuses: Counter[int | str] = Counter()  # HTTP status (or "other") -> uncounted
+        # crawlid -> Counter(pages=, items=, failures=) not yet recorded
+        self.progress: dict[str, Counter[str]] = {}
         self.links: dict[str, Counter[str]] = {}   # crawlid -> link counts not yet reported
         self.done_count = 0
 
-    def begin(self, member):
+    def begin(self, member: str) -> None:
         self.open.setdefault(member, 0)
 
-    def item_out(self, member):
+    def item_out(self, member: str) -> None:
         self.open[member] = self.open.get(member, 0) + 1
 
-    def item_finished(self, member):
+    def item_finished(self, member: str) -> None:
         if member in self.open:
             self.open[member] -= 1
 
-    def page_finished(self, member):
+    def page_finished(self, member: str) -> None:
         self.output_done.setdefault(member, time.monotonic())
 
-    def fail(self, member, outcome, reason):
+    def fail(self, member: str, outcome: str, reason: str) -> None:
         """Report a task that could not be crawled ("retry" or "failed")."""
         self.open.pop(member, None)
         self.output_done.pop(member, None)
         self.outcomes.append((member, outcome, reason))
 
-    def ready_to_ack(self, settled_before):
+    def ready_to_ack(self, settled_before: float) -> list[str]:
         """Tasks whose output ended before ``settled_before`` and have no open items."""
         ready = [member for member, ended in self.output_done.items()
                  if ended < settled_before and self.open.get(member, 0) <= 0]
@@ -158,16 +166,16 @@ class TaskTracker:
             self.outcomes.append((member, "done", ""))
         return ready
 
-    def count_status(self, status):
+    def count_status(self, status: int) -> None:
         self.statuses[status if status in COUNTED_STATUSES else "other"] += 1
 
-    def count_links(self, crawlid, field, count=1):
+    def count_links(self, crawlid: str, field: str, count: int = 1) -> None:
         """Count links of a crawl as ``field`` (found, new, duplicate, refused:<reason>),
         reported with the next outcomes (``Keys.crawl_links``)."""
         if count:
             self.links.setdefault(crawlid, Counter())[field] += count
 
-    def report(self):
+    def report(self) -> int:
         """Send outcomes and status counts in one round trip; return how many were done."""
         if not self.outcomes and not self.statuses and not self.links:
             return 0
@@ -195,7 +203,7 @@ class TaskTracker:
         self.done_count += done
         return done
 
-    def _count_progress(self, outcomes, results):
+    def _count_progress(self, outcomes: list[Outcome], results: list[int]) -> None:
         """Per crawl, pages done and URLs failed for good (for the crawl record)."""
         for (member, _, _), result in zip(outcomes, results, strict=True):
             field = {1: "pages", 3: "failures"}.get(result)

@@ -4,6 +4,7 @@ import gc
 import logging
 
 from scrapy import signals
+from scrapy.crawler import Crawler
 
 logger = logging.getLogger(__name__)
 
@@ -20,16 +21,16 @@ class GarbageCollectorTuning:
     allocations. Memory held by unreachable cycles is still freed, only later.
     """
 
-    def __init__(self, threshold):
+    def __init__(self, threshold: int) -> None:
         self.threshold = threshold
 
     @classmethod
-    def from_crawler(cls, crawler):
+    def from_crawler(cls, crawler: Crawler) -> "GarbageCollectorTuning":
         extension = cls(crawler.settings.getint("CRAWLCLUSTER_GC_THRESHOLD"))
         crawler.signals.connect(extension.engine_started, signal=signals.engine_started)
         return extension
 
-    def engine_started(self):
+    def engine_started(self) -> None:
         if self.threshold <= 0:
             return
         gc.collect()

@@ -21,7 +21,7 @@ details; bench/maintext.py scores it on real pages.
 import re
 from dataclasses import dataclass
 from itertools import pairwise
-from typing import Any
+from typing import Any, TypeAlias
 
 from lxml import etree, html
 
@@ -80,18 +80,22 @@ class Line:
     text: str
     chars: int          # characters without whitespace
     noise_chars: int    # of them, in links and inline boilerplate (a share button)
-    path: tuple         # marked containers open around it, outermost first: (kind, n),
+    path: tuple["Mark", ...]   # marked containers open around it, outermost first: (kind, n),
                         # kind -1 hidden, 0 boilerplate, 1-4 a body hint's strength
     boilerplate: bool = False
 
     @property
-    def weight(self):
+    def weight(self) -> int:
         if self.boilerplate or self.noise_chars > self.chars * MAX_LINK_DENSITY:
             return 0
         return self.chars - self.noise_chars
 
 
-def _parse(page):
+Page: TypeAlias = "str | html.HtmlElement"   # HTML, or the page already parsed by lxml
+Mark = tuple[int, int]               # an open marked container: (kind, its number)
+
+
+def _parse(page: Page) -> html.HtmlElement | None:
     if not isinstance(page, str):
         return page
     try:
@@ -104,7 +108,7 @@ _HIDDEN, _BOILERPLATE = -1, 0   # hidden: not even a body hint inside shows it
 _MARKS: dict[tuple[Any, ...], Any] = {}   # (tag, class, id) -> its kind (see Line.path) or None
 
 
-def _mark(tag, element, rare):
+def _mark(tag: str, element: html.HtmlElement, rare: set[html.HtmlElement]) -> int | None:
     """What a container is: ``_HIDDEN``, ``_BOILERPLATE``, a body hint's strength, or
     None. ``rare``: the page's elements with a role, itemprop or hiding attribute,
     classified one by one; the others by tag, class and id, cached."""
@@ -120,7 +124,8 @@ def _mark(tag, element, rare):
         return mark
 
 
-def _classify(tag, class_names, ident, element=None):
+def _classify(tag: str, class_names: str | None, ident: str | None,
+              element: html.HtmlElement | None = None) -> int | None:
     if element is not None:
         if _hidden(element):
             return _HIDDEN
@@ -140,17 +145,17 @@ def _classify(tag, class_names, ident, element=None):
     return None
 
 
-def _hidden(element):
+def _hidden(element: html.HtmlElement) -> bool:
     return element.get("aria-hidden") == "true" or element.get("hidden") is not None \
         or "display:none" in (element.get("style") or "").replace(" ", "")
 
 
-def _aside_role(element):
+def _aside_role(element: html.HtmlElement) -> bool:
     role = element.get("role")
     return bool(role) and role.lower() in BOILERPLATE_ROLES
 
 
-def _boilerplate_names(names):
+def _boilerplate_names(names: str) -> bool:
     words = _NON_WORD.split(names)
     return not BOILERPLATE_WORDS.isdisjoint(words) or \
         not BOILERPLATE_PAIRS.isdisjoint(pairwise(words))
@@ -162,7 +167,7 @@ _PLAIN_TAGS = {"b", "i", "em", "strong", "u", "s", "q", "sup", "sub", "small", "
                "strike", "time", "img", "br", "hr", "wbr", "bdi", "bdo"}
 
 
-def _lines(root):
+def _lines(root: html.HtmlElement) -> list[Line]:
     """The text lines of ``root`` (read, not changed), boilerplate resolved.
 
     One walk; the walk's state is what is open around the text: ``noise`` (open links
@@ -170,15 +175,15 @@ def _lines(root):
     open marked containers) and ``pre`` (inside preformatted text, whose line breaks
     and indents stay). Entering an element saves the state on ``saved``, leaving it
     restores it. The hot loop of the extractor, kept flat for speed."""
-    lines: list[Any] = []
+    lines: list[Line] = []
     parts: list[str] = []
     noise_chars = 0
     noise, pre, containers = 0, False, 0
-    path: tuple[Any, ...] = ()
-    saved = []
+    path: tuple[Mark, ...] = ()
+    saved: list[tuple[int, tuple[Mark, ...], bool]] = []
     rare = set(_RARE_MARKS(root))
 
-    def end_line():
+    def end_line() -> None:
         raw = "".join(parts)
         words = raw.split()
         if words:
@@ -231,16 +236,16 @@ def _lines(root):
     return lines
 
 
-def _preformatted(text):
+def _preformatted(text: str) -> str:
     return "\n".join(line.rstrip() for line in text.strip("\r\n").splitlines())
 
 
-def _resolve_boilerplate(lines):
+def _resolve_boilerplate(lines: list[Line]) -> None:
     """Mark each line boilerplate if a hidden container is open around it, or a
     boilerplate container with no body hint inside that container. A hidden or
     boilerplate container that holds most of the page's text is a misnamed wrapper and
     is not counted."""
-    held: dict[Any, int] = {}
+    held: dict[Mark, int] = {}
     total = 0
     for line in lines:
         text = line.chars - line.noise_chars
@@ -260,20 +265,20 @@ def _resolve_boilerplate(lines):
         line.boilerplate = hidden or boilerplate
 
 
-def page_lines(page):
+def page_lines(page: Page) -> list[str]:
     """The visible text of an HTML page (a string, or the page already parsed by lxml,
     which is read, not changed), one line per block element, link text included."""
     root = _parse(page)
     return [] if root is None else [line.text for line in _lines(root)]
 
 
-def visible_text(page):
+def visible_text(page: Page) -> str:
     """Every visible text of a page, one line per block element (the floor any
     extractor must beat)."""
     return "\n".join(page_lines(page))
 
 
-def _body_hint(lines):
+def _body_hint(lines: list[Line]) -> tuple[list[Line], int]:
     """``(lines, strength)``: the lines inside the page's strongest body hint that
     holds enough text, and the hint's strength; all lines and 0 when there is none.
 
@@ -292,13 +297,13 @@ def _body_hint(lines):
     return lines, 0
 
 
-def _hint_weights(lines):
+def _hint_weights(lines: list[Line]) -> tuple[dict[Mark, int], dict[Mark, int]]:
     """The weight of the lines in each body hint, and for each hint the weight of the
     heaviest hint of its kind directly inside it."""
-    weight_by_hint: dict[Any, int] = {}
-    outer_of: dict[Any, Any] = {}
+    weight_by_hint: dict[Mark, int] = {}
+    outer_of: dict[Mark, Mark] = {}
     for line in lines:
-        enclosing: dict[int, Any] = {}                      # strength -> innermost hint so far
+        enclosing: dict[int, Mark] = {}                     # strength -> innermost hint so far
         for hint in line.path:
             if hint[0] <= _BOILERPLATE:
                 continue
@@ -306,19 +311,19 @@ def _hint_weights(lines):
             if hint[0] in enclosing:
                 outer_of[hint] = enclosing[hint[0]]
             enclosing[hint[0]] = hint
-    heaviest_inner: dict[Any, int] = {}
+    heaviest_inner: dict[Mark, int] = {}
     for inner, outer in outer_of.items():
         heaviest_inner[outer] = max(heaviest_inner.get(outer, 0), weight_by_hint[inner])
     return weight_by_hint, heaviest_inner
 
 
-def _blocks(weights, k):
+def _blocks(weights: list[int], k: int) -> list[int]:
     """The weight of the block of ``k`` lines centred on each line."""
     before = (k - 1) // 2
     return [sum(weights[max(0, i - before):i - before + k]) for i in range(len(weights))]
 
 
-def _peak_region(weights, k, keep_ratio):
+def _peak_region(weights: list[int], k: int, keep_ratio: float) -> tuple[int, int]:
     """``(start, end)`` of the body: around the heaviest block of ``k`` lines, while the
     blocks stay above ``keep_ratio`` of it, bridging up to ``MAX_GAP`` lighter lines."""
     blocks = _blocks(weights, k)
@@ -346,7 +351,7 @@ def _peak_region(weights, k, keep_ratio):
     return start, end
 
 
-def extract_main_text(page, k=3, keep_ratio=0.25):
+def extract_main_text(page: Page, k: int = 3, keep_ratio: float = 0.25) -> str:
     """The main text of a page (HTML, or its lxml tree: lines joined by newlines), or ""
     if it has none."""
     if not 1 <= k <= 5:
@@ -368,7 +373,7 @@ def extract_main_text(page, k=3, keep_ratio=0.25):
                      if line.weight or (not line.boilerplate and not line.noise_chars))
 
 
-def _is_listing(region):
+def _is_listing(region: list[Line]) -> bool:
     """Is the region headlines with teasers (a section front, search results), not a
     body? Its text is then largely link text, where an article's links are a few words
     of a paragraph. (Not asked of a body the page marks as such.)"""

@@ -14,42 +14,46 @@ reads a page whose declared charset garbles it with the charset that reads it.
 import ipaddress
 import random
 import socket
+from collections.abc import AsyncIterator, Iterable, Iterator
 from functools import lru_cache
 from importlib import resources
+from typing import Any
 from urllib.parse import urlsplit
 
 from charset_normalizer import from_bytes
-from scrapy import Request
+from scrapy import Request, Spider
+from scrapy.crawler import Crawler
 from scrapy.exceptions import DownloadCancelledError, IgnoreRequest, NotConfigured
-from scrapy.http import TextResponse
+from scrapy.http import Response, TextResponse
+from scrapy.statscollectors import StatsCollector
 from w3lib.encoding import html_body_declared_encoding, resolve_encoding
 
-from crawler.context import ClusterComponent
+from crawler.context import ClusterComponent, TaskTracker
 from master.frontier import outcome_for_status
 
 # What Scrapy's RobotsTxtMiddleware says when robots.txt forbids a URL.
 ROBOTS_REFUSAL = "Forbidden by robots.txt"
 
 
-def _member(request):
+def _member(request: Request) -> str | None:
     info = request.meta.get("crawlcluster")
-    return info["member"] if info else None
+    return str(info["member"]) if info else None
 
 
 class StatusCounterMiddleware(ClusterComponent):
     """Counts every response's status (next to the downloader, so redirects count too)."""
 
-    def process_response(self, request, response):
+    def process_response(self, request: Request, response: Response) -> Response:
         self.context.tracker.count_status(response.status)
         return response
 
 
 class TaskStatusMiddleware(ClusterComponent):
     @property
-    def tracker(self):
+    def tracker(self) -> TaskTracker:
         return self.context.tracker
 
-    def process_response(self, request, response):
+    def process_response(self, request: Request, response: Response) -> Response:
         member = _member(request)
         outcome, reason = outcome_for_status(response.status)
         if member and outcome != "done":
@@ -59,7 +63,7 @@ class TaskStatusMiddleware(ClusterComponent):
             self.tracker.fail(member, outcome, reason)
         return response
 
-    def process_exception(self, request, exception):
+    def process_exception(self, request: Request, exception: Exception) -> None:
         member = _member(request)
         if member:
             # Refused, or over DOWNLOAD_MAXSIZE: trying again would end the same way.
@@ -74,23 +78,24 @@ class TaskStatusMiddleware(ClusterComponent):
 class RandomUserAgentMiddleware:
     """A random real browser User-Agent (bundled list) unless the request has one."""
 
-    def __init__(self, agents):
+    def __init__(self, agents: list[str]) -> None:
         self.agents = agents
 
     @classmethod
-    def from_crawler(cls, crawler):
+    def from_crawler(cls, crawler: Crawler) -> "RandomUserAgentMiddleware":
         text = resources.files("crawler").joinpath("data/user_agents.txt").read_text("utf-8")
         agents = [line.strip() for line in text.splitlines()
                   if line.strip() and not line.startswith("#")]
         return cls(agents)
 
-    def process_request(self, request):
+    def process_request(self, request: Request) -> None:
         if b"User-Agent" not in request.headers:
             request.headers[b"User-Agent"] = random.choice(self.agents)
 
 
 class TaskOutputMiddleware(ClusterComponent):
-    async def process_spider_output_async(self, response, result):
+    async def process_spider_output_async(self, response: Response,
+                                          result: AsyncIterator[Any]) -> AsyncIterator[Any]:
         info = response.meta.get("crawlcluster")
         tracker = self.context.tracker
         async for element in result:
@@ -98,7 +103,7 @@ class TaskOutputMiddleware(ClusterComponent):
         if info:
             tracker.page_finished(info["member"])
 
-    def process_spider_output(self, response, result):
+    def process_spider_output(self, response: Response, result: Iterable[Any]) -> Iterator[Any]:
         info = response.meta.get("crawlcluster")
         tracker = self.context.tracker
         for element in result:
@@ -106,14 +111,14 @@ class TaskOutputMiddleware(ClusterComponent):
         if info:
             tracker.page_finished(info["member"])
 
-    def process_spider_exception(self, response, exception):
+    def process_spider_exception(self, response: Response, exception: Exception) -> None:
         info = response.meta.get("crawlcluster")
         if info:
             self.context.tracker.fail(
                 info["member"], "retry", f"spider error: {type(exception).__name__}: {exception}")
 
     @staticmethod
-    def _mark(element, info, tracker):
+    def _mark(element: Any, info: dict[str, Any] | None, tracker: TaskTracker) -> Any:
         if info is None:
             return element
         if isinstance(element, Request):
@@ -129,14 +134,15 @@ class CharsetRepairMiddleware:
     says utf-8 for every page, a template copied from another site) is read with the
     charset that decodes it: its ``<meta>`` one, else the detected one."""
 
-    def __init__(self, stats=None):
+    def __init__(self, stats: StatsCollector | None = None) -> None:
         self.stats = stats
 
     @classmethod
-    def from_crawler(cls, crawler):
+    def from_crawler(cls, crawler: Crawler) -> "CharsetRepairMiddleware":
         return cls(crawler.stats)
 
-    def process_response(self, request, response, spider=None):
+    def process_response(self, request: Request, response: Response,
+                         spider: Spider | None = None) -> Response:
         if not isinstance(response, TextResponse) or not response.body:
             return response
         better = better_encoding(response.body, response.encoding)
@@ -153,7 +159,7 @@ class RedirectLoopMiddleware:
     ``REDIRECT_MAX_TIMES``. One return is allowed: a page that sets a cookie and
     redirects to itself is common."""
 
-    def process_request(self, request, spider=None):
+    def process_request(self, request: Request, spider: Spider | None = None) -> None:
         chain = request.meta.get("redirect_urls") or []
         if chain.count(request.url) >= 2:
             raise IgnoreRequest(f"redirect loop: {' -> '.join([*chain, request.url])}")
@@ -162,7 +168,7 @@ class RedirectLoopMiddleware:
 GARBLED_SHARE = 0.01      # a page with more replacement characters than this is misread
 
 
-def better_encoding(body, declared):
+def better_encoding(body: bytes, declared: str) -> str | None:
     """An encoding that reads ``body`` without errors, when ``declared`` garbles more than
     1% of it; None when ``declared`` reads it well enough or nothing reads it better."""
     text = body.decode(declared, errors="replace")
@@ -176,7 +182,7 @@ def better_encoding(body, declared):
     return None
 
 
-def _reads(body, encoding):
+def _reads(body: bytes, encoding: str) -> bool:
     try:
         body.decode(encoding)
         return True
@@ -191,14 +197,14 @@ class PrivateAddressGuardMiddleware:
     own network. The refused task fails for good, with the reason."""
 
     @classmethod
-    def from_crawler(cls, crawler):
+    def from_crawler(cls, crawler: Crawler) -> "PrivateAddressGuardMiddleware":
         from crawler.context import cluster_settings
 
         if not cluster_settings(crawler.settings).getbool("CRAWLCLUSTER_REFUSE_PRIVATE_ADDRESSES"):
             raise NotConfigured("CRAWLCLUSTER_REFUSE_PRIVATE_ADDRESSES is off")
         return cls()
 
-    def process_request(self, request, spider=None):
+    def process_request(self, request: Request, spider: Spider | None = None) -> None:
         host = urlsplit(request.url).hostname or ""
         blocked = private_addresses(host)
         if blocked:
@@ -207,7 +213,7 @@ class PrivateAddressGuardMiddleware:
 
 
 @lru_cache(maxsize=4096)
-def private_addresses(host):
+def private_addresses(host: str) -> tuple[str, ...]:
     """The private/loopback/link-local/reserved addresses ``host`` is or resolves to."""
     try:
         addresses = {ipaddress.ip_address(host)}

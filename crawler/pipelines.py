@@ -17,7 +17,9 @@ import unicodedata
 from collections import Counter
 from typing import Any
 
+from scrapy.crawler import Crawler
 from scrapy.exceptions import DropItem
+from twisted.internet.defer import Deferred
 from twisted.python.failure import Failure
 
 from crawler.context import ClusterComponent
@@ -27,9 +29,11 @@ from crawler.rules import required_fields
 logger = logging.getLogger(__name__)
 
 INTERNAL = ("_task", "_body")
+Item = dict[str, Any]        # a spider's item: its fields, url, crawlid, spider_type, ...
+Progress = dict[str, Counter[str]]    # crawlid -> pages, items, failures not yet recorded
 
 
-def _normalize(value):
+def _normalize(value: Any) -> Any:
     if isinstance(value, bytes):
         value = value.decode("utf-8", errors="replace")
     if isinstance(value, str):
@@ -38,7 +42,7 @@ def _normalize(value):
 
 
 class EncodingPipeline:
-    def process_item(self, item):
+    def process_item(self, item: Item) -> Item:
         for name, value in list(item.items()):
             if name not in INTERNAL:
                 item[name] = _normalize(value)
@@ -46,10 +50,10 @@ class EncodingPipeline:
 
 
 class CleaningPipeline(ClusterComponent):
-    def process_item(self, item):
+    def process_item(self, item: Item) -> Item:
         config = self.context.crawls.load(item["crawlid"]) or {}
         rule = config.get("rule")
-        required = required_fields(config.get("spider_type"), rule) if rule else []
+        required = required_fields(config["spider_type"], rule) if rule else []
         missing = [name for name in required if not item.get(name)]
         if missing:
             self.crawler.stats.inc_value("crawlcluster/items/incomplete")
@@ -61,20 +65,20 @@ class CleaningPipeline(ClusterComponent):
 
 
 class MainTextPipeline:
-    def process_item(self, item):
+    def process_item(self, item: Item) -> Item:
         body = item.pop("_body", None)     # the page's HTML, or its parsed lxml tree
         if body is not None:               # (a tree's truth value is its child count)
             item["main_text"] = extract_main_text(body)
         return item
 
 
-def _add_progress(progress, more):
+def _add_progress(progress: Progress, more: Progress) -> None:
     """Add ``{crawlid: Counter}`` counts into ``progress``."""
     for crawlid, counts in more.items():
         progress.setdefault(crawlid, Counter()).update(counts)
 
 
-def insert_items(database, items, ensured):
+def insert_items(database: Any, items: list[Item], ensured: set[str]) -> None:
     """Insert items into ``items_<spider type>`` in bulk, unordered; the unique index on
     (crawlid, url) turns a page stored again (a task re-delivered after its lease ran
     out) into a duplicate-key error, skipped. Inserts cost the server far less than
@@ -109,24 +113,24 @@ class MongoPipeline(ClusterComponent):
 
     RECORD_EVERY = 1.0
 
-    def __init__(self, crawler):
+    def __init__(self, crawler: Crawler) -> None:
         super().__init__(crawler)
-        self.batch = []
+        self.batch: list[Item] = []
         self.batch_since = 0.0     # when the batch's first item came
-        self.ensured = set()
-        self.writing = None        # the Deferred of the write in flight
+        self.ensured: set[str] = set()
+        self.writing: Deferred[Any] | None = None     # the write in flight
         self.last_record = 0.0
         self.closing = False
 
-    def open_spider(self):
+    def open_spider(self) -> None:
         self.context.periodic.append(self.flush)    # the scheduler's round flushes too
 
     @property
-    def database(self):
+    def database(self) -> Any:
         context = self.context
         return context.mongo[context.settings["CRAWLCLUSTER_MONGODB_DATABASE"]]
 
-    def process_item(self, item):
+    def process_item(self, item: Item) -> Item:
         if not self.batch:
             self.batch_since = time.monotonic()
         self.batch.append(item)
@@ -134,14 +138,14 @@ class MongoPipeline(ClusterComponent):
             self.flush()
         return item
 
-    def _batch_due(self):
+    def _batch_due(self) -> bool:
         settings = self.context.settings
         return bool(self.batch) and (
             self.closing or len(self.batch) >= settings.getint("CRAWLCLUSTER_MONGODB_BATCH")
             or time.monotonic() - self.batch_since
             >= settings.getfloat("CRAWLCLUSTER_MONGODB_FLUSH_AFTER"))
 
-    def flush(self):
+    def flush(self) -> Deferred[Any] | None:
         """Start writing the batch, when due, and the crawl records, when due (with
         whatever batch there is), in a thread, unless a write is in flight."""
         from twisted.internet.threads import deferToThread
@@ -153,7 +157,7 @@ class MongoPipeline(ClusterComponent):
         if not self._batch_due() and not (record_due and tracker.progress):
             return None
         batch, self.batch = self.batch, []
-        progress = {}
+        progress: Progress = {}
         if record_due:
             progress, tracker.progress = tracker.progress, {}
             self.last_record = time.monotonic()
@@ -161,13 +165,13 @@ class MongoPipeline(ClusterComponent):
         self.writing.addBoth(self._written, batch, progress)
         return self.writing
 
-    def _write(self, batch, progress):
+    def _write(self, batch: list[Item], progress: Progress) -> None:
         if batch:
             insert_items(self.database, batch, self.ensured)
         if progress:
             self._record_crawls(progress)
 
-    def _written(self, result, batch, progress):
+    def _written(self, result: Any, batch: list[Item], progress: Progress) -> None:
         self.writing = None
         tracker = self.context.tracker
         if isinstance(result, Failure):
@@ -184,7 +188,7 @@ class MongoPipeline(ClusterComponent):
             tracker.progress.setdefault(item["crawlid"], Counter())["items"] += 1
         self.crawler.stats.inc_value("crawlcluster/items/stored", len(batch))
 
-    async def close_spider(self):
+    async def close_spider(self) -> None:
         """Write what is left (a few tries; unwritten items' tasks stay leased)."""
         from scrapy.utils.defer import maybe_deferred_to_future
 
@@ -197,7 +201,7 @@ class MongoPipeline(ClusterComponent):
             else:
                 return
 
-    def _record_crawls(self, progress):
+    def _record_crawls(self, progress: Progress) -> None:
         """Seed 004's task table: per crawl its pages (in all and per node), items,
         failures, jobs, nodes, and ``finished_at`` once nothing of it is pending (removed
         if work comes back)."""
@@ -207,14 +211,15 @@ class MongoPipeline(ClusterComponent):
         now = time.time()
         drained = self._drained(progress)
         node_field = "pages_by_node." + mongo_field_name(context.node)
-        updates = []
+        updates: list[UpdateOne] = []
         for crawlid, counts in progress.items():
             increments = {field: counts[field] for field in ("pages", "items", "failures")}
             increments[node_field] = counts["pages"]
-            update = {"$setOnInsert": {"started_at": now},
-                      "$set": {"last_activity_at": now},
-                      "$inc": increments,
-                      "$addToSet": {"jobs": context.job, "nodes": context.host}}
+            update: dict[str, dict[str, Any]] = {"$setOnInsert": {"started_at": now},
+                                                 "$set": {"last_activity_at": now},
+                                                 "$inc": increments,
+                                                 "$addToSet": {"jobs": context.job,
+                                                               "nodes": context.host}}
             if crawlid in drained:
                 update["$set"]["finished_at"] = now
             else:
@@ -222,12 +227,12 @@ class MongoPipeline(ClusterComponent):
             updates.append(UpdateOne({"crawlid": crawlid}, update, upsert=True))
         self.database["crawls"].bulk_write(updates, ordered=False)
 
-    def _drained(self, crawlids):
+    def _drained(self, crawlids: Progress) -> set[str]:
         """The crawls with no task pending anywhere (queued, in a job's queue, leased)."""
         totals = self.context.crawls.pending_totals(list(crawlids))
         return {crawlid for crawlid, pending in totals.items() if pending <= 0}
 
 
-def mongo_field_name(name):
+def mongo_field_name(name: str) -> str:
     """``name`` usable as one step of a MongoDB field path (no dots, no leading ``$``)."""
     return name.replace(".", "_").lstrip("$") or "_"

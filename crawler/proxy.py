@@ -16,35 +16,46 @@ import logging
 import random
 import time
 import urllib.request
+from collections.abc import Iterable
 from concurrent.futures import ThreadPoolExecutor
+from typing import Any
+
+from scrapy import Request
+from scrapy.crawler import Crawler
+
+from settings.loader import Settings
 
 logger = logging.getLogger(__name__)
 
 FIELDS = ("ip", "port", "type", "anonymity", "location", "speed", "alive_time")
 
 
-def proxy_address(proxy):
+Proxy = dict[str, Any]       # ip, port, type, anonymity, location, speed, alive_time, ...
+
+
+def proxy_address(proxy: Proxy) -> str:
     return f"{proxy['ip']}:{proxy['port']}"
 
 
-def proxy_url(proxy):
+def proxy_url(proxy: Proxy) -> str:
     return f"http://{proxy_address(proxy)}"
 
 
 class ProxyPool:
-    def __init__(self, collection, test_urls, timeout=4.0, max_failures=3):
+    def __init__(self, collection: Any, test_urls: Iterable[str], timeout: float = 4.0,
+                 max_failures: int = 3) -> None:
         self.collection = collection
         self.test_urls = list(test_urls)
         self.timeout = timeout
         self.max_failures = max_failures
 
     @classmethod
-    def from_settings(cls, mongo, settings):
+    def from_settings(cls, mongo: Any, settings: Settings) -> "ProxyPool":
         database = mongo[settings["CRAWLCLUSTER_MONGODB_DATABASE"]]
         return cls(database["proxies"], settings.getlist("CRAWLCLUSTER_PROXY_TEST_URLS"),
                    timeout=settings.getfloat("CRAWLCLUSTER_PROXY_TIMEOUT"))
 
-    def add_many(self, proxies):
+    def add_many(self, proxies: list[Proxy]) -> int:
         """Store proxies (validated or not); return how many were new."""
         from pymongo import UpdateOne
 
@@ -54,17 +65,17 @@ class ProxyPool:
                                 {"$set": {k: p[k] for k in FIELDS if k in p},
                                  "$setOnInsert": {"failures": 0, "added_at": time.time()}},
                                 upsert=True) for p in proxies]
-        return self.collection.bulk_write(operations, ordered=False).upserted_count
+        return int(self.collection.bulk_write(operations, ordered=False).upserted_count)
 
-    def all(self):
+    def all(self) -> list[Proxy]:
         return list(self.collection.find())
 
-    def get_random(self):
+    def get_random(self) -> Proxy | None:
         """A random proxy from the pool, or None when it is empty."""
         sample = list(self.collection.aggregate([{"$sample": {"size": 1}}]))
         return sample[0] if sample else None
 
-    def report_bad(self, address):
+    def report_bad(self, address: str) -> None:
         """Count a failure; a proxy failing ``max_failures`` times is removed."""
         doc = self.collection.find_one_and_update({"_id": address}, {"$inc": {"failures": 1}},
                                                   return_document=True)
@@ -72,7 +83,7 @@ class ProxyPool:
             self.collection.delete_one({"_id": address})
             logger.info("proxy %s removed after %d failures", address, doc["failures"])
 
-    def check(self, proxy):
+    def check(self, proxy: Proxy) -> bool:
         """True if every test URL answers through the proxy within the time limit."""
         opener = urllib.request.build_opener(urllib.request.ProxyHandler(
             {"http": proxy_url(proxy), "https": proxy_url(proxy)}))
@@ -85,7 +96,7 @@ class ProxyPool:
             return False
         return time.monotonic() - started <= self.timeout * max(1, len(self.test_urls))
 
-    def validate(self, workers=16):
+    def validate(self, workers: int = 16) -> tuple[int, int]:
         """Check every stored proxy; remove the dead ones; return (alive, removed)."""
         proxies = self.all()
         with ThreadPoolExecutor(max_workers=workers) as pool:
@@ -106,14 +117,14 @@ class ProxyMiddleware:
     # Twisted's and Scrapy's (2.19 wraps Twisted's) connection-level failures.
     CONNECTION_WORDS = ("Connect", "Timeout", "TimedOut", "Tunnel")
 
-    def __init__(self, pool, refresh):
+    def __init__(self, pool: ProxyPool, refresh: float) -> None:
         self.pool = pool
         self.refresh = refresh
-        self.proxies = []
+        self.proxies: list[str] = []
         self.loaded_at = 0.0
 
     @classmethod
-    def from_crawler(cls, crawler):
+    def from_crawler(cls, crawler: Crawler) -> "ProxyMiddleware":
         from scrapy.exceptions import NotConfigured
 
         from crawler.context import JobContext
@@ -124,21 +135,21 @@ class ProxyMiddleware:
         return cls(ProxyPool.from_settings(context.mongo, context.settings),
                    context.settings.getfloat("CRAWLCLUSTER_PROXY_REFRESH"))
 
-    def _live(self):
+    def _live(self) -> list[str]:
         if time.monotonic() - self.loaded_at > self.refresh:
             self.proxies = [proxy_url(p) for p in self.pool.all()]
             self.loaded_at = time.monotonic()
         return self.proxies
 
-    def process_request(self, request):
+    def process_request(self, request: Request) -> None:
         if "proxy" not in request.meta and self._live():
             request.meta["proxy"] = random.choice(self.proxies)
             request.meta["pooled_proxy"] = True
 
-    def process_exception(self, request, exception):
+    def process_exception(self, request: Request, exception: Exception) -> Request | None:
         proxy = request.meta.get("proxy")
         name = type(exception).__name__
-        if not request.meta.get("pooled_proxy") or \
+        if not proxy or not request.meta.get("pooled_proxy") or \
                 not any(word in name for word in self.CONNECTION_WORDS):
             return None
         address = proxy.split("://", 1)[1]

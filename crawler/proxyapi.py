@@ -5,28 +5,31 @@
 """
 
 import json
+from typing import Any
 
 from twisted.internet import reactor
 from twisted.web import resource, server
+from twisted.web.server import Request
+
+from crawler.proxy import ProxyPool, proxy_url
+from settings.loader import Settings
 
 
 class _Json(resource.Resource):
     isLeaf = True
 
-    def __init__(self, pool):
+    def __init__(self, pool: ProxyPool) -> None:
         super().__init__()
         self.pool = pool
 
-    def _reply(self, request, status, body):
+    def _reply(self, request: Request, status: int, body: dict[str, Any]) -> bytes:
         request.setResponseCode(status)
         request.setHeader(b"Content-Type", b"application/json")
         return json.dumps(body).encode()
 
 
 class RandomProxy(_Json):
-    def render_GET(self, request):
-        from crawler.proxy import proxy_url
-
+    def render_GET(self, request: Request) -> bytes:
         proxy = self.pool.get_random()
         if proxy is None:
             return self._reply(request, 404, {"status": "error", "message": "the pool is empty"})
@@ -35,8 +38,8 @@ class RandomProxy(_Json):
 
 
 class BadProxy(_Json):
-    def render_POST(self, request):
-        address = (request.args.get(b"address") or [b""])[0].decode()
+    def render_POST(self, request: Request) -> bytes:
+        address = ((request.args or {}).get(b"address") or [b""])[0].decode()
         if ":" not in address:
             return self._reply(request, 400, {"status": "error",
                                               "message": "give address=ip:port"})
@@ -44,7 +47,7 @@ class BadProxy(_Json):
         return self._reply(request, 200, {"status": "ok"})
 
 
-def serve(pool, settings):
+def serve(pool: ProxyPool, settings: Settings) -> int:
     host, _, port = settings["CRAWLCLUSTER_PROXY_API"].rpartition(":")
     root = resource.Resource()
     # Twisted declares its resources and reactor through zope interfaces mypy cannot see.

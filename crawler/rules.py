@@ -25,40 +25,48 @@ field that is wrong (``rule.rules[1].allow[0]: ...``).
 
 import json
 import re
+from collections.abc import Iterator
 from functools import cache
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 from scrapy.utils.url import url_has_any_extension, url_is_from_any_domain
 
 from settings.errors import CrawlClusterError
 from settings.jsonschemas import SchemaChecker
 
+if TYPE_CHECKING:
+    from scrapy.http import TextResponse
+    from scrapy.link import Link
+    from scrapy.linkextractors import LinkExtractor
+
 SCHEMA_DIR = Path(__file__).parent / "schemas"
 SPIDER_TYPES = ("precise", "universal")
 PRECISE_KEYWORDS = {"list_from", "second_page_url", "continue"}
+Rule = dict[str, Any]     # a crawl's rule as JSON gives it (see the schemas)
 
 
 class RuleError(CrawlClusterError):
     """A rule is invalid; ``field`` is the dotted path of the offending value."""
 
-    def __init__(self, field, message):
+    def __init__(self, field: str, message: str) -> None:
         self.field = field
         super().__init__(f"{field}: {message}")
 
 
 @cache
-def checker(spider_type):
+def checker(spider_type: str) -> SchemaChecker:
     return SchemaChecker.from_file(SCHEMA_DIR / f"rule_{spider_type}.json")
 
 
-def _path(parts, root="rule"):
+def _path(parts: Any, root: str = "rule") -> str:
     text = root
     for part in parts:
         text += f"[{part}]" if isinstance(part, int) else f".{part}"
     return text
 
 
-def validate_rule(spider_type, rule):
+def validate_rule(spider_type: str, rule: Rule) -> Rule:
     """Return the rule if valid for the spider type, else raise RuleError."""
     key = (spider_type, json.dumps(rule, sort_keys=True))
     if key not in _VALID_RULES:
@@ -74,7 +82,7 @@ def validate_rule(spider_type, rule):
 _VALID_RULES: set[tuple[str, str]] = set()
 
 
-def _check_rule(spider_type, rule):
+def _check_rule(spider_type: str, rule: Rule) -> None:
     if spider_type not in SPIDER_TYPES:
         raise RuleError("spider_type", f"unknown spider type {spider_type!r}; "
                                        f"choose from {', '.join(SPIDER_TYPES)}")
@@ -85,7 +93,7 @@ def _check_rule(spider_type, rule):
         _compile(field, kind, expression)
 
 
-def _expressions(spider_type, rule):
+def _expressions(spider_type: str, rule: Rule) -> Iterator[tuple[str, str, str]]:
     """Every ``(field path, kind, expression)`` a rule holds."""
     if spider_type == "precise":
         for section in ("first_page_xpath", "second_page_xpath"):
@@ -106,7 +114,7 @@ def _expressions(spider_type, rule):
             yield f"{base}.fields.{name}", kind, expression
 
 
-def field_selector(spec):
+def field_selector(spec: str | dict[str, str]) -> tuple[str, str]:
     """``(kind, expression)`` of a field: a bare string is an XPath."""
     if isinstance(spec, str):
         return "xpath", spec
@@ -114,13 +122,13 @@ def field_selector(spec):
     return kind, spec[kind]
 
 
-def _as_list(value):
+def _as_list(value: str | list[str] | None) -> list[str]:
     if value is None:
         return []
     return [value] if isinstance(value, str) else list(value)
 
 
-def _compile(field, kind, expression):
+def _compile(field: str, kind: str, expression: str) -> None:
     from cssselect import SelectorError
     from lxml import etree
     from parsel.csstranslator import HTMLTranslator
@@ -136,9 +144,9 @@ def _compile(field, kind, expression):
         raise RuleError(field, f"invalid {kind} {expression!r}: {exc}") from None
 
 
-def rule_from_scrapy_cluster(request):
+def rule_from_scrapy_cluster(request: dict[str, Any]) -> Rule:
     """A universal rule from scrapy-cluster crawl fields (allow_regex, ...)."""
-    link_rule = {"follow": True, "fields": {"title": "//title/text()"}}
+    link_rule: dict[str, Any] = {"follow": True, "fields": {"title": "//title/text()"}}
     for source, target in (("allow_regex", "allow"), ("deny_regex", "deny"),
                            ("allowed_domains", "allow_domains"),
                            ("deny_extensions", "deny_extensions")):
@@ -147,7 +155,7 @@ def rule_from_scrapy_cluster(request):
     return {"rules": [link_rule]}
 
 
-def required_fields(spider_type, rule):
+def required_fields(spider_type: str, rule: Rule) -> list[str]:
     """Fields an item must have: the rule's ``required``, else every field it names."""
     if "required" in rule:
         return list(rule["required"])
@@ -160,7 +168,7 @@ def required_fields(spider_type, rule):
 class LinkRule:
     """One compiled universal rule: which links, follow them or not, which fields."""
 
-    def __init__(self, spec):
+    def __init__(self, spec: dict[str, Any]) -> None:
         from scrapy.linkextractors import IGNORED_EXTENSIONS, LinkExtractor
 
         self.fields = spec.get("fields", {})
@@ -175,7 +183,7 @@ class LinkRule:
             deny_extensions=spec.get("deny_extensions", IGNORED_EXTENSIONS),
             unique=True)
 
-    def take(self, response, every_link):
+    def take(self, response: "TextResponse", every_link: list["Link"]) -> list["Link"]:
         """The links of the page this rule takes, in page order, given all of them
         (``every_link_extractor``): the same links its own extractor would give,
         without a second pass over the page unless the rule restricts the regions."""
@@ -183,12 +191,12 @@ class LinkRule:
             return self.extractor.extract_links(response)
         return [link for link in every_link if self.admits(link.url)]
 
-    def admits(self, url):
+    def admits(self, url: str) -> bool:
         extensions = self.extractor.deny_extensions
         return self.extractor.matches(url) and not (
             extensions and url_has_any_extension(url, extensions))
 
-    def admits_domain(self, url):
+    def admits_domain(self, url: str) -> bool:
         """Whether the URL's host is within this rule's domains, as Scrapy's link
         extractor matches them (``host:port`` against each domain and its subdomains)."""
         if self.deny_domains and url_is_from_any_domain(url, self.deny_domains):
@@ -197,18 +205,18 @@ class LinkRule:
 
 
 @cache
-def every_link_extractor():
+def every_link_extractor() -> "LinkExtractor":
     """A link extractor taking every link of a page, to count those no rule takes."""
     from scrapy.linkextractors import LinkExtractor
 
     return LinkExtractor(deny_extensions=[], unique=True)
 
 
-def compile_universal(rule):
+def compile_universal(rule: Rule) -> list[LinkRule]:
     """The LinkRules of a validated universal rule (compiled once per distinct rule)."""
     return _compile_universal(json.dumps(rule, sort_keys=True))
 
 
 @cache
-def _compile_universal(encoded):
+def _compile_universal(encoded: str) -> list[LinkRule]:
     return [LinkRule(spec) for spec in json.loads(encoded)["rules"]]

@@ -29,16 +29,21 @@ adds the counts to the crawl's ``crawl_links`` hash with the round's outcomes, f
 import logging
 import time
 from collections import deque
+from collections.abc import Mapping
 from typing import Any, NamedTuple
 
-from scrapy import Request, signals
+from scrapy import Request, Spider, signals
+from scrapy.crawler import Crawler
 from scrapy.exceptions import DontCloseSpider
+from scrapy.http import Response
 from twisted.internet import task as twisted_task
-from twisted.internet.defer import DeferredList
+from twisted.internet.defer import Deferred, DeferredList
 
 from crawler.context import JobContext
+from crawler.spiders import Follow
 from master.siteconfig import domain_of
-from master.tasks import decode_task, make_task
+from master.tasks import Task, decode_task, make_task
+from master.throttle import JobView
 
 logger = logging.getLogger(__name__)
 
@@ -51,15 +56,16 @@ class NewLink(NamedTuple):
     """A link a page yielded, waiting for the next round's filter check."""
 
     url: str
-    parent: dict          # the page's task and its crawl's config
+    parent: dict[str, Any]   # the page's task and its crawl's config
     domain: str
     callback: str
-    extra: dict | None    # spider fields for the link's task (e.g. the rule that took it)
+    extra: dict[str, Any] | None   # spider fields for the link's task (the rule that took it)
     unfiltered: bool = False   # pushed whatever the filter says (a round that failed)
 
 
 class ClusterScheduler:
-    def __init__(self, crawler, context, tick, ready_size, idle_timeout, url_length_limit=0):
+    def __init__(self, crawler: Crawler, context: JobContext, tick: float, ready_size: int,
+                 idle_timeout: float, url_length_limit: int = 0) -> None:
         self.crawler = crawler
         self.context = context
         self.stats = crawler.stats
@@ -67,18 +73,19 @@ class ClusterScheduler:
         self.ready_size = ready_size
         self.idle_timeout = idle_timeout
         self.url_length_limit = url_length_limit     # Scrapy's URLLENGTH_LIMIT; 0: none
-        self.ready: deque[Any] = deque()
-        self.new_links = []
-        self.spider = None
-        self.loop = None
+        self.ready: deque[Request] = deque()
+        self.new_links: list[NewLink] = []
+        self.spider: Spider | None = None
+        self.loop: twisted_task.LoopingCall | None = None
         self.last_work = time.monotonic()
         self.last_beat = 0.0
         self.last_steal = 0.0
         self.last_rescan = time.monotonic()
-        self.view = None          # the job's shards and domains as the last take read them
+        # the job's shards and domains as the last take read them
+        self.view: JobView | None = None
 
     @classmethod
-    def from_crawler(cls, crawler):
+    def from_crawler(cls, crawler: Crawler) -> "ClusterScheduler":
         context = JobContext.of(crawler)
         settings = context.settings
         scheduler = cls(crawler, context, settings.getfloat("CRAWLCLUSTER_SCHEDULER_TICK"),
@@ -90,7 +97,7 @@ class ClusterScheduler:
 
     # --- Scrapy's scheduler interface ---------------------------------------------------
 
-    def open(self, spider):
+    def open(self, spider: Spider) -> None:
         self.spider = spider
         if hasattr(spider, "link_sink"):
             spider.link_sink = self.add_links
@@ -102,7 +109,7 @@ class ClusterScheduler:
         self.loop = twisted_task.LoopingCall(self.round)
         self.loop.start(self.tick, now=True)
 
-    def close(self, reason):
+    def close(self, reason: str) -> Deferred[Any] | None:
         if self.loop and self.loop.running:
             self.loop.stop()
         tracker = self.context.tracker
@@ -123,10 +130,10 @@ class ClusterScheduler:
             return None
         return DeferredList(writes).addBoth(lambda _: self.context.close())
 
-    def has_pending_requests(self):
+    def has_pending_requests(self) -> bool:
         return bool(self.ready)
 
-    def enqueue_request(self, request):
+    def enqueue_request(self, request: Request) -> bool:
         info = request.meta.get("crawlcluster")
         if info:                                     # a taken task, or its redirect
             if info.get("urgent"):
@@ -147,7 +154,8 @@ class ClusterScheduler:
         self.new_links.append(link)
         return True
 
-    def add_links(self, response, links, refused=None):
+    def add_links(self, response: Response, links: list[Follow],
+                  refused: Mapping[str, int] | None = None) -> None:
         """The links (``crawler.spiders.Follow``) a page of a task yielded, and how many
         more it had that the crawl's rules refused (``{"rule": n, "scope": n}``)."""
         info = response.meta.get("crawlcluster")
@@ -166,7 +174,7 @@ class ClusterScheduler:
             if link is not None:
                 self.new_links.append(link)
 
-    def next_request(self):
+    def next_request(self) -> Request | None:
         while self.ready:
             request = self.ready.popleft()
             task = request.meta["crawlcluster"]["task"]
@@ -180,10 +188,10 @@ class ClusterScheduler:
             return request
         return None
 
-    def __len__(self):
+    def __len__(self) -> int:
         return len(self.ready)
 
-    def spider_idle(self, spider):
+    def spider_idle(self, spider: Spider) -> None:
         idle_for = time.monotonic() - self.last_work
         if self.idle_timeout and idle_for >= self.idle_timeout:
             logger.info("no work for %.0f s: closing", idle_for)
@@ -192,7 +200,7 @@ class ClusterScheduler:
 
     # --- one round -----------------------------------------------------------------------
 
-    def round(self):
+    def round(self) -> None:
         import redis
 
         try:
@@ -208,7 +216,7 @@ class ClusterScheduler:
         except redis.RedisError as exc:
             logger.error("Redis error in the scheduler round (retrying next round): %s", exc)
 
-    def _heartbeat(self):
+    def _heartbeat(self) -> None:
         now = time.monotonic()
         if now - self.last_beat >= HEARTBEAT_EVERY:
             context = self.context
@@ -218,7 +226,7 @@ class ClusterScheduler:
                                           context.ip, node=context.node)
             self.last_beat = now
 
-    def _take(self):
+    def _take(self) -> None:
         context = self.context
         # The last take read the shards and domains in its round trip (a tick ago at most).
         view = self.view or context.queues.job_view(context.job)
@@ -228,9 +236,9 @@ class ClusterScheduler:
             return
         domains = view.all_domains()
         share = max(1, -(-(self.ready_size - len(self.ready)) // max(1, len(domains))))
-        slow = set()
+        slow: set[str] = set()
 
-        def wanted(domain, hits, window):
+        def wanted(domain: str, hits: int, window: float) -> int:
             # A slow domain gets one task per round, fetched next: the window then
             # holds for fetch times too, not only for take times.
             if hits < window / self.tick:
@@ -254,7 +262,7 @@ class ClusterScheduler:
         if not result.tasks and result.wait is None:
             self._when_idle()
 
-    def _when_idle(self):
+    def _when_idle(self) -> None:
         """With its queues empty (not merely throttled) and nothing ready, the job takes
         a share of another job's backlog, at most every STEAL_EVERY seconds: the
         dispatcher hands tasks out as they come, so near a crawl's end one job may be
@@ -278,7 +286,7 @@ class ClusterScheduler:
             self.stats.inc_value("crawlcluster/tasks/taken_over", moved)
             self.view = None
 
-    def _request_for(self, member):
+    def _request_for(self, member: str) -> Request | None:
         """The Request for a taken task, or None (reported failed) if it cannot be."""
         task = decode_task(member)
         tracker = self.context.tracker
@@ -297,7 +305,8 @@ class ClusterScheduler:
 
     # --- new links --------------------------------------------------------------------------
 
-    def _new_link(self, url, parent, callback, extra):
+    def _new_link(self, url: str, parent: dict[str, Any], callback: str,
+                  extra: dict[str, Any] | None) -> NewLink | None:
         """A link a page of ``parent`` (its task and crawl config) yielded, as a
         ``NewLink``, or None if the crawl refuses it. Its task is made only once the
         filter finds it new (most links a page yields were seen before)."""
@@ -309,7 +318,7 @@ class ClusterScheduler:
             return None
         return NewLink(url, parent, domain_of(url), callback, extra)
 
-    def _refusal(self, url, parent):
+    def _refusal(self, url: str, parent: dict[str, Any]) -> str | None:
         """Why the crawl refuses a link before any Redis check, or None."""
         if not url.startswith(("http://", "https://")):
             return "scheme"
@@ -322,15 +331,15 @@ class ClusterScheduler:
             return "blacklist"
         return None
 
-    def _count_link(self, crawlid, field, count=1):
+    def _count_link(self, crawlid: str, field: str, count: int = 1) -> None:
         """Count links of a crawl for ``info`` (``Keys.crawl_links``)."""
         self.context.tracker.count_links(crawlid, field, count)
 
-    def _refuse(self, crawlid, reason, count=1):
+    def _refuse(self, crawlid: str, reason: str, count: int = 1) -> None:
         self.stats.inc_value(f"crawlcluster/links/refused/{reason}", count)
         self._count_link(crawlid, f"refused:{reason}", count)
 
-    def _push_new_links(self):
+    def _push_new_links(self) -> None:
         if not self.new_links:
             return
         links, self.new_links = self.new_links, []
@@ -343,7 +352,7 @@ class ClusterScheduler:
             self.new_links = [link._replace(unfiltered=True) for link in links] + self.new_links
             raise
 
-    def _push_links(self, links):
+    def _push_links(self, links: list[NewLink]) -> None:
         is_new = self._check_and_add(links)
         # A page crawled again after a lease expired pushes its links even if seen:
         # the job that first crawled it may have died before they reached the pool.
@@ -360,7 +369,7 @@ class ClusterScheduler:
         for task in tasks:
             self._count_link(task["crawlid"], "new")
 
-    def _task_for_link(self, link):
+    def _task_for_link(self, link: NewLink) -> Task | None:
         """The task for a new link (its parent's crawl, priority and user; one level
         deeper), or None (refused as ``invalid``) if it cannot be made."""
         parent = link.parent["task"]
@@ -374,12 +383,12 @@ class ClusterScheduler:
             self._refuse(parent["crawlid"], "invalid")
             return None
 
-    def _check_and_add(self, links):
+    def _check_and_add(self, links: list[NewLink]) -> list[bool]:
         """Bloom check-and-add in one batch, each link in its crawl's scope."""
         return self.context.bloom.add_many([link.url for link in links],
                                            scope=[link.parent["task"]["crawlid"] for link in links])
 
-    def _within_domain_limits(self, tasks):
+    def _within_domain_limits(self, tasks: list[Task]) -> list[Task]:
         """Drop tasks past their crawl's ``domain_max_pages`` (counted per domain)."""
         limited = [t for t in tasks if self._config(t).get("domain_max_pages")]
         if not limited:
@@ -395,11 +404,14 @@ class ClusterScheduler:
                 self._refuse(task["crawlid"], "domain_max_pages")
         return [task for task in tasks if id(task) not in over]
 
-    def _config(self, task):
+    def _config(self, task: Task) -> dict[str, Any]:
         return self.context.crawls.load(task["crawlid"]) or {}
 
 
-def parse_cookies(cookie):
+Cookies = dict[str | bytes, str | bytes | bool | float | int]    # as a Request takes them
+
+
+def parse_cookies(cookie: str | Cookies | None) -> Cookies:
     """A crawl's cookie as a dict: given as a dict, or as ``"a=1; b=2"``."""
     if not cookie:
         return {}

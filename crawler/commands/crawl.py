@@ -5,6 +5,7 @@ one line naming the server, its address and what to check, like every other
 role, instead of a traceback from deep inside Scrapy's start-up.
 """
 
+import argparse
 import sys
 
 from scrapy.commands.crawl import Command as ScrapyCrawl
@@ -18,8 +19,9 @@ CLUSTER_SERVERS = ["redis", "zookeeper", "mongodb"]
 
 
 class Command(ScrapyCrawl):
-    def run(self, args, opts):
+    def run(self, args: list[str], opts: argparse.Namespace) -> None:
         spider = args[0] if args else ""
+        assert self.settings is not None, "Scrapy gives a command its settings before run"
         try:
             check_role_servers(cluster_settings(self.settings), "crawler",
                                SERVERS.get(spider, CLUSTER_SERVERS))

@@ -12,10 +12,16 @@ work thrown away: about a tenth of a page's CPU on bench/crawl.py's site (~23
 links a page). Under any other scheduler ``follow`` yields Requests as usual.
 """
 
-from typing import NamedTuple
+from collections.abc import AsyncIterator, Callable, Iterable, Iterator, Mapping
+from typing import Any, NamedTuple
 
 import scrapy
+from parsel import Selector, SelectorList
 from scrapy import Request
+from scrapy.http import Response, TextResponse
+
+# What an element of a page can be read from: a page, an element, several elements.
+Readable = TextResponse | Selector | SelectorList[Selector]
 
 
 class Follow(NamedTuple):
@@ -24,16 +30,16 @@ class Follow(NamedTuple):
 
     url: str
     callback: str = "parse"
-    extra: dict | None = None
+    extra: dict[str, Any] | None = None
 
 
-def first_value(selector, expression):
+def first_value(selector: Readable, expression: str) -> str:
     """A field's text: every match stripped, the non-empty ones joined by newlines."""
     values = [value.strip() for value in selector.xpath(expression).getall()]
     return "\n".join(value for value in values if value)
 
 
-def css_value(selector, expression):
+def css_value(selector: Readable, expression: str) -> str:
     values = [value.strip() for value in selector.css(expression).getall()]
     return "\n".join(value for value in values if value)
 
@@ -42,13 +48,15 @@ class ClusterSpider(scrapy.Spider):
     """Base: no start requests of its own; tasks come from the cluster scheduler."""
 
     callbacks: tuple[str, ...] = ("parse",)
-    link_sink = None      # set by the cluster's scheduler: (response, [Follow, ...], refused)
+    # set by the cluster's scheduler: takes (response, [Follow, ...], refused)
+    link_sink: Callable[[Response, list[Follow], Mapping[str, int] | None], None] | None = None
 
-    async def start(self):
+    async def start(self) -> AsyncIterator[Any]:
         return
         yield
 
-    def follow(self, response, links, refused=None):
+    def follow(self, response: Response, links: Iterable[Follow],
+               refused: Mapping[str, int] | None = None) -> Iterator[Request]:
         """Hand ``links`` (``Follow``s) on: to the cluster's scheduler if it runs this
         spider, else as Requests (with the fields in ``meta["crawlcluster_extra"]``).
         ``refused`` counts the page's other links by why the rules did not take them
@@ -61,10 +69,11 @@ class ClusterSpider(scrapy.Spider):
                           meta={"crawlcluster_extra": link.extra})
 
     @staticmethod
-    def crawl_info(response):
+    def crawl_info(response: Response) -> dict[str, Any]:
         return response.meta["crawlcluster"]
 
-    def item(self, response, fields, url=None, page=False):
+    def item(self, response: TextResponse, fields: dict[str, str], url: str | None = None,
+             page: bool = False) -> dict[str, Any]:
         info = self.crawl_info(response)
         item = dict(fields, url=url or response.url, crawlid=info["task"]["crawlid"],
                     spider_type=self.name, depth=info["task"].get("depth", 0))

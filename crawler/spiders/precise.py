@@ -8,6 +8,10 @@ the item travels with that page's task and is completed there with the
 layer (seed 003).
 """
 
+from collections.abc import Iterator
+from typing import Any
+
+from scrapy.http import TextResponse
 from w3lib.url import safe_url_string
 
 from crawler.rules import PRECISE_KEYWORDS
@@ -18,7 +22,7 @@ class PreciseSpider(ClusterSpider):
     name = "precise"
     callbacks = ("parse", "parse_detail")
 
-    def parse(self, response):
+    def parse(self, response: TextResponse) -> Iterator[Any]:  # type: ignore[override]
         rule = self.crawl_info(response)["config"]["rule"]
         first = rule["first_page_xpath"]
         goes_on = first.get("continue", True) in (True, "true") and bool(
@@ -39,7 +43,7 @@ class PreciseSpider(ClusterSpider):
                       for link in response.xpath(rule["next_page_xpath"]).getall()]
         yield from self.follow(response, links)
 
-    def parse_detail(self, response):
+    def parse_detail(self, response: TextResponse) -> Iterator[dict[str, Any]]:
         info = self.crawl_info(response)
         fields = dict(info["task"].get("item", {}))
         for name, expression in info["config"]["rule"].get("second_page_xpath", {}).items():
@@ -47,6 +51,6 @@ class PreciseSpider(ClusterSpider):
         yield self.item(response, fields, page=True)
 
 
-def absolute(response, link):
+def absolute(response: TextResponse, link: str) -> str:
     """A link as a page gives it, made absolute and escaped (as a Request would)."""
     return safe_url_string(response.urljoin(link), response.encoding)

@@ -7,19 +7,17 @@ validator and the live ones are stored in the pool. It runs on its own, with
 Scrapy's scheduler: ``scrapy crawl proxylist``.
 """
 
-from typing import ClassVar
+from collections.abc import AsyncIterator, Iterator
+from typing import Any, ClassVar
 
 import scrapy
+from scrapy.crawler import Crawler
+from scrapy.http import Response
 
-from crawler.proxy import FIELDS, ProxyPool
+from crawler.context import cluster_settings
+from crawler.proxy import FIELDS, Proxy, ProxyPool
 from crawler.spiders import first_value
 from settings.clients import mongo_client
-from settings.loader import Settings, default_settings
-
-
-def _settings(crawler):
-    return Settings({name: crawler.settings.get(name, default)
-                     for name, default in default_settings().items()})
 
 
 class ProxyListSpider(scrapy.Spider):
@@ -33,11 +31,12 @@ class ProxyListSpider(scrapy.Spider):
         "ITEM_PIPELINES": {"crawler.spiders.proxylist.ProxyStorePipeline": 100},
     }
 
-    async def start(self):
-        for source in _settings(self.crawler).get("CRAWLCLUSTER_PROXY_SOURCES"):
+    async def start(self) -> AsyncIterator[scrapy.Request]:
+        sources = cluster_settings(self.crawler.settings).get("CRAWLCLUSTER_PROXY_SOURCES")
+        for source in sources or ():
             yield scrapy.Request(source["url"], cb_kwargs={"source": source})
 
-    def parse(self, response, source):
+    def parse(self, response: Response, source: dict[str, Any]) -> Iterator[Proxy]:
         for row in response.xpath(source["rows"]):
             proxy = {name: first_value(row, expression)
                      for name, expression in source["fields"].items() if name in FIELDS}
@@ -48,22 +47,22 @@ class ProxyListSpider(scrapy.Spider):
 class ProxyStorePipeline:
     """Checks each proxy through the validator; stores the live ones in the pool."""
 
-    def __init__(self, pool, client):
+    def __init__(self, pool: ProxyPool, client: Any) -> None:
         self.pool = pool
         self.client = client
 
     @classmethod
-    def from_crawler(cls, crawler):
-        settings = _settings(crawler)
+    def from_crawler(cls, crawler: Crawler) -> "ProxyStorePipeline":
+        settings = cluster_settings(crawler.settings)
         client = mongo_client(settings, "proxylist")
         return cls(ProxyPool.from_settings(client, settings), client)
 
-    def process_item(self, item):
+    def process_item(self, item: Proxy) -> Proxy:
         if self.pool.check(item):
             self.pool.add_many([item])
         else:
             raise scrapy.exceptions.DropItem(f"proxy {item['ip']}:{item['port']} is dead")
         return item
 
-    def close_spider(self):
+    def close_spider(self) -> None:
         self.client.close()

@@ -9,20 +9,25 @@ or not matched by the rules' patterns (``rule``).
 """
 
 from collections import Counter
+from collections.abc import Iterator
+from typing import Any
 from urllib.parse import urlparse
 
-from crawler.rules import compile_universal, every_link_extractor, field_selector
+from scrapy.http import TextResponse
+from scrapy.link import Link
+
+from crawler.rules import LinkRule, compile_universal, every_link_extractor, field_selector
 from crawler.spiders import ClusterSpider, Follow, css_value, first_value
 
 
 class UniversalSpider(ClusterSpider):
     name = "universal"
 
-    def __init__(self, *args, **kwargs):
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
-        self.port_hinted = set()      # crawls already told about a port outside their domains
+        self.port_hinted: set[str] = set()   # crawls told about a port outside their domains
 
-    def parse(self, response):
+    def parse(self, response: TextResponse) -> Iterator[Any]:  # type: ignore[override]
         info = self.crawl_info(response)
         rules = compile_universal(info["config"]["rule"])
         index = info["task"].get("rule_index")
@@ -36,7 +41,7 @@ class UniversalSpider(ClusterSpider):
                                    self._refused(response, rules, every_link, links))
 
     @staticmethod
-    def _fields(response, specs):
+    def _fields(response: TextResponse, specs: dict[str, Any]) -> dict[str, str]:
         fields = {}
         for name, spec in specs.items():
             kind, expression = field_selector(spec)
@@ -44,9 +49,11 @@ class UniversalSpider(ClusterSpider):
         return fields
 
     @staticmethod
-    def _links(response, rules, every_link):
+    def _links(response: TextResponse, rules: list[LinkRule],
+               every_link: list[Link]) -> list[Follow]:
         """Every link of the page once, with the index of the first rule that takes it."""
-        links, seen = [], set()
+        links: list[Follow] = []
+        seen: set[str] = set()
         for index, rule in enumerate(rules):
             for link in rule.take(response, every_link):
                 if link.url not in seen:
@@ -54,7 +61,8 @@ class UniversalSpider(ClusterSpider):
                     links.append(Follow(link.url, "parse", {"rule_index": index}))
         return links
 
-    def _refused(self, response, rules, every_link, taken):
+    def _refused(self, response: TextResponse, rules: list[LinkRule], every_link: list[Link],
+                 taken: list[Follow]) -> Counter[str]:
         """The page's links no rule took, by why: ``scope`` or ``rule``."""
         taken_urls = {link.url for link in taken}
         refused: Counter[str] = Counter()
@@ -68,7 +76,7 @@ class UniversalSpider(ClusterSpider):
                 self._hint_port(response, link.url, rules)
         return refused
 
-    def _hint_port(self, response, url, rules):
+    def _hint_port(self, response: TextResponse, url: str, rules: list[LinkRule]) -> None:
         """Say once per crawl when a link is out of scope only for its port (a site
         served on a non-default port while ``allow_domains`` names the bare host)."""
         crawlid = self.crawl_info(response)["task"]["crawlid"]
