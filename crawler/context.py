@@ -44,7 +44,6 @@ def cluster_settings(scrapy_settings: BaseSettings) -> Settings:
                      for name, default in default_settings().items()})
 
 
-
 class JobContext:
     def __init__(self, crawler: Crawler) -> None:
         self.crawler = crawler

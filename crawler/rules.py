@@ -173,11 +173,10 @@ class LinkRule:
 
         self.fields = spec.get("fields", {})
         self.follow = spec.get("follow", not self.fields)
-        self.allow_domains = _as_list(spec.get("allow_domains"))
-        self.deny_domains = _as_list(spec.get("deny_domains"))
         self.extractor = LinkExtractor(
             allow=_as_list(spec.get("allow")), deny=_as_list(spec.get("deny")),
-            allow_domains=self.allow_domains, deny_domains=self.deny_domains,
+            allow_domains=_as_list(spec.get("allow_domains")),
+            deny_domains=_as_list(spec.get("deny_domains")),
             restrict_xpaths=_as_list(spec.get("restrict_xpaths")),
             restrict_css=_as_list(spec.get("restrict_css")),
             deny_extensions=spec.get("deny_extensions", IGNORED_EXTENSIONS),
@@ -199,9 +198,10 @@ class LinkRule:
     def admits_domain(self, url: str) -> bool:
         """Whether the URL's host is within this rule's domains, as Scrapy's link
         extractor matches them (``host:port`` against each domain and its subdomains)."""
-        if self.deny_domains and url_is_from_any_domain(url, self.deny_domains):
+        allow, deny = self.extractor.allow_domains, self.extractor.deny_domains
+        if deny and url_is_from_any_domain(url, deny):
             return False
-        return not self.allow_domains or url_is_from_any_domain(url, self.allow_domains)
+        return not allow or url_is_from_any_domain(url, allow)
 
 
 @cache

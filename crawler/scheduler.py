@@ -147,6 +147,7 @@ class ClusterScheduler:
             logger.warning("refusing %s: not produced by a page of a crawl", request.url)
             self.stats.inc_value("crawlcluster/links/refused/no_crawl")
             return False
+        self._count_link(parent["task"]["crawlid"], "found")
         link = self._new_link(request.url, parent, getattr(request.callback, "__name__", "parse"),
                               request.meta.get("crawlcluster_extra"))
         if link is None:
@@ -166,8 +167,9 @@ class ClusterScheduler:
             return
         parent = {"task": info["task"], "config": info["config"]}
         crawlid = info["task"]["crawlid"]
-        for reason, count in (refused or {}).items():
-            self._count_link(crawlid, "found", count)
+        refused = refused or {}
+        self._count_link(crawlid, "found", len(links) + sum(refused.values()))
+        for reason, count in refused.items():
             self._refuse(crawlid, reason, count)
         for url, callback, extra in links:
             link = self._new_link(url, parent, callback, extra)
@@ -310,11 +312,9 @@ class ClusterScheduler:
         """A link a page of ``parent`` (its task and crawl config) yielded, as a
         ``NewLink``, or None if the crawl refuses it. Its task is made only once the
         filter finds it new (most links a page yields were seen before)."""
-        crawlid = parent["task"]["crawlid"]
-        self._count_link(crawlid, "found")
         reason = self._refusal(url, parent)
         if reason:
-            self._refuse(crawlid, reason)
+            self._refuse(parent["task"]["crawlid"], reason)
             return None
         return NewLink(url, parent, domain_of(url), callback, extra)
 

@@ -125,7 +125,6 @@ def main(settings):
     os.chdir(state_dir(settings))
     from scrapyd.app import application
 
-
     app = application(config)
     limit_request_size(app, settings.getint("CRAWLCLUSTER_MAX_MESSAGE_BYTES"))
     app.crawlcluster = {"settings": settings, "redis": redis, "zookeeper": zookeeper}
