@@ -38,6 +38,7 @@ setup(
         "setuptools<81",  # scrapyd's runner imports pkg_resources
         "tldextract>=5.0",
         "numpy>=1.24",  # the Bloom filter hashes and packs a batch of URLs as arrays
+        "prometheus-client>=0.20",  # /metrics of the managers and the exporter
     ],
     extras_require={
         # Local servers for `crawlcluster services up` (also installed on demand):

@@ -23,6 +23,7 @@ from twisted.internet.defer import Deferred
 from master.bloom import BloomFilter
 from master.counters import RollingTimeCounter, WindowCounts
 from master.crawls import CrawlStore
+from master.figures import TOTAL
 from master.frontier import Frontier, Outcome
 from master.keys import Keys
 from master.lua import LuaScripts
@@ -134,6 +135,7 @@ class TaskTracker:
         # crawlid -> Counter(pages=, items=, failures=) not yet recorded
         self.progress: dict[str, Counter[str]] = {}
         self.links: dict[str, Counter[str]] = {}   # crawlid -> link counts not yet reported
+        self.throttled: Counter[str] = Counter()   # domain -> takes the throttle refused
         self.done_count = 0
 
     def begin(self, member: str) -> None:
@@ -176,16 +178,22 @@ class TaskTracker:
 
     def report(self) -> int:
         """Send outcomes and status counts in one round trip; return how many were done."""
-        if not self.outcomes and not self.statuses and not self.links:
+        if not self.outcomes and not self.statuses and not self.links and not self.throttled:
             return 0
         outcomes, self.outcomes = self.outcomes, []
         statuses, self.statuses = self.statuses, Counter()
         links, self.links = self.links, {}
+        throttled, self.throttled = self.throttled, Counter()
         context = self.context
         pipe = context.redis.pipeline(transaction=False)
         for crawlid, counts in links.items():
             for field, count in counts.items():
                 pipe.hincrby(context.keys.crawl_links(crawlid), field, count)
+        if throttled:
+            key = context.keys.throttle_refusals()
+            for domain, count in throttled.items():
+                pipe.zincrby(key, count, domain)
+            pipe.zincrby(key, sum(throttled.values()), TOTAL)
         codes = context.frontier.finish_many(outcomes, pipe=pipe) if outcomes else None
         for status, count in statuses.items():
             status_counter(context, status).increment(count, pipe=pipe)
@@ -203,9 +211,14 @@ class TaskTracker:
         return done
 
     def _count_progress(self, outcomes: list[Outcome], results: list[int]) -> None:
-        """Per crawl, pages done and URLs failed for good (for the crawl record)."""
+        """Per crawl, pages done and URLs failed for good (for the crawl record), and
+        the same in the job's stats."""
+        stats = self.context.crawler.stats
+        assert stats is not None
         for (member, _, _), result in zip(outcomes, results, strict=True):
             field = {1: "pages", 3: "failures"}.get(result)
             if field:
                 crawlid = decode_task(member)["crawlid"]
                 self.progress.setdefault(crawlid, Counter())[field] += 1
+                stats.inc_value("crawlcluster/pages/done" if result == 1
+                                else "crawlcluster/pages/failed")

@@ -40,6 +40,7 @@ from twisted.internet import task as twisted_task
 from twisted.internet.defer import Deferred, DeferredList
 
 from crawler.context import JobContext
+from crawler.metrics import set_job_tasks
 from crawler.spiders import Follow
 from master.siteconfig import domain_of
 from master.tasks import Task, decode_task, make_task
@@ -120,6 +121,7 @@ class ClusterScheduler:
         for member in list(tracker.open):
             tracker.fail(member, "release", "job closing")
         tracker.report()
+        set_job_tasks(self.context.spider_type, self.context.job, 0)
         moved = self.context.registry.deregister(self.context.job)
         logger.info("job %s closed (%s): %d tasks done, %d queued tasks back to the pools",
                     self.context.job, reason, tracker.done_count, max(moved, 0))
@@ -215,8 +217,15 @@ class ClusterScheduler:
             if len(self.ready) < self.ready_size:
                 self._take()
             self._heartbeat()
+            set_job_tasks(self.context.spider_type, self.context.job, self._tasks_held())
         except redis.RedisError as exc:
             logger.error("Redis error in the scheduler round (retrying next round): %s", exc)
+
+    def _tasks_held(self) -> int:
+        """Tasks taken and not yet downloaded: waiting here or in the downloader."""
+        engine = self.crawler.engine
+        downloading = len(engine.downloader.active) if engine is not None else 0
+        return len(self.ready) + downloading
 
     def _heartbeat(self) -> None:
         now = time.monotonic()
@@ -257,6 +266,7 @@ class ClusterScheduler:
                 request.meta["crawlcluster"]["urgent"] = domain in slow
                 self.last_work = time.monotonic()
                 self.crawler.engine.crawl(request)
+        context.tracker.throttled.update(result.throttled)
         if result.blacklisted:
             dropped = context.queues.drop_blacklisted(context.job, result.blacklisted)
             if dropped:

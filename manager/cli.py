@@ -101,6 +101,13 @@ def cmd_preprocess(args, settings):
     return 0
 
 
+def cmd_exporter(args, settings):
+    """Serve the cluster's Prometheus metrics until SIGTERM/SIGINT."""
+    from manager.metrics import main as run_exporter
+
+    return run_exporter(settings)
+
+
 def cmd_monitor(args, settings):
     """Answer stored queries and commands until SIGTERM/SIGINT."""
     from message_processing.monitor.service import Monitor
@@ -262,6 +269,10 @@ def build_parser():
     commands.add_parser(
         "monitor", help="answer info/stats/stop/config requests and expire crawls"
     ).set_defaults(func=cmd_monitor)
+    commands.add_parser(
+        "exporter", help="serve the cluster's Prometheus metrics (frontier, crawls, jobs, "
+        "roles, Bloom filter)"
+    ).set_defaults(func=cmd_exporter)
     _client_commands(commands)
 
     proxy = commands.add_parser("proxy", help="validate the proxy pool or serve its HTTP API")

@@ -12,7 +12,8 @@ scrapyd has no slot for:
 * ``manager.web.Root`` (scrapyd's Root plus ``cluster.json`` and the UI) and
   ``manager.web.Schedule`` (scrapyd's, refusing unsafe names) replace theirs;
 * finished jobs are kept in SQLite too (``SqliteJobStorage``);
-* the node registers itself: an ephemeral znode and a Redis heartbeat.
+* the node registers itself: an ephemeral znode and a Redis heartbeat;
+* ``/metrics`` serves its spider processes' Prometheus metrics (manager/metrics.py).
 
 Spider processes inherit the manager's effective settings through their
 environment, plus ``CRAWLCLUSTER_NODE_NAME``, and register their own jobs
@@ -23,6 +24,7 @@ import logging
 import os
 from pathlib import Path
 
+from manager.metrics import fresh_metrics_dir
 from manager.registry import NodeRegistry, listen_address, node_info, node_name
 from manager.web import limit_request_size
 from settings.loader import environment_for
@@ -101,10 +103,17 @@ SERVICES = {
 }
 
 
+def metrics_dir(settings):
+    """Where this node's spider processes keep their Prometheus metrics (manager/metrics.py)."""
+    return state_dir(settings) / "metrics"
+
+
 def spider_environment(settings):
-    """The environment spider processes start with: exactly the manager's settings."""
+    """The environment spider processes start with: exactly the manager's settings, and
+    the directory their metrics go to."""
     return environment_for(settings, CRAWLCLUSTER_NODE_NAME=node_name(settings),
-                           SCRAPY_SETTINGS_MODULE="crawler.settings")
+                           SCRAPY_SETTINGS_MODULE="crawler.settings",
+                           PROMETHEUS_MULTIPROC_DIR=str(metrics_dir(settings)))
 
 
 def main(settings):
@@ -118,6 +127,7 @@ def main(settings):
     twisted_log.PythonLoggingObserver().start()
     redis = redis_client(settings, ROLE)
     zookeeper = zookeeper_client(settings, ROLE)
+    fresh_metrics_dir(metrics_dir(settings))
     os.environ.clear()
     os.environ.update(spider_environment(settings))
     config = scrapyd_config(settings)

@@ -7,7 +7,8 @@ project and spider names that are not plain names, with a message saying
 which (scrapyd would only refuse a path that leaves its logs directory, and
 with a less telling error). ``ClusterView`` answers ``cluster.json``: every
 node in the registry and the jobs running on each. ``Overview``, ``Validate``
-and ``Submit`` serve the web UI (``manager/ui/``).
+and ``Submit`` serve the web UI (``manager/ui/``); ``/metrics`` this node's spiders'
+Prometheus metrics.
 """
 
 import json
@@ -21,12 +22,12 @@ from scrapyd.webservice import WsResource, param
 from twisted.internet import threads
 from twisted.web import error, http, resource, server, static
 
+from manager.metrics import MetricsPage, node_registry
 from manager.registry import nodes_path
-from master.counters import grouped_window_counts
-from master.crawls import CrawlStore
+from master.figures import read_figures
 from master.frontier import Frontier
 from master.keys import Keys
-from master.registry import Heartbeats, JobRegistry, finished_last_minute
+from master.registry import Heartbeats, JobRegistry
 from message_processing.requests import RequestError, decode, validate
 
 UI_DIR = Path(__file__).parent / "ui"
@@ -43,6 +44,7 @@ class Root(website.Root):
         super().__init__(config, app)
         self.putChild(b"ui", static.File(str(UI_DIR)))
         self.putChild(b"submit.json", Submit(self))
+        self.putChild(b"metrics", NodeMetrics(self))
 
     @property
     def crawlcluster(self):
@@ -132,28 +134,30 @@ class ClusterView(WsResource):
 
 
 class Overview(WsResource):
-    """What the Status page draws: pages per minute per node, queue depth per crawl and
-    domain, status codes per spider type, heartbeats, queue sizes."""
+    """What the Status page draws: the cluster's figures (``master.figures``), the same
+    the exporter serves to Prometheus."""
 
     def render_GET(self, txrequest):
         clients = self.root.crawlcluster
-        settings, redis = clients["settings"], clients["redis"]
-        keys = Keys.from_settings(settings)
-        jobs = JobRegistry.from_settings(redis, settings).live_jobs()
-        per_job = finished_last_minute(redis, keys, list(jobs))
-        nodes = {}
-        for job, info in jobs.items():
-            node = nodes.setdefault(info.get("node") or info["host"],
-                                    {"pages_per_min": 0, "jobs": 0})
-            node["pages_per_min"] += per_job[job]
-            node["jobs"] += 1
-        store = CrawlStore(redis, keys)
-        crawls = {crawlid: store.progress(crawlid) for crawlid in store.recent_crawls(20)}
-        frontier = Frontier.from_settings(redis, settings)
-        return {"nodes": nodes, "crawls": crawls,
-                "status_codes": grouped_window_counts(redis, keys, "spider"),
-                "modules": Heartbeats.from_settings(redis, settings).status(),
-                "queues": {"pool": frontier.pool_count(), "leased": frontier.leased_count()}}
+        return read_figures(clients["redis"], clients["settings"]).as_json()
+
+
+class NodeMetrics(MetricsPage):
+    """``/metrics``: this node's spider processes (their registry is made at the first
+    scrape: the clients are attached to the app after the root is built)."""
+
+    def __init__(self, root):
+        resource.Resource.__init__(self)
+        self.root = root
+        self._registry = None
+
+    @property
+    def registry(self):
+        if self._registry is None:
+            from manager.node import metrics_dir  # node imports this module
+
+            self._registry = node_registry(metrics_dir(self.root.crawlcluster["settings"]))
+        return self._registry
 
 
 class Validate(WsResource):

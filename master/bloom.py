@@ -20,6 +20,7 @@ added, and never once saturated.
 
 import json
 import math
+import random
 from collections import deque
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass
@@ -227,6 +228,32 @@ class BloomFilter:
     def contains(self, url: str) -> bool:
         return self.contains_many([url])[0]
 
+    def fill(self, words_per_block: int = 256) -> tuple[float, float]:
+        """``(fill ratio, URLs estimated)`` from a random sample of each block's 64-bit
+        words, one BITFIELD GET per block: the share of cells set, and the URL count
+        that sets that share, -(g/k) ln(1 - fill) for g cells per group and k hashes per
+        group. 256 words per block estimate the fill to about ±1%."""
+        cell_bits = 4 if self.params.counting else 1
+        words = self.params.groups * self.params.group_cells * cell_bits // 64
+        if words < 1:
+            return 0.0, 0.0
+        pipe = self.client.pipeline(transaction=False)
+        sampled = 0
+        for block in range(self.params.blocks):
+            picks = random.sample(range(words), min(words, words_per_block))
+            sampled += len(picks)
+            args: list[Any] = []
+            for word in picks:
+                args += ["GET", "i64", f"#{word}"]
+            pipe.execute_command("BITFIELD_RO", self.keys.bloom_block(self.name, block), *args)
+        values = np.array([value for reply in pipe.execute() for value in reply],
+                          dtype=np.int64).view(np.uint64)
+        set_cells = _set_cells(values, cell_bits)
+        ratio = set_cells / (sampled * 64 // cell_bits)
+        per_group = self.params.group_cells * self.params.blocks
+        urls = max(0.0, -per_group / self.params.hashes * math.log(max(1e-12, 1 - ratio)))
+        return ratio, urls
+
     def clear(self) -> None:
         blocks = (self.keys.bloom_block(self.name, b) for b in range(self.params.blocks))
         self.client.delete(self.keys.bloom_meta(self.name), *blocks)
@@ -343,6 +370,14 @@ class BloomFilter:
 
 BlockCommand = tuple[str, bytes, NDArray[np.int64]]   # key, BITFIELD in RESP, URL of each cell
 Sent = list[tuple[Any, NDArray[np.int64]]]             # (connection, URL of each cell read)
+
+
+def _set_cells(words: NDArray[np.uint64], cell_bits: int) -> int:
+    """Cells not zero in ``words``: set bits, or 4-bit counters above zero."""
+    as_bytes = words.view(np.uint8)
+    if cell_bits == 4:
+        return int(np.count_nonzero(as_bytes & 0x0F) + np.count_nonzero(as_bytes >> 4))
+    return int(np.unpackbits(as_bytes).sum())
 
 
 def _scope_of(scope: Scope, index: int) -> str:

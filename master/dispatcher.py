@@ -83,6 +83,8 @@ class Dispatcher:
         self.stopping = threading.Event()
         self._window_started: float | None = None
         self._window_totals: dict[str, int] = {}
+        self._tick_moves: dict[str, int] = {}           # job -> tasks moved this tick
+        self._weights_published: dict[str, int] = {}
         # beats the role's heartbeat (main sets it)
         self.heartbeat: Callable[[], None] | None = None
         self.heartbeat_every = 5.0
@@ -147,13 +149,26 @@ class Dispatcher:
                 break
             share = -(-(allowance - moved) // (len(types) - n))
             moved += self._dispatch(spider_type, by_type[spider_type], share)
+        self._record(moved, weights)
+        return moved
+
+    def _record(self, moved: int, weights: dict[str, int]) -> None:
+        """Count the tick's moves (the pacing's window, and per job for the exporter);
+        publish the weights when they changed."""
+        pipe = self.client.pipeline(transaction=False)
         if moved and self._window_started is not None:      # set by _allowance
             key = self.keys.dispatched(self._window_started)
-            pipe = self.client.pipeline(transaction=False)
             pipe.incrby(key, moved)
             pipe.expire(key, int(self.window * 2))
+        for job, count in self._tick_moves.items():
+            pipe.hincrby(self.keys.dispatched_by_job(), job, count)
+        self._tick_moves = {}
+        if weights != self._weights_published:
+            pipe.delete(self.keys.dispatch_weights())
+            pipe.hset(self.keys.dispatch_weights(), mapping=weights)
+            self._weights_published = weights
+        if len(pipe):
             pipe.execute()
-        return moved
 
     def _upkeep(self) -> None:
         held = sorted(self.leases.refresh())
@@ -263,6 +278,7 @@ class Dispatcher:
             takes[shard] = moved
             for job in piece[:moved]:
                 self._window_totals[job] = self._window_totals.get(job, 0) + 1
+                self._tick_moves[job] = self._tick_moves.get(job, 0) + 1
         logger.debug("dispatched %d tasks, weights %s", sum(takes.values()), weights)
 
     def _log_window(self) -> None:

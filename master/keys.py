@@ -376,6 +376,32 @@ class Keys:
         """
         return f"{self.prefix}:counter:windows:{name}"
 
+    def throttle_refusals(self) -> str:
+        """zset domain -> takes a full throttle window refused, since the key was made,
+        and member ``*`` -> their sum (its own slot: no hash tag; each job adds its counts
+        once a round).
+
+        Written by: spiders (`TaskTracker.report`)
+        Read by: the exporter (the most refused domains), the Status page
+        """
+        return f"{self.prefix}:counter:throttle_refusals"
+
+    def dispatched_by_job(self) -> str:
+        """hash job -> tasks the dispatchers moved into its queues, in all time.
+
+        Written by: dispatcher, after each tick
+        Read by: the exporter, the Status page
+        """
+        return f"{self.prefix}:counter:dispatched_by_job"
+
+    def dispatch_weights(self) -> str:
+        """hash job -> its weight (tasks per minute) in the last tick, replaced each tick.
+
+        Written by: dispatcher
+        Read by: the exporter, the Status page
+        """
+        return f"{self.prefix}:dispatch:weights"
+
     def job_done(self, job: str) -> str:
         """rolling counter name: tasks a job finished (the dispatcher's weights)."""
         return f"job:{job}:done"

@@ -48,6 +48,7 @@ class TakeResult:
     tasks: list[tuple[str, str]] = field(default_factory=list)
     wait: float | None = None          # seconds until a full window frees up
     blacklisted: list[str] = field(default_factory=list)
+    throttled: list[str] = field(default_factory=list)   # domains a full window refused
     view: JobView | None = None        # the job's shards and domains, read in the same round trip
 
 
@@ -152,6 +153,7 @@ class ThrottledQueues:
     def _collect(result: TakeResult, domains: list[str], replies: list[Any]) -> None:
         for domain, reply in zip(domains, replies, strict=True):
             if isinstance(reply, str):
+                result.throttled.append(domain)
                 wait = float(reply.removeprefix("wait:"))
                 result.wait = wait if result.wait is None else min(result.wait, wait)
             elif reply:

@@ -201,6 +201,14 @@ CRAWLCLUSTER_MANAGER_PUBLIC_URL = ""
 # This node's name in the registry ("" = host name and manager port).
 CRAWLCLUSTER_NODE_NAME = ""
 
+# --- metrics (Prometheus) ------------------------------------------------------
+# Address `crawlcluster exporter` serves the cluster's /metrics on.
+CRAWLCLUSTER_EXPORTER_ADDRESS = "127.0.0.1:9410"
+# Domains named in per-domain metrics (the most throttled); the rest are summed as "other".
+CRAWLCLUSTER_METRICS_TOP_DOMAINS = 20
+# Crawls in per-crawl metrics and on the Status page: the most recently submitted.
+CRAWLCLUSTER_METRICS_CRAWLS = 20
+
 # --- logging -----------------------------------------------------------------
 # Log level of every role (DEBUG, INFO, WARNING, ERROR).
 CRAWLCLUSTER_LOG_LEVEL = "INFO"
@@ -233,7 +241,10 @@ SCRAPY = {
     },
     "EXTENSIONS": {
         "crawler.extensions.GarbageCollectorTuning": 0,
+        "crawler.metrics.SpiderMetrics": 0,
     },
+    # Scrapy's stats, with the ones /metrics shows counted for Prometheus too
+    "STATS_CLASS": "crawler.metrics.MetricsStatsCollector",
     "ITEM_PIPELINES": {
         "crawler.pipelines.EncodingPipeline": 100,
         "crawler.pipelines.CleaningPipeline": 200,

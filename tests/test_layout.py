@@ -61,7 +61,7 @@ def test_docker_compose_runs_every_role_with_valid_settings():
     compose = yaml.safe_load((ROOT / "docker-compose.yml").read_text())
     services = compose["services"]
     roles = {"master": "master", "preprocess": "preprocess", "monitor": "monitor",
-             "node1": "manager", "node2": "manager"}
+             "exporter": "exporter", "node1": "manager", "node2": "manager"}
     for name, role in roles.items():
         service = services[name]
         assert service["command"] == ["crawlcluster", role]

@@ -1,7 +1,7 @@
 """A whole cluster on this machine: ``crawlcluster up`` / ``crawlcluster down``.
 
 ``up`` starts (or reuses) the servers, then the master (or several, sharing
-the frontier's shards), preprocess and monitor, then N managers on their own
+the frontier's shards), preprocess, monitor and the metrics exporter, then N managers on their own
 ports (node1, node2, ...; each with its own simulated host IP, 127.0.0.<n>, so
 the per-IP throttle sees N hosts), and has each schedule M spider processes
 per spider type through its own scrapyd API. With a ``manager.local.netns.NodeNetwork``
@@ -30,11 +30,12 @@ from manager.local.services import (
     spawn,
     stop_process,
 )
+from manager.metrics import exporter_address
 from manager.registry import listen_address
 from settings.clients import ensure_topics
 from settings.errors import ServiceError
 
-ROLES = ("master", "preprocess", "monitor")
+ROLES = ("master", "preprocess", "monitor", "exporter")
 SPIDER_TYPES = ("universal", "precise")
 PROJECT = "crawlcluster"
 ROOT = str(Path(__file__).resolve().parents[2])
@@ -63,7 +64,13 @@ class LocalCluster:
         ensure_topics(self.settings, "up")
         started = {}
         for role in self.roles():
-            started[role] = self._start_role(role, cluster_env(self.settings, fast=False))
+            if role == "exporter":
+                address = self.exporter_address()
+                env = cluster_env(self.settings, fast=False,
+                                  CRAWLCLUSTER_EXPORTER_ADDRESS=address)
+                started[role] = self._start_role(role, env, address=address)
+            else:
+                started[role] = self._start_role(role, cluster_env(self.settings, fast=False))
         for number in range(1, self.nodes + 1):
             started[f"node{number}"] = self._start_node(number)
         return started
@@ -86,6 +93,17 @@ class LocalCluster:
         self.state.record(f"cluster-{name}", process.pid, command, **extra)
         self.started_here.append(("role", f"cluster-{name}"))
         return process.pid
+
+    def exporter_address(self):
+        """Where the exporter serves ``/metrics``: as recorded, else as configured, else
+        (the port taken) a free port on the configured host."""
+        record = self.state.recorded("cluster-exporter")
+        if record:
+            return record["address"]
+        host, port = exporter_address(self.settings)
+        if not port_free(host, port):
+            port = free_port((host,))
+        return f"{host}:{port}"
 
     def node_settings(self, number):
         """The settings of the number-th node's manager (and its spiders)."""
@@ -150,6 +168,9 @@ class LocalCluster:
         rows = [("Kafka", f"{settings['CRAWLCLUSTER_KAFKA_BOOTSTRAP']}  {topics}")]
         rows += [(role, f"pid {started[role]}  log {self.state.log_path(f'cluster-{role}')}")
                  for role in self.roles()]
+        metrics = (f"cluster http://{self.exporter_address()}/metrics, each node's at its "
+                   "manager API /metrics")
+        rows.append(("metrics", metrics))
         for number in range(1, self.nodes + 1):
             url = started[f"node{number}"]
             spiders = f"{self.procs} x {', '.join(self.spider_types)}"

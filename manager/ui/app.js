@@ -295,6 +295,22 @@ function linksText(links) {
     (reasons ? ` (${reasons})` : "");
 }
 
+// The figures the exporter serves to Prometheus too (master/figures.py).
+function frontierRows(overview) {
+  const rows = Object.entries(overview.pool).map(([type, n]) => [`waiting (${type})`, n]);
+  rows.push(["leased", overview.leased], ["hub pages", overview.hubs],
+            ["monitor work", overview.monitor_work]);
+  for (const [job, weight] of Object.entries(overview.weights)) {
+    rows.push([`weight of ${job} (tasks/min)`, weight]);
+  }
+  const bloom = overview.bloom;
+  rows.push(["Bloom filter", `${(100 * bloom.fill).toFixed(1)}% set, ~${Math.round(bloom.urls)} of ${bloom.capacity} URLs`]);
+  for (const [domain, n] of Object.entries(overview.throttle_refusals)) {
+    rows.push([`throttled takes: ${domain}`, n]);
+  }
+  return rows;
+}
+
 async function refreshStatus() {
   const overview = await getJSON("../overview.json");
   const nodeRows = [];
@@ -315,9 +331,10 @@ async function refreshStatus() {
     }
   }
   fillTable($("#crawls"), crawlRows);
+  fillTable($("#frontier"), frontierRows(overview));
   const codes = {};
   for (const statuses of Object.values(overview.status_codes)) {
-    for (const [code, windows] of Object.entries(statuses)) codes[code] = (codes[code] || 0) + windows["900"];
+    for (const [code, counts] of Object.entries(statuses)) codes[code] = (codes[code] || 0) + counts.recent;
   }
   drawBars($("#codes-chart"), codes);
   const moduleRows = [];

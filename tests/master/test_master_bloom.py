@@ -1,5 +1,6 @@
 """The multi-group Bloom filter: sizing (unit) and behaviour on a real Redis."""
 
+import math
 import threading
 
 import pytest
@@ -123,3 +124,18 @@ def test_settings_build_the_filter(redis, test_settings):
     assert bloom.params.groups == 3
     assert bloom.add("http://a.com/") is True
     assert bloom.contains("http://a.com/") is True
+
+
+@pytest.mark.parametrize("counting", [False, True])
+def test_fill_is_estimated_from_a_sample(redis, keys, counting):
+    """What the exporter reports: an empty filter reads 0; one holding half its capacity
+    about half (within the sample's error, ±1% of the cells)."""
+    params = BloomParams.for_capacity(20_000, 0.01, counting=counting, block_bits=1 << 16)
+    bloom = BloomFilter(redis, keys, "fill", params)
+    assert params.blocks > 1
+    assert bloom.fill() == (0.0, 0.0)
+    bloom.add_many([f"http://fill.example/{n}" for n in range(10_000)])
+    ratio, urls = bloom.fill()
+    hashes_per_cell = params.hashes * 10_000 / (params.group_cells * params.blocks)
+    assert abs(ratio - (1 - math.exp(-hashes_per_cell))) < 0.03
+    assert 9_000 < urls < 11_000

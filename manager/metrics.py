@@ -1,0 +1,265 @@
+"""Prometheus ``/metrics``: a node's spiders (on each manager) and the cluster (on the
+exporter, ``crawlcluster exporter``).
+
+A manager starts its spider processes with ``PROMETHEUS_MULTIPROC_DIR`` pointing
+at its own directory; prometheus_client keeps each process's values in files
+there, and the manager's ``/metrics`` sums them (crawler/metrics.py says what
+they count). Counters of a process that ended stay counted; its live gauges
+are dropped at the next scrape.
+
+The exporter's ``/metrics`` turns ``master.figures.read_figures`` into metric
+families at each scrape: the same figures the Status page shows. Run one per
+cluster (each scrape costs Redis a few thousand cheap reads); its heartbeat
+shows it in ``stats`` and on the Status page like every role.
+"""
+
+import logging
+import os
+import re
+import shutil
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+from prometheus_client import CollectorRegistry, generate_latest
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
+from prometheus_client.exposition import CONTENT_TYPE_LATEST
+from prometheus_client.multiprocess import MultiProcessCollector, mark_process_dead
+from twisted.web import resource
+
+from master.figures import ClusterFigures, read_figures
+
+logger = logging.getLogger(__name__)
+ROLE = "exporter"
+_LIVE_GAUGE_FILE = re.compile(r"gauge_live\w+?_(\d+)\.db")
+
+
+# --- a node: its spider processes ---------------------------------------------------------
+
+def fresh_metrics_dir(path: Path) -> Path:
+    """An empty directory for the spider processes' metric files (what a previous run
+    left would be counted again)."""
+    shutil.rmtree(path, ignore_errors=True)
+    path.mkdir(parents=True)
+    return path
+
+
+class NodeCollector(MultiProcessCollector):
+    """The spider processes' metrics summed, without the live gauges of ended ones."""
+
+    def __init__(self, path: Path) -> None:
+        self.metrics_path = path
+        super().__init__(None, path=str(path))
+
+    def collect(self) -> Iterator[Metric]:
+        for name in os.listdir(self.metrics_path):
+            match = _LIVE_GAUGE_FILE.fullmatch(name)
+            if match and not _alive(int(match.group(1))):
+                mark_process_dead(int(match.group(1)), str(self.metrics_path))
+        yield from super().collect()
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+# --- the cluster ----------------------------------------------------------------------------
+
+class ClusterCollector:
+    """The cluster's figures as metric families, read at each scrape."""
+
+    def __init__(self, client: Any, settings: Any) -> None:
+        self.client = client
+        self.settings = settings
+
+    def collect(self) -> Iterator[Metric]:
+        started = time.perf_counter()
+        figures = read_figures(self.client, self.settings)
+        yield from cluster_metrics(figures)
+        yield GaugeMetricFamily("crawlcluster_exporter_read_seconds",
+                                "Time the last scrape took to read the figures from Redis",
+                                value=time.perf_counter() - started)
+
+
+def cluster_metrics(figures: ClusterFigures) -> Iterator[Metric]:
+    yield from _frontier_metrics(figures)
+    yield from _crawl_metrics(figures)
+    yield from _job_metrics(figures)
+    yield from _role_metrics(figures)
+    yield from _bloom_metrics(figures)
+
+
+def _gauge(name: str, doc: str, labels: list[str], values: dict[Any, float]) -> Metric:
+    family = GaugeMetricFamily(name, doc, labels=labels)
+    for key, value in values.items():
+        family.add_metric(list(key) if isinstance(key, tuple) else [key], value)
+    return family
+
+
+def _counter(name: str, doc: str, labels: list[str], values: dict[Any, float]) -> Metric:
+    family = CounterMetricFamily(name, doc, labels=labels)
+    for key, value in values.items():
+        family.add_metric(list(key) if isinstance(key, tuple) else [key], value)
+    return family
+
+
+def _frontier_metrics(figures: ClusterFigures) -> Iterator[Metric]:
+    yield _gauge("crawlcluster_pool_tasks", "Tasks waiting in the frontier's pools for the "
+                 "dispatcher, per spider type", ["spider"], figures.pool)
+    yield GaugeMetricFamily("crawlcluster_leased_tasks", "Tasks a job has taken and not "
+                            "finished yet", value=figures.leased)
+    yield GaugeMetricFamily("crawlcluster_hub_tasks", "Hub pages scheduled for their next "
+                            "visit", value=figures.hubs)
+    yield GaugeMetricFamily("crawlcluster_monitor_work", "Requests waiting for the monitor",
+                            value=figures.monitor_work)
+    yield _counter("crawlcluster_throttle_refusals", "Takes a full throttle window refused, "
+                   "per domain (the most refused; the rest as other)", ["domain"],
+                   figures.throttle_refusals)
+
+
+def _crawl_metrics(figures: ClusterFigures) -> Iterator[Metric]:
+    crawls = figures.crawls
+    yield _gauge("crawlcluster_crawl_pending_tasks", "A recent crawl's tasks not finished "
+                 "(waiting, queued for a job or leased)", ["crawlid"],
+                 {crawlid: progress["total_pending"] for crawlid, progress in crawls.items()})
+    yield _counter("crawlcluster_crawl_tasks", "A recent crawl's tasks by what became of "
+                   "them (queued, done, failed, dropped, purged)", ["crawlid", "state"],
+                   {(crawlid, state): count for crawlid, progress in crawls.items()
+                    for state, count in progress["counts"].items()})
+    links: dict[tuple[str, str], int] = {}
+    for crawlid, progress in crawls.items():
+        counts = progress["links"]
+        for fate in ("found", "new", "duplicate"):
+            links[(crawlid, fate)] = counts.get(fate, 0)
+        for reason, count in counts.get("refused", {}).items():
+            links[(crawlid, f"refused:{reason}")] = count
+    yield _counter("crawlcluster_crawl_links", "Links a recent crawl's pages yielded, by "
+                   "what became of them", ["crawlid", "fate"], links)
+
+
+def _job_metrics(figures: ClusterFigures) -> Iterator[Metric]:
+    per_node: dict[tuple[str, str], int] = {}
+    for info in figures.jobs.values():
+        key = (info.get("node") or info["host"], info["spider_type"])
+        per_node[key] = per_node.get(key, 0) + 1
+    yield _gauge("crawlcluster_jobs", "Live spider jobs per node and spider type",
+                 ["node", "spider"], per_node)
+    yield _gauge("crawlcluster_job_done_last_minute", "Tasks a live job finished in the "
+                 "last minute", ["job"], figures.done_last_minute)
+    live = set(figures.jobs)
+    yield _counter("crawlcluster_dispatched_tasks", "Tasks the dispatchers moved into a "
+                   "live job's queues", ["job"],
+                   {job: n for job, n in figures.dispatched.items() if job in live})
+    yield _gauge("crawlcluster_dispatch_weight", "A job's weight in the weighted round "
+                 "robin (tasks per minute)", ["job"], figures.weights)
+
+
+def _role_metrics(figures: ClusterFigures) -> Iterator[Metric]:
+    yield _counter("crawlcluster_requests", "Requests preprocess and monitor handled",
+                   ["role"], {role: n["total"] for role, n in figures.requests.items()})
+    yield _counter("crawlcluster_request_failures", "Requests preprocess and monitor "
+                   "answered with an error", ["role"],
+                   {role: n["fail"] for role, n in figures.requests.items()})
+    yield _counter("crawlcluster_plugin_requests", "Requests per plugin", ["role", "plugin"],
+                   {(role, plugin): n for role, plugins in figures.plugins.items()
+                    for plugin, n in plugins.items()})
+    beats = [(role, instance, beat) for role, instances in figures.modules.items()
+             for instance, beat in instances.items()]
+    yield _gauge("crawlcluster_up", "1 while a role instance's heartbeat is alive (master, "
+                 "preprocess, monitor, manager, exporter)", ["role", "instance"],
+                 {(role, instance): float(beat["up"]) for role, instance, beat in beats})
+    yield _gauge("crawlcluster_last_beat_age_seconds", "Seconds since a role instance's "
+                 "last heartbeat", ["role", "instance"],
+                 {(role, instance): beat["last_beat"] for role, instance, beat in beats})
+
+
+def _bloom_metrics(figures: ClusterFigures) -> Iterator[Metric]:
+    bloom = figures.bloom
+    yield GaugeMetricFamily("crawlcluster_bloom_fill_ratio", "Share of the Bloom filter's "
+                            "cells set (sampled)", value=bloom["fill"])
+    yield GaugeMetricFamily("crawlcluster_bloom_urls_estimated", "URLs the Bloom filter "
+                            "holds, estimated from its fill", value=bloom["urls"])
+    yield GaugeMetricFamily("crawlcluster_bloom_capacity_urls", "URLs the Bloom filter was "
+                            "sized for (CRAWLCLUSTER_BLOOM_CAPACITY)", value=bloom["capacity"])
+
+
+# --- serving ------------------------------------------------------------------------------
+
+class MetricsPage(resource.Resource):
+    """``GET /metrics``: a registry in Prometheus's text format; a collector that fails
+    (Redis down) answers 503 with the reason, and the next scrape tries again."""
+
+    isLeaf = True
+
+    def __init__(self, registry: CollectorRegistry) -> None:
+        super().__init__()
+        self.registry = registry
+
+    def render_GET(self, request: Any) -> bytes:
+        try:
+            body = generate_latest(self.registry)
+        except Exception as exc:      # noqa: BLE001 -- any collector's failure is the reply
+            logger.error("metrics could not be collected: %s", exc)
+            request.setResponseCode(503)
+            request.setHeader(b"Content-Type", b"text/plain; charset=utf-8")
+            return f"metrics could not be collected: {exc}\n".encode()
+        request.setHeader(b"Content-Type", CONTENT_TYPE_LATEST.encode())
+        return body
+
+
+def node_registry(metrics_dir: Path) -> CollectorRegistry:
+    registry = CollectorRegistry(auto_describe=False)
+    registry.register(NodeCollector(metrics_dir))
+    return registry
+
+
+def cluster_registry(client: Any, settings: Any) -> CollectorRegistry:
+    registry = CollectorRegistry(auto_describe=False)
+    registry.register(ClusterCollector(client, settings))
+    return registry
+
+
+def exporter_address(settings: Any) -> tuple[str, int]:
+    host, _, port = settings["CRAWLCLUSTER_EXPORTER_ADDRESS"].rpartition(":")
+    return host or "127.0.0.1", int(port)
+
+
+def main(settings: Any) -> int:
+    """``crawlcluster exporter``: serve the cluster's ``/metrics`` until SIGTERM/SIGINT."""
+    import socket
+
+    from twisted.internet import reactor, task
+    from twisted.web import server
+
+    from master.registry import Heartbeats
+    from settings.clients import redis_client
+
+    client = redis_client(settings, ROLE)
+    root = resource.Resource()
+    root.putChild(b"metrics", MetricsPage(cluster_registry(client, settings)))
+    host, port = exporter_address(settings)
+    reactor.listenTCP(port, server.Site(root), interface=host)  # type: ignore[attr-defined]
+    beats = Heartbeats.from_settings(client, settings)
+    instance = f"{socket.gethostname()}:{port}"
+    beat = task.LoopingCall(_beat_safely, beats, instance)
+    beat.start(beats.interval)
+    logger.info("exporter: the cluster's metrics on http://%s:%d/metrics", host, port)
+    reactor.addSystemEventTrigger("before", "shutdown", beats.stop, ROLE, instance)
+    reactor.run()  # type: ignore[attr-defined]
+    return 0
+
+
+def _beat_safely(beats: Any, instance: str) -> None:
+    import redis
+
+    try:
+        beats.beat(ROLE, instance)
+    except redis.RedisError as exc:
+        logger.error("exporter heartbeat failed (tried again at the next): %s", exc)

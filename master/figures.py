@@ -1,0 +1,155 @@
+"""The cluster's figures, read from Redis in a few pipelined round trips.
+
+``read_figures`` is the one reader of what the cluster looks like as a whole:
+the exporter serves it to Prometheus (manager/metrics.py) and the web UI's
+Status page draws it (``overview.json``), so both always show the same
+numbers. It reads totals kept by the writers themselves (counters, index-led
+pool sizes, per-shard lease sets): nothing here scans the keyspace.
+"""
+
+import time
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+from master.bloom import BloomFilter
+from master.counters import Clock
+from master.crawls import CrawlStore
+from master.frontier import Frontier
+from master.keys import Keys
+from master.registry import Heartbeats, JobInfo, JobRegistry, finished_last_minute
+from master.shards import read_index
+from settings.clients import RedisClient
+from settings.loader import Settings
+
+# Response statuses the spiders count per spider type (crawler/context.py COUNTED_STATUSES).
+STATUSES = ("200", "301", "302", "303", "403", "404", "500", "other")
+ROLES = {"preprocess": "CRAWLCLUSTER_PREPROCESS_PLUGINS",
+         "monitor": "CRAWLCLUSTER_MONITOR_PLUGINS"}
+RECENT_MINUTES = 15          # the Status page's status-code window
+TOTAL = "*"                  # the member of a zset of counts that holds their sum
+
+
+@dataclass
+class ClusterFigures:
+    jobs: dict[str, JobInfo] = field(default_factory=dict)          # live jobs
+    done_last_minute: dict[str, int] = field(default_factory=dict)  # job -> tasks
+    pool: dict[str, int] = field(default_factory=dict)              # spider type -> waiting
+    leased: int = 0
+    hubs: int = 0
+    monitor_work: int = 0
+    crawls: dict[str, dict[str, Any]] = field(default_factory=dict)  # recent crawl -> progress
+    requests: dict[str, dict[str, int]] = field(default_factory=dict)  # role -> total, fail
+    plugins: dict[str, dict[str, int]] = field(default_factory=dict)   # role -> plugin -> n
+    modules: dict[str, dict[str, dict[str, Any]]] = field(default_factory=dict)  # heartbeats
+    # spider type -> status -> {"lifetime": n, "recent": n in the last RECENT_MINUTES}
+    status_codes: dict[str, dict[str, dict[str, int]]] = field(default_factory=dict)
+    bloom: dict[str, float] = field(default_factory=dict)       # fill, urls, capacity
+    throttle_refusals: dict[str, int] = field(default_factory=dict)  # top domains + other
+    dispatched: dict[str, int] = field(default_factory=dict)    # job -> moved, all time
+    weights: dict[str, int] = field(default_factory=dict)       # job -> tasks per minute
+
+    def nodes(self) -> dict[str, dict[str, int]]:
+        """``{node: {"jobs": n, "pages_per_min": n}}`` from the live jobs."""
+        nodes: dict[str, dict[str, int]] = {}
+        for job, info in self.jobs.items():
+            node = nodes.setdefault(info.get("node") or info["host"],
+                                    {"jobs": 0, "pages_per_min": 0})
+            node["jobs"] += 1
+            node["pages_per_min"] += self.done_last_minute.get(job, 0)
+        return nodes
+
+    def as_json(self) -> dict[str, Any]:
+        return dict(asdict(self), nodes=self.nodes())
+
+
+def read_figures(client: RedisClient, settings: Settings,
+                 clock: Clock = time.time) -> ClusterFigures:
+    keys = Keys.from_settings(settings)
+    figures = ClusterFigures()
+    figures.jobs = JobRegistry.from_settings(client, settings, clock=clock).live_jobs()
+    figures.done_last_minute = finished_last_minute(client, keys, list(figures.jobs), clock)
+    figures.modules = Heartbeats.from_settings(client, settings, clock=clock).status()
+    _read_frontier(figures, client, settings, keys)
+    store = CrawlStore(client, keys)
+    figures.crawls = {crawlid: store.progress(crawlid) for crawlid in
+                      store.recent_crawls(settings.getint("CRAWLCLUSTER_METRICS_CRAWLS"))}
+    _read_counters(figures, client, settings, keys, clock)
+    figures.throttle_refusals = top_with_other(
+        client, keys.throttle_refusals(), settings.getint("CRAWLCLUSTER_METRICS_TOP_DOMAINS"))
+    fill, urls = BloomFilter.from_settings(client, settings).fill()
+    figures.bloom = {"fill": fill, "urls": urls,
+                     "capacity": settings.getint("CRAWLCLUSTER_BLOOM_CAPACITY")}
+    return figures
+
+
+def _read_frontier(figures: ClusterFigures, client: RedisClient, settings: Settings,
+                   keys: Keys) -> None:
+    """Pool sizes per spider type (only the shards their index names), leases and hubs
+    (every shard), the monitor's work list, the dispatchers' moves and weights."""
+    frontier = Frontier.from_settings(client, settings)
+    types = frontier.pool_types()
+    shards = {name: read_index(client, keys.pool_shards(name)) for name in types}
+    pipe = client.pipeline(transaction=False)
+    for name in types:
+        for shard in shards[name]:
+            pipe.zcard(keys.pool(shard, name))
+    for shard in keys.all_shards():
+        pipe.zcard(keys.leases(shard))
+        pipe.zcard(keys.hubs(shard))
+    pipe.zcard(keys.monitor_work())
+    pipe.hgetall(keys.dispatched_by_job())
+    pipe.hgetall(keys.dispatch_weights())
+    replies = iter(pipe.execute())
+    figures.pool = {name: sum(next(replies) for _ in shards[name]) for name in types}
+    for _ in keys.all_shards():
+        figures.leased += next(replies)
+        figures.hubs += next(replies)
+    figures.monitor_work = next(replies)
+    figures.dispatched = {job: int(n) for job, n in next(replies).items()}
+    figures.weights = {job: int(n) for job, n in next(replies).items()}
+
+
+def _read_counters(figures: ClusterFigures, client: RedisClient, settings: Settings,
+                   keys: Keys, clock: Clock) -> None:
+    """Requests preprocess and monitor handled and failed (and per plugin), responses
+    per spider type and status: each counter's lifetime field, and for the statuses the
+    last RECENT_MINUTES minute buckets too."""
+    plugins = {role: [path.rsplit(".", 1)[-1] for path, order in settings[name].items()
+                      if order is not None] for role, name in ROLES.items()}
+    spider_types = sorted({info["spider_type"] for info in figures.jobs.values()}
+                          | set(figures.pool))
+    minute = int(clock() // 60)
+    recent = [str(minute - back) for back in range(RECENT_MINUTES)]
+    pipe = client.pipeline(transaction=False)
+    for role, names in plugins.items():
+        for name in ("total", "fail", *(f"plugin:{plugin}" for plugin in names)):
+            pipe.hget(keys.window_counts(f"{role}:{name}"), "lifetime")
+    for spider_type in spider_types:
+        for status in STATUSES:
+            pipe.hmget(keys.window_counts(f"spider:{spider_type}:{status}"),
+                       ["lifetime", *recent])
+    replies = iter(pipe.execute())
+    for role, names in plugins.items():
+        figures.requests[role] = {"total": int(next(replies) or 0),
+                                  "fail": int(next(replies) or 0)}
+        figures.plugins[role] = {plugin: int(next(replies) or 0) for plugin in names}
+    for spider_type in spider_types:
+        for status in STATUSES:
+            lifetime, *minutes = next(replies)
+            if lifetime:
+                figures.status_codes.setdefault(spider_type, {})[status] = {
+                    "lifetime": int(lifetime),
+                    "recent": sum(int(n) for n in minutes if n)}
+
+
+def top_with_other(client: RedisClient, key: str, top: int) -> dict[str, int]:
+    """The ``top`` members of a zset of counts, plus ``other``: the sum of the rest (the
+    zset's ``TOTAL`` member less the top ones), so a per-domain metric's labels stay
+    bounded. One command: the total ranks first."""
+    best = client.zrevrange(key, 0, top, withscores=True)
+    counts = {member: int(score) for member, score in best if member != TOTAL}
+    counts = dict(sorted(counts.items(), key=lambda item: -item[1])[:top])
+    total = next((int(score) for member, score in best if member == TOTAL), 0)
+    if total > sum(counts.values()):
+        counts["other"] = total - sum(counts.values())
+    return counts

@@ -1,0 +1,41 @@
+"""Which Scrapy stats become which Prometheus counters (crawler/metrics.py)."""
+
+import pytest
+
+from crawler import metrics
+
+
+@pytest.mark.parametrize(("stat", "counter", "labels"), [
+    ("crawlcluster/pages/done", metrics.PAGES, {}),
+    ("crawlcluster/items/stored", metrics.ITEMS, {}),
+    ("downloader/response_bytes", metrics.RESPONSE_BYTES, {}),
+    ("downloader/response_status_count/404", metrics.RESPONSES, {"status": "404"}),
+    ("downloader/exception_type_count/twisted.internet.error.ConnectionRefusedError",
+     metrics.DOWNLOAD_ERRORS, {"kind": "ConnectionRefusedError"}),
+    ("spider_exceptions/KeyError", metrics.SPIDER_ERRORS, {"kind": "KeyError"}),
+])
+def test_mirrored_stats(stat, counter, labels):
+    assert metrics.mirrored(stat) == (counter, labels)
+
+
+@pytest.mark.parametrize("stat", ["downloader/request_count", "log_count/INFO",
+                                  "crawlcluster/links/new", "downloader/response_count"])
+def test_other_stats_are_not_mirrored(stat):
+    assert metrics.mirrored(stat) is None
+
+
+def test_the_stats_collector_counts_mirrored_stats_per_spider_type():
+    from scrapy.utils.test import get_crawler
+
+    class Spider:
+        name = "testtype"
+
+    crawler = get_crawler()
+    crawler.spider = Spider()
+    stats = metrics.MetricsStatsCollector(crawler)
+    child = metrics.RESPONSES.labels(spider="testtype", status="503")
+    before = child._value.get()
+    stats.inc_value("downloader/response_status_count/503", 2)
+    stats.inc_value("downloader/request_count")
+    assert child._value.get() == before + 2
+    assert stats.get_value("downloader/response_status_count/503") == 2
