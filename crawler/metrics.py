@@ -5,9 +5,9 @@ prometheus_client keeps these values in files there and the manager sums
 them over its processes (manager/metrics.py). Without it (a spider run by
 hand) they stay in the process, unserved.
 
-Most figures are Scrapy stats the crawler counts anyway: ``MetricsStatsCollector``
-mirrors the ones listed in ``MIRRORED`` into counters as they are incremented.
-``SpiderMetrics`` observes each response's download time.
+Most figures are Scrapy stats the crawler counts anyway: ``SpiderMetrics`` adds
+what the ones listed in ``MIRRORED`` grew by to their counters every second (so
+a page costs nothing more), and observes each response's download time.
 """
 
 from typing import Any
@@ -16,7 +16,7 @@ from prometheus_client import Counter, Gauge, Histogram
 from scrapy import Request, Spider, signals
 from scrapy.crawler import Crawler
 from scrapy.http import Response
-from scrapy.statscollectors import MemoryStatsCollector
+from twisted.internet import task
 
 PAGES = Counter("crawlcluster_pages", "Pages crawled: tasks finished done (a crawl record's "
                 "pages)", ["spider"])
@@ -48,6 +48,7 @@ MIRRORED: dict[str, tuple[Counter, str | None]] = {
     "spider_exceptions/": (SPIDER_ERRORS, "kind"),
 }
 _PREFIXES = tuple(name for name in MIRRORED if name.endswith("/"))
+PUBLISH_EVERY = 1.0          # seconds between publishing the stats to the counters
 
 
 def mirrored(key: str) -> tuple[Counter, dict[str, str]] | None:
@@ -62,43 +63,64 @@ def mirrored(key: str) -> tuple[Counter, dict[str, str]] | None:
     return None
 
 
-class MetricsStatsCollector(MemoryStatsCollector):
-    """Scrapy's in-memory stats, with the ``MIRRORED`` ones counted in Prometheus too."""
-
-    def inc_value(self, key: str, count: int = 1, start: int = 0,
-                  spider: Spider | None = None) -> None:
-        super().inc_value(key, count, start)
-        found = mirrored(key)
-        if found is not None and count > 0:
-            counter, labels = found
-            name = self._crawler.spider.name if self._crawler.spider is not None else ""
-            counter.labels(spider=name, **labels).inc(count)
-
-
 class SpiderMetrics:
-    """Observes each response's download latency (``download_latency`` in its meta);
-    makes the page counters of the spider type exist from the start, at 0 (a ratio of
-    them is defined before the first failure)."""
+    """Publishes the ``MIRRORED`` stats to their counters every ``PUBLISH_EVERY`` seconds
+    and when the spider closes, and observes each response's download latency. The
+    page counters of the spider type exist from the start, at 0, so a ratio of them is
+    defined before the first failure."""
 
     def __init__(self, crawler: Crawler) -> None:
         self.crawler = crawler
+        self.published: dict[str, int] = {}        # stat -> value last published
+        self.children: dict[str, Any] = {}         # stat -> its labelled counter, or None
+        self.loop: task.LoopingCall | None = None
 
     @classmethod
     def from_crawler(cls, crawler: Crawler) -> "SpiderMetrics":
         extension = cls(crawler)
         crawler.signals.connect(extension.spider_opened, signal=signals.spider_opened)
+        crawler.signals.connect(extension.spider_closed, signal=signals.spider_closed)
         crawler.signals.connect(extension.response_received, signal=signals.response_received)
         return extension
 
     def spider_opened(self, spider: Spider) -> None:
         for counter in (PAGES, PAGE_FAILURES, ITEMS):
             counter.labels(spider=spider.name)
+        self.loop = task.LoopingCall(self.publish)
+        self.loop.start(PUBLISH_EVERY, now=False)
+
+    def spider_closed(self, spider: Spider) -> None:
+        if self.loop is not None and self.loop.running:
+            self.loop.stop()
+        self.publish()
+
+    def publish(self) -> None:
+        """Add what each mirrored stat grew by since the last call to its counter."""
+        stats, spider = self.crawler.stats, self.crawler.spider
+        if stats is None or spider is None:
+            return
+        for key, value in list(stats.get_stats().items()):
+            child = self.children.get(key, False)
+            if child is False:
+                child = self.children[key] = _child(spider.name, key)
+            if child is not None and value > self.published.get(key, 0):
+                child.inc(value - self.published.get(key, 0))
+                self.published[key] = value
 
     def response_received(self, response: Response, request: Request, spider: Spider,
                           **_: Any) -> None:
         latency = request.meta.get("download_latency")
         if latency is not None:
             LATENCY.labels(spider=spider.name).observe(latency)
+
+
+def _child(spider: str, key: str) -> Any:
+    """The labelled counter a stat is published to, or None."""
+    found = mirrored(key)
+    if found is None:
+        return None
+    counter, labels = found
+    return counter.labels(spider=spider, **labels)
 
 
 def set_job_tasks(spider_type: str, job: str, tasks: int) -> None:

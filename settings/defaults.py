@@ -243,8 +243,6 @@ SCRAPY = {
         "crawler.extensions.GarbageCollectorTuning": 0,
         "crawler.metrics.SpiderMetrics": 0,
     },
-    # Scrapy's stats, with the ones /metrics shows counted for Prometheus too
-    "STATS_CLASS": "crawler.metrics.MetricsStatsCollector",
     "ITEM_PIPELINES": {
         "crawler.pipelines.EncodingPipeline": 100,
         "crawler.pipelines.CleaningPipeline": 200,

@@ -24,7 +24,7 @@ def test_other_stats_are_not_mirrored(stat):
     assert metrics.mirrored(stat) is None
 
 
-def test_the_stats_collector_counts_mirrored_stats_per_spider_type():
+def test_grown_stats_are_published_per_spider_type():
     from scrapy.utils.test import get_crawler
 
     class Spider:
@@ -32,10 +32,18 @@ def test_the_stats_collector_counts_mirrored_stats_per_spider_type():
 
     crawler = get_crawler()
     crawler.spider = Spider()
-    stats = metrics.MetricsStatsCollector(crawler)
+    from scrapy.statscollectors import MemoryStatsCollector
+
+    crawler.stats = MemoryStatsCollector(crawler)
+    extension = metrics.SpiderMetrics(crawler)
     child = metrics.RESPONSES.labels(spider="testtype", status="503")
     before = child._value.get()
-    stats.inc_value("downloader/response_status_count/503", 2)
-    stats.inc_value("downloader/request_count")
+    crawler.stats.inc_value("downloader/response_status_count/503", 2)
+    crawler.stats.inc_value("downloader/request_count")
+    extension.publish()
     assert child._value.get() == before + 2
-    assert stats.get_value("downloader/response_status_count/503") == 2
+    extension.publish()
+    assert child._value.get() == before + 2
+    crawler.stats.inc_value("downloader/response_status_count/503")
+    extension.publish()
+    assert child._value.get() == before + 3
