@@ -7,7 +7,7 @@ there, and the manager's ``/metrics`` sums them (crawler/metrics.py says what
 they count). Counters of a process that ended stay counted; its live gauges
 are dropped at the next scrape.
 
-The exporter's ``/metrics`` turns ``master.figures.read_figures`` into metric
+The exporter's ``/metrics`` turns ``master.figures.FigureReader``'s figures into metric
 families at each scrape: the same figures the Status page shows. Run one per
 cluster (each scrape costs Redis a few thousand cheap reads); its heartbeat
 shows it in ``stats`` and on the Status page like every role.
@@ -28,7 +28,7 @@ from prometheus_client.exposition import CONTENT_TYPE_LATEST
 from prometheus_client.multiprocess import MultiProcessCollector, mark_process_dead
 from twisted.web import resource
 
-from master.figures import ClusterFigures, read_figures
+from master.figures import ClusterFigures, FigureReader
 
 logger = logging.getLogger(__name__)
 ROLE = "exporter"
@@ -76,12 +76,11 @@ class ClusterCollector:
     """The cluster's figures as metric families, read at each scrape."""
 
     def __init__(self, client: Any, settings: Any) -> None:
-        self.client = client
-        self.settings = settings
+        self.reader = FigureReader(client, settings)
 
     def collect(self) -> Iterator[Metric]:
         started = time.perf_counter()
-        figures = read_figures(self.client, self.settings)
+        figures = self.reader.read()
         yield from cluster_metrics(figures)
         yield GaugeMetricFamily("crawlcluster_exporter_read_seconds",
                                 "Time the last scrape took to read the figures from Redis",

@@ -24,7 +24,7 @@ from twisted.web import error, http, resource, server, static
 
 from manager.metrics import MetricsPage, node_registry
 from manager.registry import nodes_path
-from master.figures import read_figures
+from master.figures import FigureReader
 from master.frontier import Frontier
 from master.keys import Keys
 from master.registry import Heartbeats, JobRegistry
@@ -137,9 +137,13 @@ class Overview(WsResource):
     """What the Status page draws: the cluster's figures (``master.figures``), the same
     the exporter serves to Prometheus."""
 
+    reader = None
+
     def render_GET(self, txrequest):
-        clients = self.root.crawlcluster
-        return read_figures(clients["redis"], clients["settings"]).as_json()
+        if self.reader is None:
+            clients = self.root.crawlcluster
+            self.reader = FigureReader(clients["redis"], clients["settings"])
+        return self.reader.read().as_json()
 
 
 class NodeMetrics(MetricsPage):

@@ -1,6 +1,6 @@
 """The cluster's figures, read from Redis in a few pipelined round trips.
 
-``read_figures`` is the one reader of what the cluster looks like as a whole:
+``FigureReader`` is the one reader of what the cluster looks like as a whole:
 the exporter serves it to Prometheus (manager/metrics.py) and the web UI's
 Status page draws it (``overview.json``), so both always show the same
 numbers. It reads totals kept by the writers themselves (counters, index-led
@@ -62,51 +62,65 @@ class ClusterFigures:
         return dict(asdict(self), nodes=self.nodes())
 
 
-def read_figures(client: RedisClient, settings: Settings,
-                 clock: Clock = time.time) -> ClusterFigures:
-    keys = Keys.from_settings(settings)
-    figures = ClusterFigures()
-    figures.jobs = JobRegistry.from_settings(client, settings, clock=clock).live_jobs()
-    figures.done_last_minute = finished_last_minute(client, keys, list(figures.jobs), clock)
-    figures.modules = Heartbeats.from_settings(client, settings, clock=clock).status()
-    _read_frontier(figures, client, settings, keys)
-    store = CrawlStore(client, keys)
-    figures.crawls = {crawlid: store.progress(crawlid) for crawlid in
-                      store.recent_crawls(settings.getint("CRAWLCLUSTER_METRICS_CRAWLS"))}
-    _read_counters(figures, client, settings, keys, clock)
-    figures.throttle_refusals = top_with_other(
-        client, keys.throttle_refusals(), settings.getint("CRAWLCLUSTER_METRICS_TOP_DOMAINS"))
-    fill, urls = BloomFilter.from_settings(client, settings).fill()
-    figures.bloom = {"fill": fill, "urls": urls,
-                     "capacity": settings.getint("CRAWLCLUSTER_BLOOM_CAPACITY")}
-    return figures
+class FigureReader:
+    """Reads ``ClusterFigures``; the parts it uses are opened once (opening the frontier
+    or the Bloom filter checks their stored shape: a write), then each ``read`` reads."""
 
+    def __init__(self, client: RedisClient, settings: Settings,
+                 clock: Clock = time.time) -> None:
+        self.client = client
+        self.settings = settings
+        self.clock = clock
+        self.keys = Keys.from_settings(settings)
+        self.registry = JobRegistry.from_settings(client, settings, clock=clock)
+        self.heartbeats = Heartbeats.from_settings(client, settings, clock=clock)
+        self.frontier = Frontier.from_settings(client, settings)
+        self.crawls = CrawlStore(client, self.keys)
+        self.bloom = BloomFilter.from_settings(client, settings)
 
-def _read_frontier(figures: ClusterFigures, client: RedisClient, settings: Settings,
-                   keys: Keys) -> None:
-    """Pool sizes per spider type (only the shards their index names), leases and hubs
-    (every shard), the monitor's work list, the dispatchers' moves and weights."""
-    frontier = Frontier.from_settings(client, settings)
-    types = frontier.pool_types()
-    shards = {name: read_index(client, keys.pool_shards(name)) for name in types}
-    pipe = client.pipeline(transaction=False)
-    for name in types:
-        for shard in shards[name]:
-            pipe.zcard(keys.pool(shard, name))
-    for shard in keys.all_shards():
-        pipe.zcard(keys.leases(shard))
-        pipe.zcard(keys.hubs(shard))
-    pipe.zcard(keys.monitor_work())
-    pipe.hgetall(keys.dispatched_by_job())
-    pipe.hgetall(keys.dispatch_weights())
-    replies = iter(pipe.execute())
-    figures.pool = {name: sum(next(replies) for _ in shards[name]) for name in types}
-    for _ in keys.all_shards():
-        figures.leased += next(replies)
-        figures.hubs += next(replies)
-    figures.monitor_work = next(replies)
-    figures.dispatched = {job: int(n) for job, n in next(replies).items()}
-    figures.weights = {job: int(n) for job, n in next(replies).items()}
+    def read(self) -> ClusterFigures:
+        client, keys, settings = self.client, self.keys, self.settings
+        figures = ClusterFigures()
+        figures.jobs = self.registry.live_jobs()
+        figures.done_last_minute = finished_last_minute(client, keys, list(figures.jobs),
+                                                        self.clock)
+        figures.modules = self.heartbeats.status()
+        self._read_frontier(figures)
+        figures.crawls = {crawlid: self.crawls.progress(crawlid) for crawlid in
+                          self.crawls.recent_crawls(settings.getint("CRAWLCLUSTER_METRICS_CRAWLS"))}
+        _read_counters(figures, client, settings, keys, self.clock)
+        figures.throttle_refusals = top_with_other(
+            client, keys.throttle_refusals(),
+            settings.getint("CRAWLCLUSTER_METRICS_TOP_DOMAINS"))
+        fill, urls = self.bloom.fill()
+        figures.bloom = {"fill": fill, "urls": urls,
+                         "capacity": settings.getint("CRAWLCLUSTER_BLOOM_CAPACITY")}
+        return figures
+
+    def _read_frontier(self, figures: ClusterFigures) -> None:
+        """Pool sizes per spider type (only the shards their index names), leases and hubs
+        (every shard), the monitor's work list, the dispatchers' moves and weights."""
+        client, keys = self.client, self.keys
+        types = self.frontier.pool_types()
+        shards = {name: read_index(client, keys.pool_shards(name)) for name in types}
+        pipe = client.pipeline(transaction=False)
+        for name in types:
+            for shard in shards[name]:
+                pipe.zcard(keys.pool(shard, name))
+        for shard in keys.all_shards():
+            pipe.zcard(keys.leases(shard))
+            pipe.zcard(keys.hubs(shard))
+        pipe.zcard(keys.monitor_work())
+        pipe.hgetall(keys.dispatched_by_job())
+        pipe.hgetall(keys.dispatch_weights())
+        replies = iter(pipe.execute())
+        figures.pool = {name: sum(next(replies) for _ in shards[name]) for name in types}
+        for _ in keys.all_shards():
+            figures.leased += next(replies)
+            figures.hubs += next(replies)
+        figures.monitor_work = next(replies)
+        figures.dispatched = {job: int(n) for job, n in next(replies).items()}
+        figures.weights = {job: int(n) for job, n in next(replies).items()}
 
 
 def _read_counters(figures: ClusterFigures, client: RedisClient, settings: Settings,

@@ -387,9 +387,10 @@ class Keys:
         return f"{self.prefix}:counter:throttle_refusals"
 
     def dispatched_by_job(self) -> str:
-        """hash job -> tasks the dispatchers moved into its queues, in all time.
+        """hash job -> tasks the dispatchers moved into its queues while it lived.
 
-        Written by: dispatcher, after each tick
+        Written by: dispatcher, after each tick; a job's field is removed with the job
+        (`JobRegistry.requeue`)
         Read by: the exporter, the Status page
         """
         return f"{self.prefix}:counter:dispatched_by_job"

@@ -102,6 +102,7 @@ class JobRegistry:
             mark_index(pipe, self.keys.pool_shards(spider_type), refilled, self.clock())
         pipe.delete(self.keys.job_info(job))
         pipe.delete(self.keys.job_shards(job))
+        pipe.hdel(self.keys.dispatched_by_job(), job)
         # A job that beats from now on is told it was declared dead, and registers again.
         self.scripts.run("index_prune", [self.keys.jobs()], [repr(min(cutoff, 1e18)), job],
                          pipe=pipe)
