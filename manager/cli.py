@@ -162,6 +162,14 @@ def cmd_stop(args, settings):
     return _query(args, settings, {"type": "stop", "crawlid": args.crawlid})
 
 
+def cmd_pause(args, settings):
+    return _query(args, settings, {"type": "pause", "crawlid": args.crawlid})
+
+
+def cmd_resume(args, settings):
+    return _query(args, settings, {"type": "resume", "crawlid": args.crawlid})
+
+
 def cmd_stats(args, settings):
     return _query(args, settings, {"type": "stats", "stats": args.module})
 
@@ -303,6 +311,8 @@ def _client_commands(commands):
     submit.add_argument("file", metavar="FILE|-")
     for name, help_text, func in (("info", "a crawl's pending tasks and counts", cmd_info),
                                   ("stop", "stop a crawl and purge its pending tasks", cmd_stop),
+                                  ("pause", "pause a crawl: park its waiting tasks", cmd_pause),
+                                  ("resume", "resume a paused crawl", cmd_resume),
                                   ("watch", "live progress of a crawl until it drains",
                                    cmd_watch)):
         parser = client_parser(name, help_text, func)

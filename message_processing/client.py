@@ -157,6 +157,10 @@ def describe(reply: Message | None) -> str:
                 f"{reply.get('failed', 0)}{', stopped' if reply.get('stopped') else ''}")
         found = (reply.get("links") or {}).get("found")
         return line + ("\n" + describe_links(reply["links"]) if found else "")
+    if action in ("pause", "resume"):
+        total = reply.get("total_parked", reply.get("total_resumed"))
+        verb = "parked" if action == "pause" else "back in the pools"
+        return f"crawl {reply.get('crawlid')} {action}d: {total} tasks {verb}"
     if action in ("stop", "expired"):
         total = reply.get("total_purged", reply.get("total_expired"))
         return f"crawl {reply.get('crawlid', '(all of the app)')} {action}: {total} purged"

@@ -22,7 +22,7 @@ from settings.jsonschemas import SchemaChecker
 
 Message = dict[str, Any]     # a decoded JSON object: a request, or a reply
 SCHEMA_DIR = Path(__file__).parent / "schemas"
-TYPES = ("crawl", "info", "stop", "stats", "site_config",
+TYPES = ("crawl", "info", "stop", "pause", "resume", "stats", "site_config",
          "sc_crawl", "sc_action", "sc_stats", "sc_zookeeper")
 _HOST = re.compile(r"(?=.{1,253}$)[A-Za-z0-9]([A-Za-z0-9-]{0,61}[A-Za-z0-9])?"
                    r"(\.[A-Za-z0-9]([A-Za-z0-9-]{0,61}[A-Za-z0-9])?)*\.?")

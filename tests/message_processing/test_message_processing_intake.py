@@ -259,7 +259,8 @@ def run_cli(settings, *args, timeout=60):
                           timeout=timeout, stdin=subprocess.DEVNULL)
 
 
-def test_cli_client_submit_info_config_stats_watch_stop(test_settings, roles, tmp_path):
+def test_cli_client_submit_info_config_stats_pause_resume_watch_stop(test_settings, roles,
+                                                                    tmp_path):
     roles("preprocess")
     roles("monitor")
     requests = tmp_path / "requests.jsonl"
@@ -280,6 +281,20 @@ def test_cli_client_submit_info_config_stats_watch_stop(test_settings, roles, tm
     assert config.returncode == 0 and "rate site1.com: done" in config.stdout
     stats = json.loads(run_cli(test_settings, "stats", "queue", "--json").stdout)
     assert stats["queues"]["pool"] == 1
+
+    # pause and resume through Kafka: the waiting task is parked, then back in the pool
+    paused = run_cli(test_settings, "pause", "--crawlid", "c1")
+    assert paused.stdout.strip() == "crawl c1 paused: 1 tasks parked", paused
+    raw = json.loads(run_cli(test_settings, "info", "--crawlid", "c1", "--json").stdout)
+    assert raw["paused"] and raw["parked"] == 1
+    assert json.loads(run_cli(test_settings, "stats", "queue", "--json").stdout)[
+        "queues"]["pool"] == 0
+    resumed = run_cli(test_settings, "resume", "--crawlid", "c1")
+    assert resumed.stdout.strip() == "crawl c1 resumed: 1 tasks back in the pools", resumed
+    assert json.loads(run_cli(test_settings, "stats", "queue", "--json").stdout)[
+        "queues"]["pool"] == 1
+    bad = run_cli(test_settings, "pause", "--crawlid", "no/such")
+    assert bad.returncode != 0 and "[crawlid]" in bad.stdout, bad
 
     env = cluster_env(test_settings, fast=False)
     watcher = subprocess.Popen([sys.executable, "-m", "manager.cli", "watch", "--crawlid", "c1",

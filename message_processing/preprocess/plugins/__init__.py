@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from message_processing.plugins import Plugin
-from message_processing.requests import Message
+from message_processing.requests import Message, route
 
 if TYPE_CHECKING:
     from master.crawls import WriteBatch
@@ -41,6 +41,6 @@ class StoredRequestPlugin(Plugin):
         self.context = context
 
     def prepare(self, kind: str, request: Message, source: str) -> Staged:
-        entry = {"id": source, "kind": self.handles[0], "request": request,
+        entry = {"id": source, "kind": route(kind, request), "request": request,
                  "format": "scrapy-cluster" if kind.startswith("sc_") else "thesis"}
         return Staged(write=lambda batch: self.context.worklist.add(entry, pipe=batch.pipe))
