@@ -39,6 +39,7 @@ setup(
         "tldextract>=5.0",
         "numpy>=1.24",  # the Bloom filter hashes and packs a batch of URLs as arrays
         "prometheus-client>=0.20",  # /metrics of the managers and the exporter
+        "croniter>=2.0",  # recurring crawls' cron expressions (master/schedules.py)
     ],
     extras_require={
         # Local servers for `crawlcluster services up` (also installed on demand):
@@ -56,6 +57,7 @@ setup(
             "SecantusDB>=0.7.0b3",
             "moto[server]>=5",  # an S3 store, so a restarted test broker keeps its topics
             "mypy>=1.10",  # mypy.ini
+            "types-croniter",
             "sphinx>=7",  # the docs/ site, built with warnings as errors
             "myst-parser>=3",  # Markdown pages for Sphinx
         ],

@@ -33,11 +33,14 @@ import time
 from collections.abc import Callable
 from typing import Any
 
+from master.bloom import BloomFilter
 from master.counters import Clock
+from master.crawls import CrawlConfig, CrawlStore
 from master.frontier import Frontier
 from master.keys import Keys
 from master.lua import LuaScripts
 from master.registry import Heartbeats, JobInfo, JobRegistry
+from master.schedules import Schedules
 from master.shards import ShardLeases, prune, read_index
 from master.wrr import WeightedRoundRobin
 from settings.clients import RedisClient
@@ -84,6 +87,9 @@ class Dispatcher:
         self._window_started: float | None = None
         self._window_totals: dict[str, int] = {}
         self._tick_moves: dict[str, int] = {}           # job -> tasks moved this tick
+        # recurring crawls, fired in the upkeep, and how a run is submitted (from_settings)
+        self.schedules: Schedules | None = None
+        self.submit_crawl: Callable[[CrawlConfig], None] | None = None
         self._weights_published: dict[str, int] = {}
         # beats the role's heartbeat (main sets it)
         self.heartbeat: Callable[[], None] | None = None
@@ -97,7 +103,7 @@ class Dispatcher:
         scripts = LuaScripts(client)
         common: dict[str, Any] = {"clock": clock, "scripts": scripts}
         keys = Keys.from_settings(settings)
-        return cls(client, keys,
+        dispatcher = cls(client, keys,
                    JobRegistry.from_settings(client, settings, **common),
                    Frontier.from_settings(client, settings, **common),
                    ShardLeases(client, keys, instance or instance_id(),
@@ -110,6 +116,11 @@ class Dispatcher:
                    idle_sleep=settings.getfloat("CRAWLCLUSTER_DISPATCH_IDLE_SLEEP"),
                    min_age=settings.getfloat("CRAWLCLUSTER_WEIGHT_MIN_AGE"),
                    **common)
+        dispatcher.schedules = Schedules(client, keys, **common)
+        bloom, store = BloomFilter.from_settings(client, settings), CrawlStore(client, keys)
+        dispatcher.submit_crawl = lambda config: store.submit(config, bloom,
+                                                              dispatcher.frontier)
+        return dispatcher
 
     # --- weights ---------------------------------------------------------------------
 
@@ -185,6 +196,8 @@ class Dispatcher:
             logger.info("expired leases: %d re-issued, %d failed for good", requeued, failed)
         self.frontier.issue_due_hubs(shards)
         self._sweep(shards)
+        if self.schedules is not None and self.submit_crawl is not None:
+            self.schedules.fire_due(self.submit_crawl)
         self._last_upkeep = self.clock()
 
     def _sweep(self, shards: list[int]) -> None:

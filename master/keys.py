@@ -324,6 +324,32 @@ class Keys:
         """
         return f"{self.tag}:crawls"
 
+    def schedules(self) -> str:
+        """zset schedule id -> when its next run is due (a paused schedule is not in it).
+
+        Written by: monitor (`schedule` requests), masters (`schedule_claim.lua`)
+        Read by: masters (`Schedules.fire_due`)
+        """
+        return f"{self.tag}:schedules"
+
+    def schedule_configs(self) -> str:
+        """hash schedule id -> JSON: a recurring crawl's cron expression or interval, the
+        crawl it submits, its owner, whether it is paused.
+
+        Written by: monitor (`schedule` requests)
+        Read by: masters, monitor (`list`)
+        """
+        return f"{self.tag}:schedules:config"
+
+    def schedule_runs(self) -> str:
+        """zset run JSON -> when it was claimed: runs claimed and not yet submitted (a
+        master that dies in between leaves its run here for another to submit).
+
+        Written by: `schedule_claim.lua`; removed once submitted
+        Read by: masters (`Schedules.fire_due`)
+        """
+        return f"{self.tag}:schedule_runs"
+
     def user_crawls(self, userid: str) -> str:
         """set of the crawl ids a user (scrapy-cluster: appid) submitted.
 

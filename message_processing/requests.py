@@ -17,12 +17,13 @@ from typing import Any
 from urllib.parse import urlsplit
 
 from crawler.rules import RuleError, rule_from_scrapy_cluster, validate_rule
+from master.schedules import ScheduleError, check_when
 from settings.errors import CrawlClusterError
 from settings.jsonschemas import SchemaChecker
 
 Message = dict[str, Any]     # a decoded JSON object: a request, or a reply
 SCHEMA_DIR = Path(__file__).parent / "schemas"
-TYPES = ("crawl", "info", "stop", "pause", "resume", "stats", "site_config",
+TYPES = ("crawl", "info", "stop", "pause", "resume", "schedule", "stats", "site_config",
          "sc_crawl", "sc_action", "sc_stats", "sc_zookeeper")
 _HOST = re.compile(r"(?=.{1,253}$)[A-Za-z0-9]([A-Za-z0-9-]{0,61}[A-Za-z0-9])?"
                    r"(\.[A-Za-z0-9]([A-Za-z0-9-]{0,61}[A-Za-z0-9])?)*\.?")
@@ -93,7 +94,33 @@ def validate(message: Message) -> tuple[str, Message]:
     if kind in ("crawl", "sc_crawl"):
         check_url(request["url"])
         _check_rule(kind, request)
+    if kind == "schedule" and request["action"] == "add":
+        request["crawl"] = _checked_schedule(request)
     return kind, request
+
+
+SET_BY_SCHEDULE = ("type", "crawlid", "userid", "uuid", "expires")
+
+
+def _checked_schedule(request: Message) -> Message:
+    """A schedule's timing checked, and its crawl checked as a crawl request of the
+    schedule's user: the crawl's config, which each run submits under its own id."""
+    try:
+        check_when(request)
+    except ScheduleError as exc:
+        raise RequestError(exc.reason, exc.field) from None
+    template = request["crawl"]
+    for name in SET_BY_SCHEDULE:
+        if name in template:
+            raise RequestError("set by the schedule for each run; leave it out",
+                               f"crawl.{name}")
+    try:
+        _, crawl = validate({**template, "type": "crawl", "userid": request["userid"],
+                             "crawlid": request["schedule_id"]})
+    except RequestError as exc:
+        raise RequestError(exc.reason, f"crawl.{exc.field}" if exc.field else "crawl") from None
+    config = crawl_config("crawl", crawl)
+    return {name: value for name, value in config.items() if name not in SET_BY_SCHEDULE}
 
 
 def route(kind: str, request: Message) -> str:

@@ -164,6 +164,7 @@ CRAWLCLUSTER_PREPROCESS_PLUGINS = {
     "message_processing.preprocess.plugins.stop.StopPlugin": 400,
     "message_processing.preprocess.plugins.site_config.SiteConfigPlugin": 500,
     "message_processing.preprocess.plugins.pause.PausePlugin": 600,
+    "message_processing.preprocess.plugins.schedule.SchedulePlugin": 700,
 }
 # Messages preprocess takes from Kafka per poll (one Redis transaction per partition).
 CRAWLCLUSTER_PREPROCESS_BATCH = 500
@@ -175,6 +176,7 @@ CRAWLCLUSTER_MONITOR_PLUGINS = {
     "message_processing.monitor.plugins.stop.StopPlugin": 400,
     "message_processing.monitor.plugins.expire.ExpirePlugin": 500,
     "message_processing.monitor.plugins.pause.PausePlugin": 600,
+    "message_processing.monitor.plugins.schedule.SchedulePlugin": 700,
 }
 # Seconds the monitor sleeps when no stored request is due.
 CRAWLCLUSTER_MONITOR_SLEEP = 0.1

@@ -1,15 +1,18 @@
 """Preprocess and monitor as real processes against the real Kafka-API broker and Redis."""
 
+import itertools
 import json
 import signal
 import subprocess
 import sys
 import time
+from datetime import datetime
 
 import pytest
 
 from manager.local.crawl import cluster_env
 from master.counters import WindowCounts
+from master.crawls import CrawlStore
 from master.frontier import Frontier
 from master.keys import Keys
 from settings.clients import kafka_consumer, kafka_producer
@@ -329,3 +332,58 @@ def test_requests_claimed_by_a_dead_monitor_are_answered_once_by_another(
     assert sorted(answered) == [f"s{n}" for n in range(5)]
     assert all(len(replies) == 1 for replies in answered.values())
     assert redis.zcard(keys.monitor_work()) == 0
+
+
+@BOTH
+def test_schedule_requests_and_two_masters_fire_each_run_once(frontier_redis,
+                                                             frontier_settings, roles, wire):
+    """A schedule added through Kafka, every 2 s, with two master processes running:
+    one crawl per due time, each stored once with its seed queued once; bad schedules
+    are refused naming the field; pause stops the runs."""
+    for role in ("preprocess", "monitor"):
+        roles(role)
+    roles("master", name="master1")
+    roles("master", name="master2")
+    template = {key: value for key, value in crawl(1).items()
+                if key not in ("type", "crawlid", "userid")}
+
+    def ask(request):
+        wire.send(request)
+        wire.collect(lambda replies: request["uuid"] in wire.by_uuid())
+        return wire.by_uuid()[request["uuid"]][-1]
+
+    def schedule(uuid, **fields):
+        return ask({"type": "schedule", "userid": "u1", "uuid": uuid, **fields})
+
+    for n, (fields, field) in enumerate([
+            ({"cron": "0 25 * * *"}, "cron"),
+            ({"cron": "0 * * * *", "every": 60}, "cron"),
+            ({"every": 0}, "every"),
+            ({"every": 60, "crawl": {**template, "crawlid": "x"}}, "crawl.crawlid"),
+            ({"every": 60, "crawl": {**template, "url": "ftp://x.com/"}}, "crawl.url"),
+            ({"every": 60, "crawl": {**template, "maxdepth": -1}}, "crawl.maxdepth")]):
+        reply = schedule(f"bad{n}", action="add", schedule_id="tick",
+                         **{"crawl": template, **fields})
+        assert reply["status"] == "error" and reply["field"] == field, reply
+    assert schedule("nothing", action="pause", schedule_id="nope")["field"] == "schedule_id"
+
+    added = schedule("add", action="add", schedule_id="tick", every=2, crawl=template)
+    assert added["status"] == "ok" and added["next_due"], added
+    time.sleep(11)
+    paused = schedule("pause", action="pause", schedule_id="tick")
+    assert paused["status"] == "ok" and paused["next_due"] is None
+    [listed] = schedule("list", action="list")["schedules"]
+    assert listed["id"] == "tick" and listed["paused"] and listed["every"] == 2
+
+    keys = Keys.from_settings(frontier_settings)
+    runs = sorted(crawlid for crawlid in frontier_redis.zrange(keys.crawls(), 0, -1)
+                  if crawlid.startswith("tick-"))
+    times = [datetime.strptime(crawlid[5:], "%Y%m%dT%H%M%SZ") for crawlid in runs]
+    assert len(runs) >= 3, runs
+    assert all((b - a).total_seconds() == 2 for a, b in itertools.pairwise(times)), runs
+    counts = CrawlStore.from_settings(frontier_redis, frontier_settings)
+    assert all(counts.progress(crawlid)["counts"] == {"queued": 1} for crawlid in runs)
+    time.sleep(3)
+    after = [crawlid for crawlid in frontier_redis.zrange(keys.crawls(), 0, -1)
+             if crawlid.startswith("tick-")]
+    assert len(after) <= len(runs) + 1           # at most one run was on its way at the pause
