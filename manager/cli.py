@@ -6,6 +6,7 @@ become one line on stderr and exit status 2; nothing below the CLI exits.
 """
 
 import argparse
+import json
 import logging
 import sys
 import time
@@ -170,6 +171,26 @@ def cmd_resume(args, settings):
     return _query(args, settings, {"type": "resume", "crawlid": args.crawlid})
 
 
+def cmd_schedule(args, settings):
+    """Add, list, pause, resume or delete a recurring crawl."""
+    request = {"type": "schedule", "action": args.action}
+    if args.action != "list":
+        if not args.schedule_id:
+            raise CrawlClusterError(f"schedule {args.action} needs a schedule id")
+        request["schedule_id"] = args.schedule_id
+    if args.action == "add":
+        if (args.cron is None) == (args.every is None) or not args.crawl:
+            raise CrawlClusterError("schedule add needs --crawl FILE and one of --cron or "
+                                    "--every")
+        text = sys.stdin.read() if args.crawl == "-" else _read_file(args.crawl)
+        try:
+            request["crawl"] = json.loads(text)
+        except ValueError as exc:
+            raise CrawlClusterError(f"--crawl {args.crawl}: not JSON: {exc}") from None
+        request.update({"cron": args.cron} if args.cron is not None else {"every": args.every})
+    return _query(args, settings, request)
+
+
 def cmd_stats(args, settings):
     return _query(args, settings, {"type": "stats", "stats": args.module})
 
@@ -319,6 +340,18 @@ def _client_commands(commands):
         parser.add_argument("--crawlid", required=True)
         if name == "watch":
             parser.add_argument("--every", type=float, default=2.0, metavar="SECONDS")
+    schedule = client_parser("schedule", "recurring crawls: add one (a crawl by cron "
+                             "expression or interval), list, pause, resume or delete",
+                             cmd_schedule)
+    schedule.add_argument("action", choices=["add", "list", "pause", "resume", "delete"])
+    schedule.add_argument("schedule_id", nargs="?", metavar="ID",
+                          help="each run is a crawl of id ID-<due time, UTC>")
+    schedule.add_argument("--cron", metavar="EXPR",
+                          help="minute hour day month weekday, in UTC (e.g. '0 * * * *')")
+    schedule.add_argument("--every", type=float, metavar="SECONDS", help="or an interval")
+    schedule.add_argument("--crawl", metavar="FILE|-",
+                          help="the crawl request each run submits (JSON, without type, "
+                               "crawlid and userid)")
     stats = client_parser("stats", "rolling counts, status codes, heartbeats, queues", cmd_stats)
     stats.add_argument("module", nargs="?", default="all",
                        choices=["all", "preprocess", "monitor", "crawler", "spider", "machine",

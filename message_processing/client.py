@@ -157,6 +157,8 @@ def describe(reply: Message | None) -> str:
                 f"{reply.get('failed', 0)}{', stopped' if reply.get('stopped') else ''}")
         found = (reply.get("links") or {}).get("found")
         return line + ("\n" + describe_links(reply["links"]) if found else "")
+    if action == "schedule":
+        return describe_schedule(reply)
     if action in ("pause", "resume"):
         total = reply.get("total_parked", reply.get("total_resumed"))
         verb = "parked" if action == "pause" else "back in the pools"
@@ -167,6 +169,22 @@ def describe(reply: Message | None) -> str:
     if reply.get("status") == "ok":
         return f"{action} {reply.get('domain')}: done ({reply.get('znode')})"
     return json.dumps(reply, indent=2, sort_keys=True, ensure_ascii=False)
+
+
+def describe_schedule(reply: Message) -> str:
+    """``schedule list``: a line per schedule; the other actions: what was done."""
+    if reply["schedule_action"] == "list":
+        lines = [f"{item['id']}  {_when(item)}  next {item['next_due'] or '(paused)'}  "
+                 f"crawls {item['crawl']['url']}" for item in reply["schedules"]]
+        return "\n".join(lines) or "no schedules"
+    due = f", next run {reply['next_due']}" if reply.get("next_due") else ""
+    return f"schedule {reply['schedule_id']}: {reply['schedule_action']} done{due}"
+
+
+def _when(schedule: Message) -> str:
+    if "cron" in schedule:
+        return f"cron '{schedule['cron']}'"
+    return f"every {schedule['every']:g} s"
 
 
 def describe_links(links: Message) -> str:

@@ -79,6 +79,15 @@ function crawlRequest(form) {
   }
   if (data.get("cookie")) request.cookie = data.get("cookie");
   if (data.get("expires")) request.expires = Math.floor(new Date(data.get("expires")).getTime() / 1000);
+  return data.get("cron") || data.get("every") ? scheduleRequest(request, data) : request;
+}
+
+// A crawl to repeat: a schedule of the crawl id's name; each run is a crawl of its own.
+function scheduleRequest(crawl, data) {
+  const { type, crawlid, userid, ...template } = crawl;
+  const request = { type: "schedule", action: "add", schedule_id: crawlid, userid, crawl: template };
+  if (data.get("cron")) request.cron = data.get("cron");
+  if (data.get("every")) request.every = Number(data.get("every"));
   return request;
 }
 
@@ -86,7 +95,8 @@ function showFieldErrors(form, field, message) {
   form.querySelectorAll(".field-error").forEach((el) => { el.textContent = ""; });
   form.querySelectorAll(".invalid").forEach((el) => el.classList.remove("invalid"));
   if (!message) return;
-  const name = (field || "").split(/[.[]/)[0];
+  let name = (field || "").replace(/^crawl\./, "").split(/[.[]/)[0];
+  if (name === "schedule_id") name = "crawlid";
   const slot = form.querySelector(`.field-error[data-for="${name}"]`) || $("#submit-result");
   slot.textContent = (field ? field + ": " : "") + message;
   const input = form.elements[name];
@@ -127,6 +137,8 @@ function setUpSubmit() {
     if (answer.status !== "ok" || reply.status === "error") {
       showFieldErrors(form, reply.field, reply.error);
       showResult(result, false, "Refused: " + (reply.error || answer.message));
+    } else if (reply.action === "schedule") {
+      showResult(result, true, `Scheduled ${reply.schedule_id}: first run ${reply.next_due}; each run is a crawl of id ${reply.schedule_id}-<time>`);
     } else {
       showResult(result, true, `Accepted crawl ${reply.crawlid} (${reply.spider_type}); uuid ${reply.uuid}`);
     }

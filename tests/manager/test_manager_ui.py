@@ -58,6 +58,16 @@ def test_submit_start_watch_and_stop_in_a_browser(cluster, browser, static_site,
     page.wait_for_selector(".field-error[data-for=rule]:empty", state="attached")
     page.click("#crawl-form button[type=submit]")
     page.wait_for_selector("#submit-result.ok:has-text('Accepted crawl ui-crawl')", timeout=60000)
+    # The same form repeats a crawl: a bad cron expression is caught inline, then scheduled.
+    page.fill("input[name=crawlid]", "ui-news")
+    page.fill("input[name=cron]", "0 25 * * *")
+    page.wait_for_selector(".field-error[data-for=cron]:has-text('not a cron expression')")
+    page.fill("input[name=cron]", "0 * * * *")
+    page.wait_for_selector(".field-error[data-for=cron]:empty", state="attached")
+    page.click("#crawl-form button[type=submit]")
+    page.wait_for_selector("#submit-result.ok:has-text('Scheduled ui-news: first run 20')",
+                           timeout=60000)
+    page.fill("input[name=cron]", "")
     page.screenshot(path=str(tmp_path / "submit.png"), full_page=True)
 
     # Spiders: start one on the node, see it running.
@@ -80,6 +90,7 @@ def test_submit_start_watch_and_stop_in_a_browser(cluster, browser, static_site,
                      && /^[1-9]\\d* found, [1-9]\\d* new/.test(row.children[5].textContent))""",
                            timeout=30000)   # the links the crawl's pages yielded
     page.wait_for_selector("#modules tbody tr td:has-text('manager')")
+    page.wait_for_selector("#frontier tbody tr td:has-text('Bloom filter')")   # the figures
     page.screenshot(path=str(tmp_path / "status.png"), full_page=True)
 
     # Spiders: pause the crawl and resume it; stop the spider, it shows as finished.

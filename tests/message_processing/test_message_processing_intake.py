@@ -299,6 +299,22 @@ def test_cli_client_submit_info_config_stats_pause_resume_watch_stop(test_settin
     bad = run_cli(test_settings, "pause", "--crawlid", "no/such")
     assert bad.returncode != 0 and "[crawlid]" in bad.stdout, bad
 
+    # recurring crawls from the command line
+    template = tmp_path / "crawl.json"
+    template.write_text(json.dumps({key: value for key, value in crawl(3).items()
+                                    if key not in ("type", "crawlid", "userid")}))
+    added = run_cli(test_settings, "schedule", "add", "news", "--cron", "0 * * * *",
+                    "--crawl", str(template))
+    assert added.stdout.startswith("schedule news: add done, next run 20"), added
+    listed = run_cli(test_settings, "schedule", "list").stdout
+    assert listed.startswith("news  cron '0 * * * *'  next 20") and "site3.com" in listed
+    refused = run_cli(test_settings, "schedule", "add", "late", "--cron", "0 25 * * *",
+                      "--crawl", str(template))
+    assert refused.returncode == 1 and "[cron]" in refused.stdout, refused
+    deleted = run_cli(test_settings, "schedule", "delete", "news")
+    assert deleted.stdout.strip() == "schedule news: delete done"
+    assert run_cli(test_settings, "schedule", "list").stdout.strip() == "no schedules"
+
     env = cluster_env(test_settings, fast=False)
     watcher = subprocess.Popen([sys.executable, "-m", "manager.cli", "watch", "--crawlid", "c1",
                                 "--every", "0.5"], env=env, stdout=subprocess.PIPE,
