@@ -40,6 +40,7 @@ setup(
         "numpy>=1.24",  # the Bloom filter hashes and packs a batch of URLs as arrays
         "prometheus-client>=0.20",  # /metrics of the managers and the exporter
         "croniter>=2.0",  # recurring crawls' cron expressions (master/schedules.py)
+        "feedparser>=6.0",  # RSS and Atom feeds as a crawl's sources (crawler/sources.py)
     ],
     extras_require={
         # Local servers for `crawlcluster services up` (also installed on demand):

@@ -41,7 +41,7 @@ from twisted.internet.defer import Deferred, DeferredList
 
 from crawler.context import JobContext
 from crawler.metrics import set_job_tasks
-from crawler.spiders import Follow
+from crawler.spiders import SOURCE_CALLBACKS, Follow
 from master.siteconfig import domain_of
 from master.tasks import Task, decode_task, make_task
 from master.throttle import JobView
@@ -335,7 +335,7 @@ class ClusterScheduler:
         if self.url_length_limit and len(url) > self.url_length_limit:
             return "url_length"
         maxdepth = parent["config"].get("maxdepth")
-        if maxdepth is not None and parent["task"].get("depth", 0) >= maxdepth:
+        if maxdepth is not None and link_depth(parent["task"]) > maxdepth:
             return "depth"
         if self.context.site_config.is_blacklisted(domain_of(url)):
             return "blacklist"
@@ -385,7 +385,7 @@ class ClusterScheduler:
         parent = link.parent["task"]
         try:
             return make_task(link.url, parent["crawlid"], parent["spider_type"],
-                             priority=parent.get("priority", 0), depth=parent.get("depth", 0) + 1,
+                             priority=parent.get("priority", 0), depth=link_depth(parent),
                              userid=parent.get("userid"), callback=link.callback,
                              domain=link.domain, **(link.extra or {}))
         except ValueError as exc:
@@ -419,6 +419,13 @@ class ClusterScheduler:
 
 
 Cookies = dict[str | bytes, str | bytes | bool | float | int]    # as a Request takes them
+
+
+def link_depth(parent: Task) -> int:
+    """The depth of a link a task's page yielded: one deeper, but the same for what a
+    sitemap, feed or robots.txt lists (sources do not count as a level)."""
+    step = 0 if parent.get("callback") in SOURCE_CALLBACKS else 1
+    return int(parent.get("depth", 0)) + step
 
 
 def parse_cookies(cookie: str | Cookies | None) -> Cookies:

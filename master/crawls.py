@@ -11,6 +11,7 @@ its domains and are summed over the shards it has been in.
 import json
 import time
 from typing import Any
+from urllib.parse import urlsplit
 
 from master.bloom import BloomFilter
 from master.frontier import Frontier
@@ -74,6 +75,7 @@ class CrawlStore:
         batch.seeds.append(seed)
         if config.get("domain_max_pages"):      # the seed is one of the domain's pages
             batch.domain_pages.append([config["crawlid"], seed["domain"]])
+        batch.seeds += self.source_tasks(config)
         for url in config.get("hubs") or ():
             hub = dict(seed, url=url, domain=domain_of(url), id=f"hub:{url}")
             batch.hubs.append([hub, config.get("hub_span", 3600.0)])
@@ -126,6 +128,20 @@ class CrawlStore:
     def recent_crawls(self, limit: int = 50) -> list[str]:
         """The crawl ids submitted last, newest first."""
         return list(self.client.zrevrange(self.keys.crawls(), 0, limit - 1))
+
+    @staticmethod
+    def source_tasks(config: CrawlConfig) -> list[Task]:
+        """Tasks for the crawl's sitemaps, feeds and (if asked) the seed host's
+        robots.txt: pages that list the pages to crawl (crawler/sources.py)."""
+        urls = [(url, "parse_sitemap") for url in config.get("sitemaps") or ()]
+        urls += [(url, "parse_feed") for url in config.get("feeds") or ()]
+        if config.get("robots_sitemaps"):
+            seed = urlsplit(config["url"])
+            urls.append((f"{seed.scheme}://{seed.netloc}/robots.txt", "parse_robots"))
+        return [make_task(url, config["crawlid"], config["spider_type"],
+                          priority=config.get("priority", 0), depth=0,
+                          userid=config.get("userid"), callback=callback)
+                for url, callback in urls]
 
     def seed_task(self, config: CrawlConfig) -> Task:
         """The crawl's first task (depth 0) for its ``url``."""

@@ -93,6 +93,9 @@ def validate(message: Message) -> tuple[str, Message]:
     request = _with_defaults(kind, message)
     if kind in ("crawl", "sc_crawl"):
         check_url(request["url"])
+        for name in ("sitemaps", "feeds"):
+            for n, url in enumerate(request.get(name) or ()):
+                check_url(url, f"{name}.{n}")
         _check_rule(kind, request)
     if kind == "schedule" and request["action"] == "add":
         request["crawl"] = _checked_schedule(request)
@@ -135,16 +138,16 @@ def _with_defaults(kind: str, message: Message) -> Message:
     return {**checker(kind).defaults(), **message}
 
 
-def check_url(url: str) -> None:
+def check_url(url: str, field: str = "url") -> None:
     parts = urlsplit(url)
     if parts.scheme not in ("http", "https"):
-        raise RequestError(f"URL scheme must be http or https, not {parts.scheme!r}", "url")
+        raise RequestError(f"URL scheme must be http or https, not {parts.scheme!r}", field)
     try:
         host, _ = parts.hostname, parts.port
     except ValueError as exc:
-        raise RequestError(f"bad URL: {exc}", "url") from None
+        raise RequestError(f"bad URL: {exc}", field) from None
     if not host or not _HOST.fullmatch(host):
-        raise RequestError(f"URL has no valid host: {url!r}", "url")
+        raise RequestError(f"URL has no valid host: {url!r}", field)
 
 
 def _check_rule(kind: str, request: Message) -> None:

@@ -205,6 +205,15 @@ CRAWLCLUSTER_MANAGER_PUBLIC_URL = ""
 # This node's name in the registry ("" = host name and manager port).
 CRAWLCLUSTER_NODE_NAME = ""
 
+# --- sources: sitemaps, feeds, robots.txt (crawler/sources.py) ------------------
+# Entries taken from one sitemap or feed (the sitemap protocol's limit); the rest are
+# counted as refused (sitemap_limit).
+CRAWLCLUSTER_SITEMAP_MAX_URLS = 50_000
+# Bytes a sitemap may unpack to (the protocol's limit: 50 MB); a bigger one is refused.
+CRAWLCLUSTER_SITEMAP_MAX_BYTES = 50 * 1024 * 1024
+# Sitemap indexes followed below a crawl's sitemap (an index of indexes is 2).
+CRAWLCLUSTER_SITEMAP_MAX_DEPTH = 3
+
 # --- metrics (Prometheus) ------------------------------------------------------
 # Address `crawlcluster exporter` serves the cluster's /metrics on.
 CRAWLCLUSTER_EXPORTER_ADDRESS = "127.0.0.1:9410"

@@ -12,6 +12,7 @@ work thrown away: about a tenth of a page's CPU on bench/crawl.py's site (~23
 links a page). Under any other scheduler ``follow`` yields Requests as usual.
 """
 
+from collections import Counter
 from collections.abc import AsyncIterator, Callable, Iterable, Iterator, Mapping
 from typing import Any, NamedTuple
 
@@ -19,6 +20,8 @@ import scrapy
 from parsel import Selector, SelectorList
 from scrapy import Request
 from scrapy.http import Response, TextResponse
+
+from crawler.sources import Entry, Source, read_feed, read_robots, read_sitemap
 
 # What an element of a page can be read from: a page, an element, several elements.
 Readable = TextResponse | Selector | SelectorList[Selector]
@@ -44,10 +47,24 @@ def css_value(selector: Readable, expression: str) -> str:
     return "\n".join(value for value in values if value)
 
 
-class ClusterSpider(scrapy.Spider):
-    """Base: no start requests of its own; tasks come from the cluster scheduler."""
+# Callbacks of the pages that list others: a crawl's sitemaps, feeds, robots.txt.
+SOURCE_CALLBACKS = ("parse_sitemap", "parse_feed", "parse_robots")
+PROBLEMS = {"sitemap_invalid": "not a sitemap or sitemap index",
+            "sitemap_too_big": "a sitemap over CRAWLCLUSTER_SITEMAP_MAX_BYTES unpacked",
+            "feed_invalid": "not an RSS or Atom feed"}
 
-    callbacks: tuple[str, ...] = ("parse",)
+
+class ClusterSpider(scrapy.Spider):
+    """Base: no start requests of its own; tasks come from the cluster scheduler.
+
+    Every spider reads a crawl's sources (``parse_sitemap``, ``parse_feed``,
+    ``parse_robots``, crawler/sources.py): the sitemaps they point to are followed
+    (to ``CRAWLCLUSTER_SITEMAP_MAX_DEPTH`` nested indexes), and the pages they list
+    become links of the crawl as a page's links do, through ``entry_links``, each
+    spider's own way of taking a page the rules admit. What a source could not give
+    is counted as refused links of the crawl, with the reason, and logged."""
+
+    callbacks: tuple[str, ...] = ("parse", *SOURCE_CALLBACKS)
     # set by the cluster's scheduler: takes (response, [Follow, ...], refused)
     link_sink: Callable[[Response, list[Follow], Mapping[str, int] | None], None] | None = None
 
@@ -68,6 +85,52 @@ class ClusterSpider(scrapy.Spider):
             yield Request(link.url, callback=getattr(self, link.callback),
                           meta={"crawlcluster_extra": link.extra})
 
+    # --- sources: sitemaps, feeds, robots.txt --------------------------------------------
+
+    def parse_sitemap(self, response: Response) -> Iterator[Request]:
+        source = read_sitemap(response.body, self.settings.getint("CRAWLCLUSTER_SITEMAP_MAX_URLS"),
+                              self.settings.getint("CRAWLCLUSTER_SITEMAP_MAX_BYTES"))
+        yield from self._follow_source(response, source)
+
+    def parse_feed(self, response: Response) -> Iterator[Request]:
+        yield from self._follow_source(response, read_feed(
+            response.body, self.settings.getint("CRAWLCLUSTER_SITEMAP_MAX_URLS")))
+
+    def parse_robots(self, response: Response) -> Iterator[Request]:
+        yield from self._follow_source(response, read_robots(response.body, response.url))
+
+    def entry_links(self, response: Response,
+                    entries: list[Entry]) -> tuple[list[Follow], Mapping[str, int]]:
+        """The pages a source lists as links to follow, and the ones refused by why.
+        Here: each page parsed by ``parse``, with the entry's fields."""
+        return [Follow(entry.url, "parse", {"entry": entry.fields}) for entry in entries], {}
+
+    def _follow_source(self, response: Response, source: Source) -> Iterator[Request]:
+        task = self.crawl_info(response)["task"]
+        refused: Counter[str] = Counter()
+        if source.problem:
+            refused[source.problem] += 1
+            self.logger.warning("crawl %s: %s is %s", task["crawlid"], response.url,
+                                PROBLEMS[source.problem])
+        if source.dropped:
+            refused["sitemap_limit"] += source.dropped
+            self.logger.warning("crawl %s: %s lists more than CRAWLCLUSTER_SITEMAP_MAX_URLS; "
+                                "%d entries left out", task["crawlid"], response.url,
+                                source.dropped)
+        links, entries_refused = self.entry_links(response, source.pages)
+        refused.update(entries_refused)
+        nested = task.get("sitemap_depth", 0) + 1
+        if nested > self.settings.getint("CRAWLCLUSTER_SITEMAP_MAX_DEPTH"):
+            refused["sitemap_depth"] += len(source.sitemaps)
+            if source.sitemaps:
+                self.logger.warning("crawl %s: %s: sitemap indexes nested deeper than "
+                                    "CRAWLCLUSTER_SITEMAP_MAX_DEPTH; %d left out",
+                                    task["crawlid"], response.url, len(source.sitemaps))
+        else:
+            links += [Follow(url, "parse_sitemap", {"sitemap_depth": nested})
+                      for url in source.sitemaps]
+        yield from self.follow(response, links, refused)
+
     @staticmethod
     def crawl_info(response: Response) -> dict[str, Any]:
         return response.meta["crawlcluster"]
@@ -75,7 +138,9 @@ class ClusterSpider(scrapy.Spider):
     def item(self, response: TextResponse, fields: dict[str, str], url: str | None = None,
              page: bool = False) -> dict[str, Any]:
         info = self.crawl_info(response)
-        item = dict(fields, url=url or response.url, crawlid=info["task"]["crawlid"],
+        # what a sitemap or feed said of the page (lastmod, published), unless a rule says
+        item = {**info["task"].get("entry", {}), **fields}
+        item.update(url=url or response.url, crawlid=info["task"]["crawlid"],
                     spider_type=self.name, depth=info["task"].get("depth", 0))
         if page and info["config"]["rule"].get("main_text", True):
             item["_body"] = response.selector.root     # parsed already: not parsed again

@@ -5,22 +5,29 @@ rule's ``first_page_xpath`` fields (relative to the element); if the rule goes
 on (``continue``) and the element links a detail page (``second_page_url``),
 the item travels with that page's task and is completed there with the
 ``second_page_xpath`` fields. ``next_page_xpath`` reads every list page of the
-layer (seed 003).
+layer (seed 003). A sitemap's or feed's pages are taken as detail pages.
 """
 
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from typing import Any
 
-from scrapy.http import TextResponse
+from scrapy.http import Response, TextResponse
 from w3lib.url import safe_url_string
 
 from crawler.rules import PRECISE_KEYWORDS
-from crawler.spiders import ClusterSpider, Follow, first_value
+from crawler.sources import Entry
+from crawler.spiders import SOURCE_CALLBACKS, ClusterSpider, Follow, first_value
 
 
 class PreciseSpider(ClusterSpider):
     name = "precise"
-    callbacks = ("parse", "parse_detail")
+    callbacks = ("parse", "parse_detail", *SOURCE_CALLBACKS)
+
+    def entry_links(self, response: Response,
+                    entries: list[Entry]) -> tuple[list[Follow], Mapping[str, int]]:
+        """A source's pages are detail pages (their fields from ``second_page_xpath``)."""
+        return [Follow(entry.url, "parse_detail", {"entry": entry.fields})
+                for entry in entries], {}
 
     def parse(self, response: TextResponse) -> Iterator[Any]:  # type: ignore[override]
         rule = self.crawl_info(response)["config"]["rule"]

@@ -5,18 +5,20 @@ whose link extractor takes a link decides how the page it leads to is
 handled: items from its ``fields``, its links followed if ``follow``. The
 crawl's seed page is followed with every rule. The page's links no rule takes
 are counted for the crawl (``info``): outside every rule's domains (``scope``)
-or not matched by the rules' patterns (``rule``).
+or not matched by the rules' patterns (``rule``). A sitemap's or feed's pages go to
+the first rule that admits them, as links would.
 """
 
 from collections import Counter
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from typing import Any
 from urllib.parse import urlparse
 
-from scrapy.http import TextResponse
+from scrapy.http import Response, TextResponse
 from scrapy.link import Link
 
 from crawler.rules import LinkRule, compile_universal, every_link_extractor, field_selector
+from crawler.sources import Entry
 from crawler.spiders import ClusterSpider, Follow, css_value, first_value
 
 
@@ -39,6 +41,24 @@ class UniversalSpider(ClusterSpider):
             links = self._links(response, rules, every_link)
             yield from self.follow(response, links,
                                    self._refused(response, rules, every_link, links))
+
+    def entry_links(self, response: Response,
+                    entries: list[Entry]) -> tuple[list[Follow], Mapping[str, int]]:
+        """A source's pages as if a page linked them: each to the first rule that admits
+        it; the rest refused for ``scope`` or ``rule``."""
+        rules = compile_universal(self.crawl_info(response)["config"]["rule"])
+        links: list[Follow] = []
+        refused: Counter[str] = Counter()
+        for entry in entries:
+            index = next((n for n, rule in enumerate(rules) if rule.admits(entry.url)), None)
+            if index is not None:
+                links.append(Follow(entry.url, "parse", {"rule_index": index,
+                                                         "entry": entry.fields}))
+            elif any(rule.admits_domain(entry.url) for rule in rules):
+                refused["rule"] += 1
+            else:
+                refused["scope"] += 1
+        return links, refused
 
     @staticmethod
     def _fields(response: TextResponse, specs: dict[str, Any]) -> dict[str, str]:

@@ -1,0 +1,137 @@
+"""Staying fresh on real servers: sitemaps (an index, a gzip child), feeds and robots.txt
+seed a crawl through its rules; sources that are not XML, too big or too deep are
+refused with their reason while the crawl goes on."""
+
+import gzip
+from collections import Counter
+
+import pytest
+
+from manager.local.crawl import run_crawl, submit
+from manager.local.demo import PRECISE_RULE, UNIVERSAL_RULE
+from manager.local.services import StaticSite, free_port
+from manager.local.sitegen import DEFAULT_HOSTS, SiteSpec, generate_site
+from master.crawls import CrawlStore
+from settings.clients import redis_client
+
+NS = 'xmlns="http://www.sitemaps.org/schemas/sitemap/0.9"'
+
+
+def urlset(urls, lastmod="2026-11-20"):
+    entries = "".join(f"<url><loc>{url}</loc><lastmod>{lastmod}</lastmod></url>"
+                      for url in urls)
+    return f'<?xml version="1.0"?><urlset {NS}>{entries}</urlset>'.encode()
+
+
+def index(urls):
+    entries = "".join(f"<sitemap><loc>{url}</loc></sitemap>" for url in urls)
+    return f'<?xml version="1.0"?><sitemapindex {NS}>{entries}</sitemapindex>'.encode()
+
+
+def atom(urls):
+    entries = "".join(f"<entry><title>Story {n}</title><link href='{url}'/><id>{url}</id>"
+                      f"<updated>2026-11-23T0{n % 10}:00:00Z</updated></entry>"
+                      for n, url in enumerate(urls))
+    return (f'<?xml version="1.0" encoding="utf-8"?><feed xmlns="http://www.w3.org/2005/Atom">'
+            f"<title>News</title><id>urn:news</id><updated>2026-11-23T10:00:00Z</updated>"
+            f"{entries}</feed>").encode()
+
+
+@pytest.fixture(scope="module")
+def sourced_site(tmp_path_factory):
+    """A generated site whose first host also serves a sitemap index (a gzip child and a
+    plain one), an Atom feed, a robots.txt naming a sitemap, and bad sources."""
+    root = tmp_path_factory.mktemp("sourced")
+    spec = SiteSpec(port=free_port(DEFAULT_HOSTS), details_per_host=12, seed=5,
+                    gbk_page=False)
+    manifest = generate_site(root, spec)
+    details = [p for p in manifest["pages"] if p["kind"] == "detail"]
+    by_host = {host: [p["url"] for p in details if p["host"] == host] for host in spec.hosts}
+    hosts = list(spec.hosts)
+    www, base = root / "www" / hosts[0], spec.base(hosts[0])
+    listed = {
+        "gzip": by_host[hosts[0]][:6],
+        "plain": by_host[hosts[1]][:4],
+        "feed": by_host[hosts[2]][:5],
+        "robots": by_host[hosts[3]][:3],
+    }
+    (www / "sitemap-a.xml.gz").write_bytes(gzip.compress(urlset(listed["gzip"])))
+    (www / "sitemap-b.xml").write_bytes(urlset(listed["plain"]))
+    (www / "sitemap_index.xml").write_bytes(index([f"{base}/sitemap-a.xml.gz",
+                                                   f"{base}/sitemap-b.xml"]))
+    (www / "news.atom").write_bytes(atom(listed["feed"]))
+    (www / "robots-listed.xml").write_bytes(urlset(listed["robots"]))
+    robots = www / "robots.txt"
+    robots.write_text(robots.read_text() + f"\nSitemap: {base}/robots-listed.xml\n")
+    # bad sources: not XML, a gzip bomb, indexes nested too deep, 50,001 entries
+    (www / "page.html").write_text("<html><body><a href='/'>home</a></body></html>")
+    (www / "bomb.xml.gz").write_bytes(gzip.compress(b"<" * (60 * 1024 * 1024)))
+    for level in range(6):
+        (www / f"deep-{level}.xml").write_bytes(index([f"{base}/deep-{level + 1}.xml"]))
+    (www / "big.xml").write_bytes(urlset(f"http://elsewhere.example/{n}"
+                                         for n in range(50_001)))
+    with StaticSite(root / "www", spec.hosts, spec.port, root / "run") as served:
+        yield manifest, served, base, listed
+
+
+def link_counts(settings, crawlid):
+    client = redis_client(settings, "test")
+    try:
+        return CrawlStore.from_settings(client, settings).progress(crawlid)["links"]
+    finally:
+        client.close()
+
+
+def test_sitemaps_feeds_and_robots_seed_a_crawl_and_bad_sources_are_bounded(
+        test_settings, mongo_db, redis, sourced_site, tmp_path):
+    manifest, served, base, listed = sourced_site
+    since = len(served.access_log())
+    submit(test_settings, {
+        "crawlid": "fresh", "spider_type": "universal", "url": manifest["start_url"],
+        "rule": UNIVERSAL_RULE, "maxdepth": 0, "robots_sitemaps": True,
+        "sitemaps": [f"{base}/sitemap_index.xml", f"{base}/page.html", f"{base}/bomb.xml.gz",
+                     f"{base}/deep-0.xml", f"{base}/big.xml"],
+        "feeds": [f"{base}/news.atom", f"{base}/page.html"]})
+    assert run_crawl(test_settings, "universal", tmp_path, timeout=300) == [0]
+
+    # every listed page stored once, nothing else (maxdepth 0: no page's links followed)
+    items = {item["url"]: item for item in mongo_db["items_universal"].find({"crawlid": "fresh"})}
+    every_listed = {url for urls in listed.values() for url in urls}
+    assert set(items) == every_listed
+    fetched = Counter(f"http://{e['host']}:{manifest['spec']['port']}{e['path']}"
+                      for e in served.access_log()[since:])
+    assert all(fetched[url] == 1 for url in every_listed), fetched.most_common(3)
+    # what the sources said of each page is kept
+    assert all(items[url]["lastmod"] == "2026-11-20" for url in listed["gzip"] + listed["plain"])
+    story = items[listed["feed"][1]]
+    assert story["feed_title"] == "Story 1" and story["published"] == "2026-11-23T01:00:00+00:00"
+    assert items[listed["feed"][1]]["title"]             # the rule's own fields as well
+
+    # the bad sources: refused with their reasons, the crawl went on
+    refused = link_counts(test_settings, "fresh")["refused"]
+    assert refused["sitemap_invalid"] == 1 and refused["feed_invalid"] == 1
+    assert refused["sitemap_too_big"] == 1
+    assert refused["sitemap_depth"] == 1              # deep-3 lists deep-4: not followed
+    assert fetched[f"{base}/deep-3.xml"] == 1 and fetched[f"{base}/deep-4.xml"] == 0
+    assert refused["sitemap_limit"] == 1
+    assert refused["rule"] >= 50_000           # no rule takes them (nor some of the seed page)
+
+
+def test_a_precise_crawl_takes_a_sitemaps_pages_as_detail_pages(
+        test_settings, mongo_db, redis, sourced_site, tmp_path):
+    manifest, _, base, listed = sourced_site
+    # a sitemap's page has no list page to take the title from: the detail page gives it
+    rule = {**PRECISE_RULE, "second_page_xpath": {**PRECISE_RULE["second_page_xpath"],
+                                                  "title": "//h1/text()"}}
+    submit(test_settings, {"crawlid": "fresh-precise", "spider_type": "precise",
+                           "url": f"{base}/page.html", "rule": rule,
+                           "sitemaps": [f"{base}/sitemap-b.xml"]})
+    assert run_crawl(test_settings, "precise", tmp_path, timeout=200) == [0]
+    items = {item["url"]: item for item in
+             mongo_db["items_precise"].find({"crawlid": "fresh-precise"})}
+    pages = {p["url"]: p for p in manifest["pages"]}
+    assert set(listed["plain"]) <= set(items)
+    for url in listed["plain"]:
+        assert (items[url]["author"], items[url]["title"]) == (pages[url]["author"],
+                                                               pages[url]["title"])
+        assert items[url]["lastmod"] == "2026-11-20"
