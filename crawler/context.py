@@ -8,6 +8,7 @@ that knows when a taken task is finished. The scheduler, the middlewares and
 the pipelines all reach it through the crawler.
 """
 
+import hashlib
 import os
 import socket
 import time
@@ -17,19 +18,20 @@ from typing import Any, Self
 
 from scrapy import Request, signals
 from scrapy.crawler import Crawler
+from scrapy.http import Response
 from scrapy.settings import BaseSettings
 from twisted.internet.defer import Deferred
 
 from master.bloom import BloomFilter
 from master.counters import RollingTimeCounter, WindowCounts
-from master.crawls import CrawlStore
+from master.crawls import HUB_SPAN, CrawlStore
 from master.figures import TOTAL
-from master.frontier import Frontier, Outcome
+from master.frontier import Frontier, Outcome, Revisit
 from master.keys import Keys
 from master.lua import LuaScripts
 from master.registry import JobRegistry
 from master.siteconfig import SiteConfig, domain_of
-from master.tasks import decode_task
+from master.tasks import Task, decode_task
 from master.throttle import ThrottledQueues
 from settings.clients import mongo_client, redis_client, zookeeper_client
 from settings.loader import Settings, default_settings
@@ -37,6 +39,7 @@ from settings.node import node_ip
 
 ROLE = "crawler"
 COUNTED_STATUSES = (200, 301, 302, 303, 403, 404, 500)     # thesis table 4-8, and 302
+VALIDATORS = ("ETag", "Last-Modified")    # what a server says of a page for next time
 
 
 def cluster_settings(scrapy_settings: BaseSettings) -> Settings:
@@ -81,6 +84,33 @@ class JobContext:
         if delay:
             self.crawl_delays[domain_of(request.url)] = float(delay)
 
+    def revisit(self, config: dict[str, Any], task: Task) -> Revisit | None:
+        """How the task's page is revisited, if it is a hub, sitemap or feed of a crawl
+        with ``revisit`` (else None)."""
+        bounds = config.get("revisit")
+        if bounds is None or task["url"] not in revisited_urls(config):
+            return None
+        settings = self.settings
+        return Revisit(minimum=bounds.get("min", settings.getfloat("CRAWLCLUSTER_REVISIT_MIN")),
+                       maximum=bounds.get("max", settings.getfloat("CRAWLCLUSTER_REVISIT_MAX")))
+
+    def conditional_headers(self, task: Task) -> dict[str, str]:
+        """If-None-Match / If-Modified-Since from what the last visit of a hub stored."""
+        state = self.frontier.hub_state(task)
+        return {header: state[name] for name, header in
+                (("etag", "If-None-Match"), ("last_modified", "If-Modified-Since"))
+                if state.get(name)}
+
+    def hub_visited(self, response: Response, member: str, config: dict[str, Any],
+                    revisit: Revisit, urls: list[str]) -> None:
+        """Record a revisited page's visit: the fingerprint of the URLs it lists now and
+        its validators (the next visit asks with them)."""
+        fingerprint = hashlib.sha1("\n".join(sorted(urls)).encode()).hexdigest()
+        validators = {header: value.decode("latin-1") for header in VALIDATORS
+                      if (value := response.headers.get(header))}
+        self.frontier.hub_visited(member, fingerprint, validators, revisit,
+                                  config.get("hub_span", HUB_SPAN))
+
     @classmethod
     def of(cls, crawler: Crawler) -> "JobContext":
         context: JobContext | None = getattr(crawler, "crawlcluster", None)
@@ -94,6 +124,11 @@ class JobContext:
         self.zookeeper.close()
         self.mongo.close()
         self.redis.close()
+
+
+def revisited_urls(config: dict[str, Any]) -> set[str]:
+    """The pages a crawl revisits: its hubs, sitemaps and feeds."""
+    return {url for name in ("hubs", "sitemaps", "feeds") for url in config.get(name) or ()}
 
 
 def status_counter(context: JobContext, status: int | str) -> RollingTimeCounter:

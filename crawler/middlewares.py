@@ -29,6 +29,7 @@ from scrapy.statscollectors import StatsCollector
 from w3lib.encoding import html_body_declared_encoding, resolve_encoding
 
 from crawler.context import ClusterComponent, TaskTracker
+from master.crawls import HUB_SPAN
 from master.frontier import outcome_for_status
 
 # What Scrapy's RobotsTxtMiddleware says when robots.txt forbids a URL.
@@ -73,6 +74,24 @@ class TaskStatusMiddleware(ClusterComponent):
             if isinstance(exception, IgnoreRequest) and str(exception) == ROBOTS_REFUSAL:
                 crawlid = request.meta["crawlcluster"]["task"]["crawlid"]
                 self.tracker.count_links(crawlid, "refused:robots")
+
+
+class NotModifiedMiddleware(ClusterComponent):
+    """A revisited hub, sitemap or feed answered 304 Not Modified to the validators its
+    last visit stored (the scheduler sent them): the visit counts as unchanged, its
+    task is done, and there is nothing to parse."""
+
+    def process_response(self, request: Request, response: Response) -> Response:
+        info = request.meta.get("crawlcluster")
+        if response.status != 304 or info is None:
+            return response
+        revisit = self.context.revisit(info["config"], info["task"])
+        if revisit is None:
+            return response
+        self.context.frontier.hub_visited(info["member"], None, {}, revisit,
+                                          info["config"].get("hub_span", HUB_SPAN))
+        self.context.tracker.page_finished(info["member"])
+        raise IgnoreRequest("not modified since the last visit")
 
 
 class RandomUserAgentMiddleware:

@@ -169,6 +169,10 @@ class ClusterScheduler:
             return
         parent = {"task": info["task"], "config": info["config"]}
         crawlid = info["task"]["crawlid"]
+        revisit = self.context.revisit(info["config"], info["task"])
+        if revisit is not None:
+            self.context.hub_visited(response, info["member"], info["config"], revisit,
+                                     [link.url for link in links])
         refused = refused or {}
         self._count_link(crawlid, "found", len(links) + sum(refused.values()))
         for reason, count in refused.items():
@@ -309,7 +313,9 @@ class ClusterScheduler:
             tracker.fail(member, "failed", "unknown crawl or callback")
             return None
         tracker.begin(member)
-        headers = {"User-Agent": config["useragent"]} if config.get("useragent") else None
+        headers = {"User-Agent": config["useragent"]} if config.get("useragent") else {}
+        if self.context.revisit(config, task) is not None:
+            headers.update(self.context.conditional_headers(task))
         return Request(task["url"], callback=callback, dont_filter=True, headers=headers,
                        cookies=parse_cookies(config.get("cookie")),
                        meta={"crawlcluster": {"member": member, "task": task, "config": config},

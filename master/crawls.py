@@ -22,6 +22,7 @@ from master.tasks import Task, check_name, make_task
 from settings.clients import RedisClient
 from settings.loader import Settings
 
+HUB_SPAN = 3600.0     # seconds between visits of a hub, unless its crawl says (hub_span)
 CrawlConfig = dict[str, Any]     # a crawl request as stored (crawl.json, defaults filled)
 ShardWrites = dict[str, list[Any]]
 
@@ -75,10 +76,14 @@ class CrawlStore:
         batch.seeds.append(seed)
         if config.get("domain_max_pages"):      # the seed is one of the domain's pages
             batch.domain_pages.append([config["crawlid"], seed["domain"]])
-        batch.seeds += self.source_tasks(config)
-        for url in config.get("hubs") or ():
-            hub = dict(seed, url=url, domain=domain_of(url), id=f"hub:{url}")
-            batch.hubs.append([hub, config.get("hub_span", 3600.0)])
+        sources = self.source_tasks(config)
+        batch.seeds += sources
+        hubs = [dict(seed, url=url, domain=domain_of(url)) for url in config.get("hubs") or ()]
+        if config.get("revisit"):              # the sources are revisited too
+            hubs += sources
+        for hub in hubs:
+            batch.hubs.append([dict(hub, id=f"hub:{hub['url']}"),
+                               config.get("hub_span", HUB_SPAN)])
 
     def progress(self, crawlid: str) -> dict[str, Any]:
         """A crawl's pending tasks per domain, its counts, whether it is stopped or

@@ -13,6 +13,7 @@ import json
 import time
 from collections import defaultdict
 from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass
 from typing import Any
 
 from master.counters import Clock
@@ -43,6 +44,23 @@ def outcome_for_status(status: int) -> tuple[str, str]:
     if status >= 400:
         return "retry", f"HTTP {status}"
     return "done", ""
+
+
+@dataclass(frozen=True)
+class Revisit:
+    """How an adaptively revisited hub's span moves: shrinks by ``faster`` when what it
+    lists changed (``fastest`` from the third change in a row), grows by ``slower``
+    when it did not, within ``[minimum, maximum]`` seconds."""
+
+    minimum: float
+    maximum: float
+    faster: float = 0.9
+    fastest: float = 0.5
+    slower: float = 1.5
+
+    def arguments(self) -> list[str]:
+        return [repr(value) for value in (self.minimum, self.maximum, self.faster,
+                                          self.fastest, self.slower)]
 
 
 class Frontier:
@@ -306,11 +324,34 @@ class Frontier:
         target.sadd(self.keys.pool_types(), task["spider_type"])    # where it will be issued
         return target.zadd(self.keys.hubs(shard), {encode_task(hub): self.clock() + span})
 
+    def hub_visited(self, member: str, fingerprint: str | None, validators: dict[str, str],
+                    revisit: Revisit, first_span: float) -> tuple[bool, float]:
+        """Record a visit of an adaptively revisited hub (its task JSON as taken; the
+        crawl's first visit of it, as a seed, records the state only): what it lists now
+        (``fingerprint``; None when the server answered 304 Not Modified) and its
+        ``ETag``/``Last-Modified``; schedule its next visit, ``first_span`` after this one
+        if it has no span yet. ``(changed, span)``."""
+        task = decode_task(member)
+        shard = self.keys.shard_of(task["domain"])
+        changed, span = self.scripts.run(
+            "hub_visit", [self.keys.hubs(shard), self.keys.hub_state(shard)],
+            [member, task["url"], repr(self.clock()), fingerprint or "",
+             validators.get("ETag", ""), validators.get("Last-Modified", ""),
+             repr(first_span), *revisit.arguments()])
+        return bool(changed), float(span)
+
+    def hub_state(self, task: Task) -> dict[str, Any]:
+        """What the last visits of a hub found (``hub_visit.lua``), or {}."""
+        raw = self.client.hget(self.keys.hub_state(self.keys.shard_of(task["domain"])),
+                               task["url"])
+        state: dict[str, Any] = json.loads(raw) if raw else {}
+        return state
+
     def issue_due_hubs(self, shards: Iterable[int] | None = None, limit: int = 1000) -> int:
         """Issue the due hubs of ``shards`` (all by default); return how many."""
         shards = self.keys.all_shards() if shards is None else shards
         replies = self._per_shard("hubs_due", shards, lambda shard: (
-            [self.keys.hubs(shard)],
+            [self.keys.hubs(shard), self.keys.hub_state(shard)],
             [repr(self.clock()), limit, *self._templates(shard, *CRAWL_STATE),
              self.keys.pool_template(shard)]))
         self._mark_refilled(replies)

@@ -153,6 +153,16 @@ class Keys:
         """
         return f"{self.shard_tag(shard)}:hubs"
 
+    def hub_state(self, shard: int) -> str:
+        """hash hub URL -> JSON: an adaptively revisited hub's span (seconds to its next
+        visit), the fingerprint of what it listed, its ETag and Last-Modified, how many
+        visits found it changed in a row, its visits and changes.
+
+        Written by: `hub_visit.lua` (after each visit)
+        Read by: `hubs_due.lua` (the span), the scheduler (the validators it sends)
+        """
+        return f"{self.shard_tag(shard)}:hub_state"
+
     def shard_owner(self, shard: int) -> str:
         """string with a TTL: the dispatcher instance that holds the shard's lease (only
         it dispatches the shard's pool).

@@ -214,6 +214,11 @@ CRAWLCLUSTER_SITEMAP_MAX_BYTES = 50 * 1024 * 1024
 # Sitemap indexes followed below a crawl's sitemap (an index of indexes is 2).
 CRAWLCLUSTER_SITEMAP_MAX_DEPTH = 3
 
+# Adaptive revisits (a crawl's `revisit`): the least and most seconds between visits of a
+# hub, sitemap or feed, unless the crawl sets its own.
+CRAWLCLUSTER_REVISIT_MIN = 300.0
+CRAWLCLUSTER_REVISIT_MAX = 86400.0
+
 # --- metrics (Prometheus) ------------------------------------------------------
 # Address `crawlcluster exporter` serves the cluster's /metrics on.
 CRAWLCLUSTER_EXPORTER_ADDRESS = "127.0.0.1:9410"
@@ -232,6 +237,7 @@ SCRAPY = {
     "SCHEDULER": "crawler.scheduler.ClusterScheduler",
     "DOWNLOADER_MIDDLEWARES": {
         "crawler.middlewares.TaskStatusMiddleware": 50,
+        "crawler.middlewares.NotModifiedMiddleware": 55,
         "crawler.middlewares.StatusCounterMiddleware": 950,
         "crawler.middlewares.RandomUserAgentMiddleware": 400,
         "crawler.proxy.ProxyMiddleware": 740,

@@ -74,11 +74,15 @@ class Crawl:
             for worker in self.workers:
                 worker.wait(max(1, deadline - time.monotonic()))
         finally:
-            for process in [*self.workers, self.master]:
-                if process.poll() is None:
-                    process.terminate()
-                    process.wait(10)
+            self.stop()
         return [worker.returncode for worker in self.workers]
+
+    def stop(self):
+        """SIGTERM what still runs (the spiders release their tasks) and wait for it."""
+        for process in [*self.workers, self.master]:
+            if process.poll() is None:
+                process.terminate()
+                process.wait(10)
 
 
 def run_crawl(settings, spider_type, log_dir, spiders=1, timeout=240, **extra):

@@ -10,6 +10,7 @@
 -- ARGV[5]  stopped flag key template, string.format(template, crawlid)
 -- ARGV[6]  paused flag key template, string.format(template, crawlid)
 -- ARGV[7]  pool key template, string.format(template, spider type)
+-- KEYS[2]  the shard's hub state (an adaptively revisited hub's span is there)
 -- Returns: hubs re-issued.
 local due = redis.call('ZRANGEBYSCORE', KEYS[1], '-inf', ARGV[1], 'LIMIT', 0, tonumber(ARGV[2]))
 local issued = 0
@@ -25,7 +26,10 @@ for _, member in ipairs(due) do
       redis.call('HINCRBY', string.format(ARGV[4], task['crawlid']), 'queued', 1)
       issued = issued + 1
     end
-    redis.call('ZADD', KEYS[1], tonumber(ARGV[1]) + tonumber(task['hub_span']), member)
+    local span = tonumber(task['hub_span'])
+    local state = redis.call('HGET', KEYS[2], task['url'])
+    if state then span = tonumber(cjson.decode(state)['span']) end
+    redis.call('ZADD', KEYS[1], tonumber(ARGV[1]) + span, member)
   end
 end
 return issued

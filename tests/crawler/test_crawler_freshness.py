@@ -3,11 +3,12 @@ seed a crawl through its rules; sources that are not XML, too big or too deep ar
 refused with their reason while the crawl goes on."""
 
 import gzip
+import time
 from collections import Counter
 
 import pytest
 
-from manager.local.crawl import run_crawl, submit
+from manager.local.crawl import Crawl, run_crawl, submit
 from manager.local.demo import PRECISE_RULE, UNIVERSAL_RULE
 from manager.local.services import StaticSite, free_port
 from manager.local.sitegen import DEFAULT_HOSTS, SiteSpec, generate_site
@@ -135,3 +136,59 @@ def test_a_precise_crawl_takes_a_sitemaps_pages_as_detail_pages(
         assert (items[url]["author"], items[url]["title"]) == (pages[url]["author"],
                                                                pages[url]["title"])
         assert items[url]["lastmod"] == "2026-11-20"
+
+
+def hub_page(urls):
+    links = "".join(f"<li><a href='{url}'>story</a></li>" for url in urls)
+    return f"<html><body><h1>Latest</h1><ul>{links}</ul></body></html>"
+
+
+def wait_for(condition, timeout=90.0, every=0.5):
+    deadline = time.monotonic() + timeout
+    while not condition():
+        assert time.monotonic() < deadline, "timed out"
+        time.sleep(every)
+
+
+def test_a_revisited_hub_answers_304_until_it_changes_then_only_new_articles_are_fetched(
+        test_settings, mongo_db, redis, tmp_path_factory, tmp_path):
+    """nginx's ETag: the hub's revisits ask If-None-Match and get 304 Not Modified while
+    the generated site is unchanged (nothing stored); once the site writes a new version
+    of the hub, the next visit finds the new articles, stores them, and fetches none of
+    the old ones again."""
+    root = tmp_path_factory.mktemp("changing")
+    spec = SiteSpec(port=free_port(DEFAULT_HOSTS), details_per_host=8, seed=9,
+                    gbk_page=False)
+    manifest = generate_site(root, spec)
+    host = spec.hosts[0]
+    details = [p["url"] for p in manifest["pages"]
+               if p["kind"] == "detail" and p["host"] == host][:8]
+    hub = root / "www" / host / "hub.html"
+    hub.write_text(hub_page(details[:5]))
+    hub_url = f"{spec.base(host)}/hub.html"
+    with StaticSite(root / "www", spec.hosts, spec.port, root / "run") as served:
+        submit(test_settings, {"crawlid": "hubbed", "spider_type": "universal", "url": hub_url,
+                               "rule": UNIVERSAL_RULE, "maxdepth": 1, "hubs": [hub_url],
+                               "hub_span": 1, "revisit": {"min": 1, "max": 3}})
+        crawl = Crawl(test_settings, "universal", tmp_path, CRAWLCLUSTER_IDLE_TIMEOUT="0")
+        try:
+            def stored():
+                return {item["url"] for item in
+                        mongo_db["items_universal"].find({"crawlid": "hubbed"})}
+
+            def hub_statuses():
+                return [e["status"] for e in served.access_log() if e["path"] == "/hub.html"]
+
+            wait_for(lambda: hub_statuses().count(304) >= 2)
+            assert stored() == set(details[:5])
+            assert hub_statuses()[0] == 200 and set(hub_statuses()[1:]) == {304}
+
+            hub.write_text(hub_page(details))          # the site's next version: 3 new
+            wait_for(lambda: stored() == set(details))
+            wait_for(lambda: hub_statuses()[-1] == 304)   # unchanged again after that
+        finally:
+            crawl.stop()
+        fetched = Counter(f"http://{e['host']}:{spec.port}{e['path']}"
+                          for e in served.access_log())
+        assert all(fetched[url] == 1 for url in details), fetched
+        assert hub_statuses().count(200) == 2           # the first visit and the change
