@@ -148,8 +148,7 @@ def test_credentials_work_and_are_never_logged(secured, kafka_topics, zookeeper,
                 watch.wait_drained()
             finally:
                 watch.close()
-            printed += cluster.describe({role: 0 for role in ("master", "preprocess",
-                                                              "monitor")} |
+            printed += cluster.describe({role: 0 for role in cluster.roles()} |
                                         {"node1": "http://x/"})
             printed.append(run_cli(secured, "services", "status"))
             printed.append(run_cli(secured, "stats"))
