@@ -184,9 +184,14 @@ def cmd_schedule(args, settings):
                                     "--every")
         text = sys.stdin.read() if args.crawl == "-" else _read_file(args.crawl)
         try:
-            request["crawl"] = json.loads(text)
+            crawl = json.loads(text)
         except ValueError as exc:
             raise CrawlClusterError(f"--crawl {args.crawl}: not JSON: {exc}") from None
+        if not isinstance(crawl, dict):
+            raise CrawlClusterError(f"--crawl {args.crawl}: not a JSON object")
+        # a crawl request file serves as it is: each run gets its own id and user
+        request["crawl"] = {key: value for key, value in crawl.items()
+                            if key not in ("type", "crawlid", "userid", "uuid")}
         request.update({"cron": args.cron} if args.cron is not None else {"every": args.every})
     return _query(args, settings, request)
 
@@ -350,8 +355,8 @@ def _client_commands(commands):
                           help="minute hour day month weekday, in UTC (e.g. '0 * * * *')")
     schedule.add_argument("--every", type=float, metavar="SECONDS", help="or an interval")
     schedule.add_argument("--crawl", metavar="FILE|-",
-                          help="the crawl request each run submits (JSON, without type, "
-                               "crawlid and userid)")
+                          help="the crawl request each run submits (JSON; its type, "
+                               "crawlid and userid are set by the schedule)")
     stats = client_parser("stats", "rolling counts, status codes, heartbeats, queues", cmd_stats)
     stats.add_argument("module", nargs="?", default="all",
                        choices=["all", "preprocess", "monitor", "crawler", "spider", "machine",

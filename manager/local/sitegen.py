@@ -4,14 +4,17 @@ Used by the tests, the benchmarks and the demo; served by nginx
 (``manager.local.services.StaticSite``). Each host has an index, paginated list
 pages, detail pages (title, date, author, body between navigation, ads and
 comments, related links to details on every host), a ``robots.txt`` that
-disallows ``/private/`` and a private page linked from the index. The first
-host's first detail page is GBK-encoded and says so only in ``<meta>``.
+disallows ``/private/`` and names the sitemap, a private page linked from the
+index, a sitemap index with a gzip sitemap of the detail pages and an Atom feed of
+the newest ten. The first host's first detail page is GBK-encoded and says so
+only in ``<meta>``.
 
 ``generate_site`` writes ``www/<host>/...`` under a folder and returns the
 manifest (also written as ``site.json``): every page with its kind, host,
 encoding, depth from the start URL and, for details, the expected fields.
 """
 
+import gzip
 import json
 import math
 import random
@@ -76,10 +79,35 @@ def generate_site(root, spec):
         robots = "User-agent: *\nDisallow: /private/\n"
         if spec.crawl_delays.get(host):
             robots += f"Crawl-delay: {spec.crawl_delays[host]}\n"
+        robots += f"Sitemap: {spec.base(host)}/sitemap.xml\n"
         _write(root / "www" / host / "robots.txt", robots.encode())
+        _write_sources(root / "www" / host, spec.base(host),
+                       [page for page in pages if page.host == host and page.kind == "detail"])
     manifest = _manifest(spec, pages)
     _write(root / "site.json", json.dumps(manifest, ensure_ascii=False, indent=1).encode())
     return manifest
+
+
+def _write_sources(www, base, details):
+    """A host's sitemap index (``sitemap.xml``, naming robots.txt too) with one gzip
+    sitemap of its detail pages and their dates, and an Atom feed of the newest ten."""
+    namespace = 'xmlns="http://www.sitemaps.org/schemas/sitemap/0.9"'
+    urls = "".join(f"<url><loc>{page.url}</loc><lastmod>{page.fields['date']}</lastmod></url>"
+                   for page in details)
+    _write(www / "sitemap-news.xml.gz", gzip.compress(
+        f'<?xml version="1.0"?><urlset {namespace}>{urls}</urlset>'.encode(), mtime=0))
+    _write(www / "sitemap.xml", (f'<?xml version="1.0"?><sitemapindex {namespace}><sitemap>'
+                                 f"<loc>{base}/sitemap-news.xml.gz</loc></sitemap>"
+                                 "</sitemapindex>").encode())
+    newest = sorted(details, key=lambda page: page.fields["date"], reverse=True)[:10]
+    entries = "".join(
+        f"<entry><title>{escape(page.fields['title'])}</title><link href=\"{page.url}\"/>"
+        f"<id>{page.url}</id><updated>{page.fields['date']}T08:00:00Z</updated></entry>"
+        for page in newest)
+    _write(www / "feed.atom", (f'<?xml version="1.0" encoding="utf-8"?>'
+                               f'<feed xmlns="http://www.w3.org/2005/Atom"><title>{base}</title>'
+                               f"<id>{base}/</id><updated>2026-12-31T00:00:00Z</updated>"
+                               f"{entries}</feed>").encode())
 
 
 def _host_pages(spec, host, rng):
