@@ -86,7 +86,7 @@ class Schedules:
         """Store (or replace) a schedule; return its first due time."""
         check_when(schedule)
         now = self.clock()
-        schedule = dict(schedule, start=now, paused=False)
+        schedule = dict(schedule, start=math.floor(now), paused=False)
         due = next_due(schedule, now)
         pipe = self.client.pipeline(transaction=False)
         pipe.hset(self.keys.schedule_configs(), schedule["id"], json.dumps(schedule))

@@ -13,7 +13,6 @@ from manager.local.demo import PRECISE_RULE, UNIVERSAL_RULE
 from manager.local.services import StaticSite, free_port
 from manager.local.sitegen import DEFAULT_HOSTS, SiteSpec, generate_site
 from master.crawls import CrawlStore
-from settings.clients import redis_client
 
 NS = 'xmlns="http://www.sitemaps.org/schemas/sitemap/0.9"'
 
@@ -75,14 +74,6 @@ def sourced_site(tmp_path_factory):
         yield manifest, served, base, listed
 
 
-def link_counts(settings, crawlid):
-    client = redis_client(settings, "test")
-    try:
-        return CrawlStore.from_settings(client, settings).progress(crawlid)["links"]
-    finally:
-        client.close()
-
-
 def test_sitemaps_feeds_and_robots_seed_a_crawl_and_bad_sources_are_bounded(
         test_settings, mongo_db, redis, sourced_site, tmp_path):
     manifest, served, base, listed = sourced_site
@@ -109,7 +100,7 @@ def test_sitemaps_feeds_and_robots_seed_a_crawl_and_bad_sources_are_bounded(
     assert items[listed["feed"][1]]["title"]             # the rule's own fields as well
 
     # the bad sources: refused with their reasons, the crawl went on
-    refused = link_counts(test_settings, "fresh")["refused"]
+    refused = CrawlStore.from_settings(redis, test_settings).progress("fresh")["links"]["refused"]
     assert refused["sitemap_invalid"] == 1 and refused["feed_invalid"] == 1
     assert refused["sitemap_too_big"] == 1
     assert refused["sitemap_depth"] == 1              # deep-3 lists deep-4: not followed
