@@ -30,6 +30,7 @@ import logging
 import time
 from collections import deque
 from collections.abc import Mapping
+from datetime import UTC, datetime
 from typing import Any, NamedTuple
 
 from scrapy import Request, Spider, signals
@@ -84,6 +85,7 @@ class ClusterScheduler:
         self.last_rescan = time.monotonic()
         # the job's shards and domains as the last take read them
         self.view: JobView | None = None
+        self.plain_bloom_warned: set[str] = set()   # crawls told their filter cannot forget
 
     @classmethod
     def from_crawler(cls, crawler: Crawler) -> "ClusterScheduler":
@@ -171,6 +173,7 @@ class ClusterScheduler:
         crawlid = info["task"]["crawlid"]
         revisit = self.context.revisit(info["config"], info["task"])
         if revisit is not None:
+            self._forget_changed(info["task"], links)
             self.context.hub_visited(response, info["member"], info["config"], revisit,
                                      [link.url for link in links])
         refused = refused or {}
@@ -181,6 +184,31 @@ class ClusterScheduler:
             link = self._new_link(url, parent, callback, extra)
             if link is not None:
                 self.new_links.append(link)
+
+    def _forget_changed(self, task: Task, links: list[Follow]) -> None:
+        """Pages a revisited sitemap says changed (``lastmod``) since its last visit are
+        taken out of the crawl's Bloom filter, so they are crawled again (the filter in
+        counting mode; a plain one cannot forget, and the log says so once)."""
+        last_visit = self.context.frontier.hub_state(task).get("visited_at")
+        if last_visit is None:
+            return
+        changed = [link.url for link in links
+                   if modified_after((link.extra or {}).get("entry", {}).get("lastmod"),
+                                     last_visit)]
+        bloom = self.context.bloom
+        if not changed:
+            return
+        if not bloom.params.counting:
+            if task["crawlid"] not in self.plain_bloom_warned:
+                self.plain_bloom_warned.add(task["crawlid"])
+                logger.warning("crawl %s: %d pages changed since the last visit of %s are not "
+                               "crawled again: the Bloom filter is plain "
+                               "(CRAWLCLUSTER_BLOOM_COUNTING)", task["crawlid"], len(changed),
+                               task["url"])
+            return
+        # Present in the crawl's scope: listed, so added, by an earlier visit.
+        forgotten = sum(bloom.remove_many(changed, scope=task["crawlid"]))
+        self.stats.inc_value("crawlcluster/links/changed", forgotten)
 
     def next_request(self) -> Request | None:
         while self.ready:
@@ -425,6 +453,21 @@ class ClusterScheduler:
 
 
 Cookies = dict[str | bytes, str | bytes | bool | float | int]    # as a Request takes them
+
+
+def modified_after(lastmod: str | None, moment: float) -> bool:
+    """Whether a sitemap's ``lastmod`` (a W3C date or time; a date is midnight UTC) is
+    after ``moment``; False if it is missing, unreadable or in the future (a server
+    that says so would have its page crawled again at every visit)."""
+    if not lastmod:
+        return False
+    try:
+        when = datetime.fromisoformat(lastmod)
+    except ValueError:
+        return False
+    if when.tzinfo is None:
+        when = when.replace(tzinfo=UTC)
+    return moment < when.timestamp() <= time.time() + 60
 
 
 def link_depth(parent: Task) -> int:

@@ -88,6 +88,25 @@ def generate_site(root, spec):
     return manifest
 
 
+def write_latest(root, spec, host, urls, lastmod=None):
+    """A new version of a host's "latest news": ``latest.html`` (a hub linking ``urls``)
+    and ``latest.xml`` (a sitemap of them, with ``lastmod``: one date for all, or
+    ``{url: date}``). Tests write one version, then the next, and see what a revisit
+    finds."""
+    www = Path(root) / "www" / host
+    links = "".join(f'<li><a href="{url}">{url}</a></li>' for url in urls)
+    _write(www / "latest.html", f"<html><body><h1>Latest</h1><ul>{links}</ul></body></html>"
+           .encode())
+    dates = lastmod if isinstance(lastmod, dict) else dict.fromkeys(urls, lastmod)
+    entries = "".join(f"<url><loc>{url}</loc>" + (f"<lastmod>{dates[url]}</lastmod>"
+                                                    if dates.get(url) else "") + "</url>"
+                      for url in urls)
+    _write(www / "latest.xml", (f'<?xml version="1.0"?><urlset '
+                                f'xmlns="http://www.sitemaps.org/schemas/sitemap/0.9">'
+                                f"{entries}</urlset>").encode())
+    return f"{spec.base(host)}/latest.html", f"{spec.base(host)}/latest.xml"
+
+
 def _write_sources(www, base, details):
     """A host's sitemap index (``sitemap.xml``, naming robots.txt too) with one gzip
     sitemap of its detail pages and their dates, and an Atom feed of the newest ten."""

@@ -11,7 +11,7 @@ import pytest
 from manager.local.crawl import Crawl, run_crawl, submit
 from manager.local.demo import PRECISE_RULE, UNIVERSAL_RULE
 from manager.local.services import StaticSite, free_port
-from manager.local.sitegen import DEFAULT_HOSTS, SiteSpec, generate_site
+from manager.local.sitegen import DEFAULT_HOSTS, SiteSpec, generate_site, write_latest
 from master.crawls import CrawlStore
 
 NS = 'xmlns="http://www.sitemaps.org/schemas/sitemap/0.9"'
@@ -61,8 +61,9 @@ def sourced_site(tmp_path_factory):
                                                    f"{base}/sitemap-b.xml"]))
     (www / "news.atom").write_bytes(atom(listed["feed"]))
     (www / "robots-listed.xml").write_bytes(urlset(listed["robots"]))
-    robots = www / "robots.txt"
-    robots.write_text(robots.read_text() + f"\nSitemap: {base}/robots-listed.xml\n")
+    robots = www / "robots.txt"       # it names the generated sitemap.xml already
+    robots.write_text(robots.read_text() + f"Sitemap: {base}/robots-listed.xml\n")
+    listed["generated"] = by_host[hosts[0]]
     # bad sources: not XML, a gzip bomb, indexes nested too deep, 50,001 entries
     (www / "page.html").write_text("<html><body><a href='/'>home</a></body></html>")
     (www / "bomb.xml.gz").write_bytes(gzip.compress(b"<" * (60 * 1024 * 1024)))
@@ -129,11 +130,6 @@ def test_a_precise_crawl_takes_a_sitemaps_pages_as_detail_pages(
         assert items[url]["lastmod"] == "2026-11-20"
 
 
-def hub_page(urls):
-    links = "".join(f"<li><a href='{url}'>story</a></li>" for url in urls)
-    return f"<html><body><h1>Latest</h1><ul>{links}</ul></body></html>"
-
-
 def wait_for(condition, timeout=90.0, every=0.5):
     deadline = time.monotonic() + timeout
     while not condition():
@@ -154,9 +150,7 @@ def test_a_revisited_hub_answers_304_until_it_changes_then_only_new_articles_are
     host = spec.hosts[0]
     details = [p["url"] for p in manifest["pages"]
                if p["kind"] == "detail" and p["host"] == host][:8]
-    hub = root / "www" / host / "hub.html"
-    hub.write_text(hub_page(details[:5]))
-    hub_url = f"{spec.base(host)}/hub.html"
+    hub_url, _ = write_latest(root, spec, host, details[:5])
     with StaticSite(root / "www", spec.hosts, spec.port, root / "run") as served:
         submit(test_settings, {"crawlid": "hubbed", "spider_type": "universal", "url": hub_url,
                                "rule": UNIVERSAL_RULE, "maxdepth": 1, "hubs": [hub_url],
@@ -168,13 +162,13 @@ def test_a_revisited_hub_answers_304_until_it_changes_then_only_new_articles_are
                         mongo_db["items_universal"].find({"crawlid": "hubbed"})}
 
             def hub_statuses():
-                return [e["status"] for e in served.access_log() if e["path"] == "/hub.html"]
+                return [e["status"] for e in served.access_log() if e["path"] == "/latest.html"]
 
             wait_for(lambda: hub_statuses().count(304) >= 2)
             assert stored() == set(details[:5])
             assert hub_statuses()[0] == 200 and set(hub_statuses()[1:]) == {304}
 
-            hub.write_text(hub_page(details))          # the site's next version: 3 new
+            write_latest(root, spec, host, details)   # the site's next version: 3 new
             wait_for(lambda: stored() == set(details))
             wait_for(lambda: hub_statuses()[-1] == 304)   # unchanged again after that
         finally:
@@ -183,3 +177,48 @@ def test_a_revisited_hub_answers_304_until_it_changes_then_only_new_articles_are
                           for e in served.access_log())
         assert all(fetched[url] == 1 for url in details), fetched
         assert hub_statuses().count(200) == 2           # the first visit and the change
+
+
+def test_pages_a_revisited_sitemap_says_changed_are_crawled_again(
+        test_settings, mongo_db, redis, tmp_path_factory, tmp_path):
+    """With the Bloom filter in counting mode, a page whose lastmod in a revisited
+    sitemap is newer than the sitemap's last visit is taken out of the filter and
+    crawled again; an unchanged one is not."""
+    settings = test_settings.copy_with(CRAWLCLUSTER_BLOOM_COUNTING=True)
+    root = tmp_path_factory.mktemp("lastmod")
+    spec = SiteSpec(port=free_port(DEFAULT_HOSTS), details_per_host=4, seed=3,
+                    gbk_page=False)
+    manifest = generate_site(root, spec)
+    host = spec.hosts[0]
+    old, edited, new = [p["url"] for p in manifest["pages"]
+                        if p["kind"] == "detail" and p["host"] == host][:3]
+    _, sitemap = write_latest(root, spec, host, [old, edited], "2026-01-01")
+    with StaticSite(root / "www", spec.hosts, spec.port, root / "run") as served:
+        submit(settings, {"crawlid": "edited", "spider_type": "universal",
+                          "url": f"{spec.base(host)}/robots.txt", "rule": UNIVERSAL_RULE,
+                          "maxdepth": 0, "sitemaps": [sitemap], "hub_span": 1,
+                          "revisit": {"min": 1, "max": 3}})
+        crawl = Crawl(settings, "universal", tmp_path, CRAWLCLUSTER_IDLE_TIMEOUT="0")
+        try:
+            def fetched(url):
+                path = url.split(str(spec.port), 1)[1]
+                return sum(e["path"] == path for e in served.access_log())
+
+            def sitemap_visits():
+                return sum(e["path"] == "/latest.xml" for e in served.access_log())
+
+            wait_for(lambda: fetched(old) == fetched(edited) == 1 and sitemap_visits() >= 2)
+            # edited now, in a second after the old version's last visit (lastmod has
+            # whole seconds)
+            wait_for(lambda: time.time() - max(e["time"] for e in served.access_log()
+                                               if e["path"] == "/latest.xml") > 1.2,
+                     every=0.05)
+            just_now = time.strftime("%Y-%m-%dT%H:%M:%S+00:00", time.gmtime())
+            write_latest(root, spec, host, [old, edited, new],
+                         {old: "2026-01-01", edited: just_now, new: "2026-01-02"})
+            wait_for(lambda: fetched(edited) == 2 and fetched(new) == 1)
+            visits = sitemap_visits()
+            wait_for(lambda: sitemap_visits() >= visits + 2)   # and revisited since
+        finally:
+            crawl.stop()
+        assert (fetched(old), fetched(edited), fetched(new)) == (1, 2, 1)
