@@ -26,7 +26,6 @@ import logging
 import math
 import os
 import random
-import signal
 import socket
 import threading
 import time
@@ -45,6 +44,7 @@ from master.shards import ShardLeases, prune, read_index
 from master.wrr import WeightedRoundRobin
 from settings.clients import RedisClient
 from settings.loader import Settings
+from settings.process import stop_on_signals
 
 logger = logging.getLogger(__name__)
 
@@ -349,7 +349,6 @@ def main(settings: Settings) -> int:
     beats = Heartbeats.from_settings(client, settings)
     dispatcher.heartbeat = lambda: beats.beat("master", instance)
     dispatcher.heartbeat_every = beats.interval
-    signal.signal(signal.SIGTERM, dispatcher.stop)
-    signal.signal(signal.SIGINT, dispatcher.stop)
+    stop_on_signals(dispatcher.stop)
     dispatcher.run()
     return 0

@@ -9,7 +9,6 @@ Lua call.
 
 import logging
 import os
-import signal
 import socket
 import threading
 import time
@@ -29,6 +28,7 @@ from message_processing.requests import Message
 from message_processing.worklist import Entry, WorkList
 from settings.clients import RedisClient
 from settings.loader import Settings
+from settings.process import stop_on_signals
 
 logger = logging.getLogger(__name__)
 ROLE = "monitor"
@@ -96,8 +96,7 @@ class Monitor:
         return cls(settings, redis, DeliveringProducer(settings, ROLE))
 
     def run(self) -> None:
-        signal.signal(signal.SIGTERM, self.stop)
-        signal.signal(signal.SIGINT, self.stop)
+        stop_on_signals(self.stop)
         logger.info("monitor %s: plugins %s; replies on %s", self.instance,
                     ", ".join(plugin.name for plugin in self.plugins), self.replies_topic)
         try:
