@@ -214,9 +214,11 @@ CRAWLCLUSTER_SITEMAP_MAX_BYTES = 50 * 1024 * 1024
 # Sitemap indexes followed below a crawl's sitemap (an index of indexes is 2).
 CRAWLCLUSTER_SITEMAP_MAX_DEPTH = 3
 
-# Adaptive revisits (a crawl's `revisit`): the least and most seconds between visits of a
-# hub, sitemap or feed, unless the crawl sets its own.
+# Adaptive revisits (a crawl's `revisit`): the least seconds between visits of a hub,
+# sitemap or feed, unless the crawl sets its own `min`.
 CRAWLCLUSTER_REVISIT_MIN = 300.0
+# The most seconds between visits of a hub, sitemap or feed, unless the crawl sets its
+# own `max`.
 CRAWLCLUSTER_REVISIT_MAX = 86400.0
 
 # --- metrics (Prometheus) ------------------------------------------------------

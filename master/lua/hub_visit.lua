@@ -11,7 +11,11 @@
 -- ARGV[5]  ETag ("" if none)
 -- ARGV[6]  Last-Modified ("" if none)
 -- ARGV[7]  span to start from (the crawl's hub_span)
--- ARGV[8..12]  MIN, MAX, FASTER, FASTEST, SLOWER
+-- ARGV[8]  MIN: the shortest span
+-- ARGV[9]  MAX: the longest span
+-- ARGV[10] FASTER: the span's factor on a change
+-- ARGV[11] FASTEST: its factor from the third change in a row
+-- ARGV[12] SLOWER: its factor when nothing changed
 -- Returns: {1 if changed else 0, the new span as a string}.
 local raw = redis.call('HGET', KEYS[2], ARGV[2])
 local state = raw and cjson.decode(raw) or {}

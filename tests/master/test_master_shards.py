@@ -9,13 +9,14 @@ from master.bloom import BloomFilter, BloomParams
 from master.counters import RollingTimeCounter, StepTimeCounter, WindowCounts
 from master.crawls import CrawlStore
 from master.dispatcher import Dispatcher
-from master.frontier import Frontier
+from master.frontier import Frontier, Revisit
 from master.keys import Keys, shard_of
 from master.lua import LuaScripts, script_sources
 from master.registry import JobRegistry
+from master.schedules import Schedules
 from master.shards import ShardLeases, check_shape, prune, read_index
 from master.siteconfig import SiteConfig
-from master.tasks import make_task
+from master.tasks import encode_task, make_task
 from master.throttle import ThrottledQueues
 from message_processing.worklist import WorkList
 from settings.errors import ConfigError
@@ -126,6 +127,9 @@ def exercise_every_script(client, keys, scripts):
     clock.now += 61
     frontier.reap_leases()
     frontier.issue_due_hubs()
+    hub = encode_task(make_task("http://hub.com/", "c1", "universal"))
+    for fingerprint in ("f1", "f2"):
+        frontier.hub_visited(hub, fingerprint, {}, Revisit(60, 3600), first_span=60)
     registry.deregister("b")
     dispatcher.leases.release_all()
     dispatcher.tick()                                             # an empty shard pruned
@@ -137,6 +141,10 @@ def exercise_every_script(client, keys, scripts):
     worklist = WorkList(client, keys, **common)
     worklist.add({"id": "e1", "kind": "expire"})
     worklist.claim()
+    schedules = Schedules(client, keys, **common)
+    schedules.add({"id": "s1", "every": 60, "crawl": {}})
+    clock.now += 61
+    schedules.fire_due(lambda config: None)
     return CrawlStore(client, keys).progress("c1")
 
 
