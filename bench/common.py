@@ -74,6 +74,29 @@ def bench_redis(settings):
         client.close()
 
 
+def redis_cpu_seconds(client):
+    """The Redis server's CPU time so far (user + system), from INFO cpu."""
+    cpu = client.info("cpu")
+    return cpu["used_cpu_user"] + cpu["used_cpu_sys"]
+
+
+class CpuClock:
+    """CPU time spent from ``start()`` on, by this process (all its threads) and by the
+    Redis server: what a measured piece of work costs beyond its wall time."""
+
+    def __init__(self, client):
+        self.client = client
+        self.process = self.redis = None
+
+    def start(self):
+        self.process, self.redis = time.process_time(), redis_cpu_seconds(self.client)
+
+    def read(self):
+        """``{"process": s, "redis": s}`` since ``start()``."""
+        return {"process": time.process_time() - self.process,
+                "redis": redis_cpu_seconds(self.client) - self.redis}
+
+
 def rate(count, seconds):
     return count / seconds if seconds > 0 else float("inf")
 

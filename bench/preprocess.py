@@ -16,6 +16,8 @@ and how long ``info`` takes on a crawl with 100,000 pending tasks.
 2. 100,000 tasks of one crawl over 50 domains are queued; an ``info``
    request is produced to Kafka and the time until its reply arrives (through
    preprocess and monitor) is measured.
+Each side's CPU time per request is reported too: this process's (every thread,
+the Kafka clients' included) and the Redis server's, over the same window.
 Figures are the medians of ``--rounds`` interleaved rounds (default 3).
 The last line is one JSON object.
 """
@@ -31,7 +33,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from bench.common import bench_redis, bench_settings, finish, machine, rate
+from bench.common import CpuClock, bench_redis, bench_settings, finish, machine, rate
 from master.crawls import CrawlStore
 from master.frontier import Frontier
 from master.keys import Keys
@@ -70,17 +72,26 @@ def produce(settings, count, run):
 
 
 def measure_preprocess(settings, client, count):
+    """``(seconds, CPU seconds {"process", "redis"}, consumer group join seconds)``."""
     preprocess = Preprocess.from_settings(settings)
     joined = time.perf_counter()
+    cpu = CpuClock(client)
     started = None                  # from the poll that first brought messages
-    frontier = Frontier.from_settings(client, settings)
-    while started is None or frontier.pool_count() < count:
+    stored = 0                      # a poll returns once its messages are in Redis
+    while stored < count:
         before = time.perf_counter()
-        if preprocess.poll_once(timeout_ms=100) and started is None:
+        if started is None:
+            cpu.start()
+        fresh = preprocess.poll_once(timeout_ms=100)
+        if fresh and started is None:
             started = before
-    seconds = time.perf_counter() - started
+        stored += fresh
+    seconds, used = time.perf_counter() - started, cpu.read()
     preprocess.close()
-    return seconds, started - joined
+    # Checked after the clock stops: counting 1,024 shards' pools takes ~30 ms.
+    queued = Frontier.from_settings(client, settings).pool_count()
+    assert queued == count, f"{queued} seeds queued of {count} requests"
+    return seconds, used, started - joined
 
 
 def measure_naive(settings, client, count):
@@ -94,9 +105,12 @@ def measure_naive(settings, client, count):
     consumer = kafka_consumer(settings, "bench", settings["CRAWLCLUSTER_KAFKA_REQUESTS_TOPIC"],
                               group_id=f"naive-{uuid.uuid4().hex[:6]}")
     done = 0
+    cpu = CpuClock(client)
     started = None
     while done < count:
         before = time.perf_counter()
+        if started is None:
+            cpu.start()
         batches = consumer.poll(timeout_ms=100)
         if batches and started is None:
             started = before
@@ -112,9 +126,9 @@ def measure_naive(settings, client, count):
                 config = crawl_config(kind, request)
                 client.zadd(keys.prefix + ":naive", {json.dumps(config): 0})
                 done += 1
-    seconds = time.perf_counter() - started
+    seconds, used = time.perf_counter() - started, cpu.read()
     consumer.close()
-    return seconds
+    return seconds, used
 
 
 def measure_info(settings, client, pending):
@@ -152,6 +166,14 @@ def measure_info(settings, client, pending):
     return sorted(timings)[len(timings) // 2], time.perf_counter() - plugin_started
 
 
+def per_request_us(used, count):
+    return {part: seconds * 1e6 / count for part, seconds in used.items()}
+
+
+def describe_cpu(us):
+    return f"{us['process']:.0f} µs of the process's CPU and {us['redis']:.0f} µs of Redis's"
+
+
 def fresh_topics(settings):
     token = uuid.uuid4().hex[:8]
     settings = settings.copy_with(CRAWLCLUSTER_KAFKA_REQUESTS_TOPIC=f"bench.{token}.requests",
@@ -180,6 +202,7 @@ def main():
     summary = {"machine": machine(), "messages": args.messages, "rounds": args.rounds}
     produce(settings, args.messages, "pp")
     ours, naive = [], []
+    cpu = {"ours": [], "naive": []}         # CPU microseconds per request, per round
     try:
         for round_number in range(args.rounds):
             # Each round reads the same messages afresh: its own group and key prefix.
@@ -187,16 +210,23 @@ def main():
             fresh = settings.copy_with(CRAWLCLUSTER_KAFKA_GROUP_ID=f"bench-{token}",
                                        CRAWLCLUSTER_KEY_PREFIX=f"bench:{token}")
             with bench_redis(fresh) as client:
-                seconds, join_seconds = measure_preprocess(fresh, client, args.messages)
+                seconds, used, join_seconds = measure_preprocess(fresh, client, args.messages)
                 ours.append(seconds)
-                naive.append(measure_naive(fresh, client, args.messages))
+                cpu["ours"].append(per_request_us(used, args.messages))
+                seconds, used = measure_naive(fresh, client, args.messages)
+                naive.append(seconds)
+                cpu["naive"].append(per_request_us(used, args.messages))
             print(f"round {round_number + 1}: preprocess {rate(args.messages, ours[-1]):,.0f} "
-                  f"valid crawl requests/s, one-at-a-time intake "
-                  f"{rate(args.messages, naive[-1]):,.0f}/s (after the consumer group join, "
+                  f"valid crawl requests/s ({describe_cpu(cpu['ours'][-1])}), one-at-a-time "
+                  f"intake {rate(args.messages, naive[-1]):,.0f}/s "
+                  f"({describe_cpu(cpu['naive'][-1])}) (after the consumer group join, "
                   f"{join_seconds:.1f} s, which neither count)")
         ours, naive = statistics.median(ours), statistics.median(naive)
+        cpu = {name: {part: statistics.median(run[part] for run in runs) for part in runs[0]}
+               for name, runs in cpu.items()}
         print(f"median: {rate(args.messages, ours):,.0f}/s, {naive / ours:.2f}x the "
-              f"one-at-a-time intake")
+              f"one-at-a-time intake; CPU per request {describe_cpu(cpu['ours'])}, "
+              f"the one-at-a-time intake's {describe_cpu(cpu['naive'])}")
         with bench_redis(settings) as client:
             info_seconds, plugin_seconds = measure_info(settings, client, 100_000)
             print(f"info on a crawl with 100,000 pending tasks: {info_seconds * 1000:.1f} ms "
@@ -206,7 +236,8 @@ def main():
         drop_topics(settings)
     summary.update(valid_per_s=rate(args.messages, ours), naive_per_s=rate(args.messages, naive),
                    vs_naive=naive / ours, info_seconds_100k=info_seconds,
-                   info_count_seconds=plugin_seconds)
+                   info_count_seconds=plugin_seconds,
+                   cpu_us_per_request=cpu["ours"], naive_cpu_us_per_request=cpu["naive"])
     finish(summary)
 
 
