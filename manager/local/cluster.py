@@ -58,7 +58,16 @@ class LocalCluster:
     # --- up ----------------------------------------------------------------------------
 
     def up(self):
-        """Start everything not running yet; return ``{name: address or pid}``."""
+        """Start everything not running yet; return ``{name: address or pid}``. When
+        something fails to start, what this call started is stopped before the error
+        goes up: no half-started cluster is left running."""
+        try:
+            return self._start_all()
+        except BaseException:
+            self.down(only_started_here=True)
+            raise
+
+    def _start_all(self):
         servers = LocalServers(self.settings, out=self.out).up()
         self.started_here += [("server", kind) for kind in servers]
         ensure_topics(self.settings, "up")

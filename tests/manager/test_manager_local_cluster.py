@@ -5,6 +5,7 @@ dispatcher's shares following the spiders' speeds."""
 import json
 import re
 from collections import Counter
+from pathlib import Path
 
 import pytest
 
@@ -13,6 +14,7 @@ from manager.local.demo import UNIVERSAL_RULE
 from manager.local.services import StaticSite, free_port
 from manager.local.sitegen import DEFAULT_HOSTS, SiteSpec, generate_site
 from message_processing.client import RequestClient
+from settings.errors import ConfigError
 
 SLOW_DELAY = 1.0            # seconds between requests per domain on the slow node
 
@@ -113,3 +115,37 @@ def test_a_crawl_across_two_nodes(cluster, site, mongo_db):
     early, late = share(windows[:half]), share(windows[half:])
     print(json.dumps({"done": done, "windows": windows, "early": early, "late": late}))
     assert late < early, windows
+
+
+def processes_with_state_dir(state_dir):
+    """Pids of live processes whose environment names ``state_dir`` (every process a
+    local cluster starts gets it)."""
+    marker = f"CRAWLCLUSTER_STATE_DIR={state_dir}".encode()
+    found = []
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            if marker in (entry / "environ").read_bytes().split(b"\0"):
+                found.append(int(entry.name))
+        except OSError:                      # gone meanwhile, or not ours to read
+            continue
+    return found
+
+
+def test_a_cluster_that_fails_half_way_stops_what_it_started(
+        test_settings, kafka_topics, zookeeper, redis, mongo_db, tmp_path):
+    """The roles start, then the first node cannot (its manager address is no
+    host:port): ``up`` stops the roles it started before it raises."""
+    state_dir = tmp_path / "state"
+    settings = test_settings.copy_with(CRAWLCLUSTER_STATE_DIR=str(state_dir),
+                                       CRAWLCLUSTER_MANAGER_ADDRESS="127.0.0.1:http")
+    local = LocalCluster(settings, nodes=1, procs=1, spider_types=("universal",),
+                         out=lambda *_: None)
+    with pytest.raises(ConfigError, match="CRAWLCLUSTER_MANAGER_ADDRESS"):
+        local.up()
+    started = {name for kind, name in local.started_here if kind == "role"}
+    assert {"cluster-master", "cluster-preprocess", "cluster-monitor"} <= started
+    assert all((state_dir / "logs" / f"{name}.log").exists() for name in started)
+    assert [kind for kind in local.state.recorded_kinds() if kind.startswith("cluster-")] == []
+    assert processes_with_state_dir(state_dir) == []
