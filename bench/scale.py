@@ -39,7 +39,15 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import redis as redis_py
 
-from bench.common import bench_redis, bench_settings, finish, machine, parallel_scaling, rate
+from bench.common import (
+    bench_redis,
+    bench_settings,
+    finish,
+    machine,
+    parallel_scaling,
+    rate,
+    redis_cpu_seconds,
+)
 from manager.local.services import (
     LocalServers,
     ServerSpec,
@@ -80,9 +88,8 @@ class Masters:
         found = {}
         for name, node in self.nodes.items():
             stats = node.info("commandstats")
-            cpu = node.info("cpu")
             found[name] = (sum(entry["calls"] for entry in stats.values()),
-                           cpu["used_cpu_sys"] + cpu["used_cpu_user"],
+                           redis_cpu_seconds(node),
                            node.info("memory")["used_memory"])
         return found
 
