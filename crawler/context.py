@@ -12,7 +12,7 @@ import hashlib
 import os
 import socket
 import time
-from collections import Counter
+from collections import Counter, OrderedDict
 from collections.abc import Callable
 from typing import Any, Self
 
@@ -40,6 +40,7 @@ from settings.node import node_ip
 ROLE = "crawler"
 COUNTED_STATUSES = (200, 301, 302, 303, 403, 404, 500)     # thesis table 4-8, and 302
 VALIDATORS = ("ETag", "Last-Modified")    # what a server says of a page for next time
+REMEMBERED_OUTCOMES = 10_000    # reported outcomes a job keeps, to tell again after a failover
 
 
 def cluster_settings(scrapy_settings: BaseSettings) -> Settings:
@@ -172,6 +173,9 @@ class TaskTracker:
         self.links: dict[str, Counter[str]] = {}   # crawlid -> link counts not yet reported
         self.throttled: Counter[str] = Counter()   # domain -> takes the throttle refused
         self.done_count = 0
+        # member -> (outcome, reason) of the last tasks reported: told again if a failover
+        # lost the report (``reconcile``)
+        self.reported: OrderedDict[str, tuple[str, str]] = OrderedDict()
 
     def begin(self, member: str) -> None:
         self.open.setdefault(member, 0)
@@ -239,11 +243,38 @@ class TaskTracker:
         done = sum(1 for _, outcome, _ in outcomes if outcome == "done")
         if done:
             context.registry.count_done(context.job, done, pipe=pipe)
-        results = pipe.execute()
+        try:
+            results = pipe.execute()
+        except Exception:
+            # Reported again next round: a lease finished twice is counted once.
+            self.outcomes = outcomes + self.outcomes
+            raise
         if outcomes:
             self._count_progress(outcomes, codes(results))  # type: ignore[misc]  # set if outcomes
+            self._remember(outcomes)
         self.done_count += done
         return done
+
+    def _remember(self, outcomes: list[Outcome]) -> None:
+        for member, outcome, reason in outcomes:
+            self.reported[member] = (outcome, reason)
+            self.reported.move_to_end(member)
+        while len(self.reported) > REMEMBERED_OUTCOMES:
+            self.reported.popitem(last=False)
+
+    def reconcile(self, held: set[str]) -> tuple[int, int]:
+        """After Redis failed under the job (a failover's promoted replica lacks the last
+        writes it acknowledged), find the leases Redis says this job holds that it does
+        not (``held``: taken and not yet reported): one it reported is reported again
+        (its finish was lost), any other goes back to the pool. Without this they would
+        wait out ``CRAWLCLUSTER_LEASE_SECONDS``. Returns (reported again, released)."""
+        stray = [member for member in self.context.frontier.leases_of(self.context.job)
+                 if member not in held and member not in self.open]
+        again = [(member, *self.reported[member]) for member in stray if member in self.reported]
+        released = [(member, "release", "lease lost track of in a Redis failover")
+                    for member in stray if member not in self.reported]
+        self.outcomes += again + released
+        return len(again), len(released)
 
     def _count_progress(self, outcomes: list[Outcome], results: list[int]) -> None:
         """Per crawl, pages done and URLs failed for good (for the crawl record), and

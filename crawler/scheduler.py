@@ -2,10 +2,12 @@
 
 Every ``CRAWLCLUSTER_SCHEDULER_TICK`` seconds one round:
   1. new links the spider produced are pushed to their shards' pools: those the crawl's
-     rules refuse were already turned away by ``enqueue_request``; the rest go
-     through the Bloom filter in one batch (a page that is crawled again after
-     a lease expired pushes its links without the filter, so links lost with
-     a dying job come back);
+     rules refuse were already turned away by ``enqueue_request``; the rest are
+     looked up in the Bloom filter in one batch, those it has not seen are pushed,
+     and only then added to it. A job killed at any point of that loses no link
+     (one it pushed and did not add is refused by the pools' dedupe window when a
+     page crawled again yields it), and no page's links ever bypass the filter:
+     a link two jobs find new at once is queued once (``Frontier.push_links``);
   2. finished tasks are acknowledged, failed ones reported, in one round trip,
      and counted for the dispatcher's weights;
   3. while fewer than ``CRAWLCLUSTER_SCHEDULER_READY`` requests are ready, the
@@ -33,6 +35,7 @@ from collections.abc import Mapping
 from datetime import UTC, datetime
 from typing import Any, NamedTuple
 
+import redis
 from scrapy import Request, Spider, signals
 from scrapy.crawler import Crawler
 from scrapy.exceptions import DontCloseSpider
@@ -62,7 +65,7 @@ class NewLink(NamedTuple):
     domain: str
     callback: str
     extra: dict[str, Any] | None   # spider fields for the link's task (the rule that took it)
-    unfiltered: bool = False   # pushed whatever the filter says (a round that failed)
+    recrawl: bool = False   # a page its sitemap says changed: out of the filter, pushed again
 
 
 class ClusterScheduler:
@@ -77,6 +80,8 @@ class ClusterScheduler:
         self.url_length_limit = url_length_limit     # Scrapy's URLLENGTH_LIMIT; 0: none
         self.ready: deque[Request] = deque()
         self.new_links: list[NewLink] = []
+        # links pushed whose Bloom filter add failed: (URL, crawl id), added next round
+        self.unadded: list[tuple[str, str]] = []
         self.spider: Spider | None = None
         self.loop: twisted_task.LoopingCall | None = None
         self.last_work = time.monotonic()
@@ -86,6 +91,7 @@ class ClusterScheduler:
         # the job's shards and domains as the last take read them
         self.view: JobView | None = None
         self.plain_bloom_warned: set[str] = set()   # crawls told their filter cannot forget
+        self.redis_failed = False   # a round failed: check the job's leases once it works
 
     @classmethod
     def from_crawler(cls, crawler: Crawler) -> "ClusterScheduler":
@@ -124,9 +130,10 @@ class ClusterScheduler:
             tracker.fail(member, "release", "job closing")
         tracker.report()
         set_job_tasks(self.context.spider_type, self.context.job, 0)
-        moved = self.context.registry.deregister(self.context.job)
+        requeued = self.context.registry.deregister(self.context.job)
         logger.info("job %s closed (%s): %d tasks done, %d queued tasks back to the pools",
-                    self.context.job, reason, tracker.done_count, max(moved, 0))
+                    self.context.job, reason, tracker.done_count,
+                    requeued.queued if requeued else 0)
         # The last progress still goes to the crawl record before the clients close.
         writes = [d for d in (flush() for flush in self.context.periodic) if d is not None]
         if not writes:
@@ -172,8 +179,9 @@ class ClusterScheduler:
         parent = {"task": info["task"], "config": info["config"]}
         crawlid = info["task"]["crawlid"]
         revisit = self.context.revisit(info["config"], info["task"])
+        changed: set[str] = set()
         if revisit is not None:
-            self._forget_changed(info["task"], links)
+            changed = self._forget_changed(info["task"], links)
             self.context.hub_visited(response, info["member"], info["config"], revisit,
                                      [link.url for link in links])
         refused = refused or {}
@@ -183,21 +191,22 @@ class ClusterScheduler:
         for url, callback, extra in links:
             link = self._new_link(url, parent, callback, extra)
             if link is not None:
-                self.new_links.append(link)
+                self.new_links.append(link._replace(recrawl=url in changed))
 
-    def _forget_changed(self, task: Task, links: list[Follow]) -> None:
+    def _forget_changed(self, task: Task, links: list[Follow]) -> set[str]:
         """Pages a revisited sitemap says changed (``lastmod``) since its last visit are
         taken out of the crawl's Bloom filter, so they are crawled again (the filter in
-        counting mode; a plain one cannot forget, and the log says so once)."""
+        counting mode; a plain one cannot forget, and the log says so once). Returns the
+        URLs taken out."""
         last_visit = self.context.frontier.hub_state(task).get("visited_at")
         if last_visit is None:
-            return
+            return set()
         changed = [link.url for link in links
                    if modified_after((link.extra or {}).get("entry", {}).get("lastmod"),
                                      last_visit)]
         bloom = self.context.bloom
         if not changed:
-            return
+            return set()
         if not bloom.params.counting:
             if task["crawlid"] not in self.plain_bloom_warned:
                 self.plain_bloom_warned.add(task["crawlid"])
@@ -205,10 +214,11 @@ class ClusterScheduler:
                                "crawled again: the Bloom filter is plain "
                                "(CRAWLCLUSTER_BLOOM_COUNTING)", task["crawlid"], len(changed),
                                task["url"])
-            return
+            return set()
         # Present in the crawl's scope: listed, so added, by an earlier visit.
-        forgotten = sum(bloom.remove_many(changed, scope=task["crawlid"]))
-        self.stats.inc_value("crawlcluster/links/changed", forgotten)
+        removed = bloom.remove_many(changed, scope=task["crawlid"])
+        self.stats.inc_value("crawlcluster/links/changed", sum(removed))
+        return {url for url, gone in zip(changed, removed, strict=True) if gone}
 
     def next_request(self) -> Request | None:
         while self.ready:
@@ -237,8 +247,6 @@ class ClusterScheduler:
     # --- one round -----------------------------------------------------------------------
 
     def round(self) -> None:
-        import redis
-
         try:
             self._push_new_links()
             for flush in self.context.periodic:
@@ -250,8 +258,23 @@ class ClusterScheduler:
                 self._take()
             self._heartbeat()
             set_job_tasks(self.context.spider_type, self.context.job, self._tasks_held())
+            if self.redis_failed:
+                self._reconcile()
         except redis.RedisError as exc:
             logger.error("Redis error in the scheduler round (retrying next round): %s", exc)
+            self.redis_failed = True
+
+    def _reconcile(self) -> None:
+        """Once Redis answers again after an error, set right what a failover lost: leases
+        Redis holds for this job that it had finished or never got."""
+        held = {request.meta["crawlcluster"]["member"] for request in self.ready}
+        held |= {member for member, _, _ in self.context.tracker.outcomes}
+        again, released = self.context.tracker.reconcile(held)
+        self.redis_failed = False
+        if again or released:
+            logger.warning("after a Redis failure, %d leases held for this job were reported "
+                           "again (their finish was lost) and %d released to the pools",
+                           again, released)
 
     def _tasks_held(self) -> int:
         """Tasks taken and not yet downloaded: waiting here or in the downloader."""
@@ -384,34 +407,54 @@ class ClusterScheduler:
         self._count_link(crawlid, f"refused:{reason}", count)
 
     def _push_new_links(self) -> None:
+        if self.unadded:
+            urls, crawlids = zip(*self.unadded, strict=True)
+            self.context.bloom.add_many(list(urls), scope=list(crawlids))
+            self.unadded = []
         if not self.new_links:
             return
         links, self.new_links = self.new_links, []
         try:
             self._push_links(links)
         except Exception:
-            # Redis failed mid-way (a failover, say): the filter may already hold some of
-            # these links, so next round they are pushed whatever it says. A link may be
-            # queued twice; none is lost.
-            self.new_links = [link._replace(unfiltered=True) for link in links] + self.new_links
+            # Redis failed before the push was done (a failover, say): none of these
+            # links is in the filter yet, so the next round looks them up again; what
+            # the pools got already is refused there as pushed within the dedupe window.
+            self.new_links = links + self.new_links
             raise
 
     def _push_links(self, links: list[NewLink]) -> None:
-        is_new = self._check_and_add(links)
-        # A page crawled again after a lease expired pushes its links even if seen:
-        # the job that first crawled it may have died before they reached the pool.
-        fresh = []
-        for link, new in zip(links, is_new, strict=True):
-            if new or link.unfiltered or link.parent["task"].get("attempts", 0) > 0:
-                fresh.append(link)
-            else:
-                self._count_link(link.parent["task"]["crawlid"], "duplicate")
-        self.stats.inc_value("crawlcluster/links/duplicate", len(links) - len(fresh))
-        tasks = self._within_domain_limits(list(filter(None, map(self._task_for_link, fresh))))
-        self.context.frontier.push(tasks)
-        self.stats.inc_value("crawlcluster/links/new", len(tasks))
-        for task in tasks:
+        """Look the links up in the filter, push those it has not seen, then add them
+        to it: a job that dies in between leaves its pushed links findable as new by a
+        page crawled again, and the pools' dedupe window queues them once."""
+        seen = self.context.bloom.contains_many(
+            [link.url for link in links], scope=[link.parent["task"]["crawlid"] for link in links])
+        unseen = [link for link, found in zip(links, seen, strict=True) if not found]
+        made = [(link, task) for link in unseen if (task := self._task_for_link(link))]
+        kept = {id(task) for task in self._within_domain_limits([task for _, task in made])}
+        pushed = [(link, task) for link, task in made if id(task) in kept]
+        codes = self.context.frontier.push_links([task for _, task in pushed],
+                                                 [link.recrawl for link, _ in pushed])
+        queued = [task for (_, task), code in zip(pushed, codes, strict=True) if code in "qs"]
+        for task in queued:
             self._count_link(task["crawlid"], "new")
+        repeated = [task for (_, task), code in zip(pushed, codes, strict=True)
+                    if code not in "qs"]
+        duplicates = [link.parent["task"] for link, found in zip(links, seen, strict=True)
+                      if found] + repeated
+        for task in duplicates:
+            self._count_link(task["crawlid"], "duplicate")
+        self.stats.inc_value("crawlcluster/links/new", len(queued))
+        self.stats.inc_value("crawlcluster/links/duplicate", len(duplicates))
+        added = [(link.url, link.parent["task"]["crawlid"]) for link in unseen]
+        try:
+            self.context.bloom.add_many([url for url, _ in added],
+                                        scope=[crawlid for _, crawlid in added])
+        except redis.RedisError as exc:
+            # Pushed already: only the filter is behind, and catches up next round.
+            logger.error("Redis error adding %d pushed links to the Bloom filter (added "
+                         "next round): %s", len(added), exc)
+            self.unadded += added
 
     def _task_for_link(self, link: NewLink) -> Task | None:
         """The task for a new link (its parent's crawl, priority and user; one level
@@ -426,11 +469,6 @@ class ClusterScheduler:
             logger.warning("refusing link %s: %s", link.url, exc)
             self._refuse(parent["crawlid"], "invalid")
             return None
-
-    def _check_and_add(self, links: list[NewLink]) -> list[bool]:
-        """Bloom check-and-add in one batch, each link in its crawl's scope."""
-        return self.context.bloom.add_many([link.url for link in links],
-                                           scope=[link.parent["task"]["crawlid"] for link in links])
 
     def _within_domain_limits(self, tasks: list[Task]) -> list[Task]:
         """Drop tasks past their crawl's ``domain_max_pages`` (counted per domain)."""

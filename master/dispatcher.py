@@ -187,8 +187,11 @@ class Dispatcher:
             logger.info("%s holds %d of %d frontier shards", self.leases.instance, len(held),
                         self.keys.shards)
             self._held_logged = len(held)
-        for job, moved in self.registry.expire_dead().items():
-            logger.info("job %s stopped beating: %d queued tasks back to the pools", job, moved)
+        for job, requeued in self.registry.expire_dead().items():
+            reissued, failed = self.frontier.reap_leases(requeued.lease_shards)
+            logger.info("job %s stopped beating: %d queued tasks back to the pools, %d of "
+                        "its leased tasks re-issued, %d failed for good", job, requeued.queued,
+                        reissued, failed)
         self._upkeep_slice = (self._upkeep_slice + 1) % UPKEEP_SLICES
         shards = held[self._upkeep_slice::UPKEEP_SLICES]
         requeued, failed = self.frontier.reap_leases(shards)

@@ -9,10 +9,11 @@ every refresh span. Each step is one Lua script in one shard; work spread over
 shards is one script call per shard, pipelined.
 """
 
+import hashlib
 import json
 import time
 from collections import defaultdict
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -31,6 +32,12 @@ OUTCOMES = ("done", "retry", "failed", "release")
 # Per-crawl keys every script that creates or finishes a task reads or keeps, in the
 # order the scripts take their templates.
 CRAWL_STATE = ("pending", "counts", "stopped", "paused")
+
+
+def link_digest(task: Task) -> str:
+    """What identifies a link pushed to the pools: its crawl and URL (64 bits)."""
+    return hashlib.blake2b(f"{task['crawlid']}\n{task['url']}".encode(),
+                           digest_size=8).hexdigest()
 
 
 def outcome_for_status(status: int) -> tuple[str, str]:
@@ -68,10 +75,11 @@ class Frontier:
 
     def __init__(self, client: RedisClient, keys: Keys, lease_seconds: float = 300.0,
                  max_retries: int = 3, clock: Clock = time.time,
-                 scripts: LuaScripts | None = None) -> None:
+                 scripts: LuaScripts | None = None, dedupe_seconds: float = 120.0) -> None:
         self.client = client
         self.keys = keys
         self.lease_seconds = lease_seconds
+        self.dedupe_seconds = dedupe_seconds
         self.max_retries = max_retries
         self.clock = clock
         self.scripts = scripts or LuaScripts(client)
@@ -86,7 +94,8 @@ class Frontier:
         check_shape(client, keys)
         return cls(client, keys,
                    lease_seconds=settings.getfloat("CRAWLCLUSTER_LEASE_SECONDS"),
-                   max_retries=settings.getint("CRAWLCLUSTER_MAX_RETRIES"), **kwargs)
+                   max_retries=settings.getint("CRAWLCLUSTER_MAX_RETRIES"),
+                   dedupe_seconds=settings.getfloat("CRAWLCLUSTER_PUSH_DEDUPE_SECONDS"), **kwargs)
 
     # --- the pool ----------------------------------------------------------------------
 
@@ -97,28 +106,62 @@ class Frontier:
         Returns ``[queued, refused]`` (or the pipeline, with ``pipe``: a caller's
         pipeline may be discarded, so nothing is taken as written until it runs).
         """
-        target = pipe if pipe is not None else self.client.pipeline(transaction=False)
-        groups: defaultdict[tuple[int, str], list[Task]] = defaultdict(list)
-        for task in tasks:
-            groups[(self.keys.shard_of(task["domain"]), task["spider_type"])].append(task)
-        indexed = self.index_crawls(target, [(task["crawlid"], shard)
-                                             for (shard, _), group in groups.items()
-                                             for task in group], again=pipe is not None)
-        for spider_type in {spider_type for _, spider_type in groups}:
-            self.mark_pools(target, spider_type,
-                            [shard for shard, kind in groups if kind == spider_type],
-                            force=pipe is not None)
-        start = len(target)
-        for (shard, spider_type), group in groups.items():
-            args: list[Any] = self._templates(shard, *CRAWL_STATE, "parked")
-            for task in group:
-                args += [seed_score(task), encode_task(task)]
-            self.scripts.run("pool_push", [self.keys.pool(shard, spider_type)], args, pipe=target)
         if pipe is not None:
+            self._queue_pushes(pipe, list(tasks), again=True)
             return pipe
-        replies = target.execute()[start:] if len(target) else []
+        codes = self._push(list(tasks))
+        return [codes.count("q"), codes.count("s")]
+
+    def push_links(self, tasks: list[Task], recrawl: Sequence[bool] = ()) -> str:
+        """``push`` for the new links a spider's pages yielded, once the Bloom filter found
+        them unseen (before they are added to it): a link pushed to its shard within
+        ``dedupe_seconds`` already (another job found it new at the same moment, or this
+        job's round failed after the push) is not queued again, unless ``recrawl`` says
+        it is to be crawled again (a changed page). Returns a letter per task, in order:
+        ``q`` queued, ``s`` refused (its crawl stopped), ``r`` pushed already, ``d`` in
+        the pool already."""
+        again = list(recrawl) or [False] * len(tasks)
+        return self._push(tasks, dedupe=[not flag for flag in again])
+
+    def _push(self, tasks: list[Task], dedupe: Sequence[bool] = ()) -> str:
+        pipe = self.client.pipeline(transaction=False)
+        indexed, start, calls = self._queue_pushes(pipe, tasks, again=False, dedupe=dedupe)
+        replies = pipe.execute()[start:] if len(pipe) else []
         self._crawl_shards_known |= indexed
-        return [sum(reply[0] for reply in replies), sum(reply[1] for reply in replies)]
+        codes = [""] * len(tasks)
+        for numbers, reply in zip(calls, replies, strict=True):
+            for number, code in zip(numbers, str(reply), strict=True):
+                codes[number] = code
+        return "".join(codes)
+
+    def _queue_pushes(self, pipe: Any, tasks: list[Task], again: bool,
+                      dedupe: Sequence[bool] = ()) -> tuple[set[tuple[str, int]], int,
+                                                            list[list[int]]]:
+        """Queue one pool_push call per (shard, spider type) on ``pipe``, after the marks
+        the dispatchers find work by; ``dedupe[n]``: task n is a link pushed once within
+        the window. Returns the crawl shards indexed, where the calls' replies start in
+        the pipeline, and the task numbers of each call."""
+        groups: defaultdict[tuple[int, str], list[int]] = defaultdict(list)
+        for number, task in enumerate(tasks):
+            groups[(self.keys.shard_of(task["domain"]), task["spider_type"])].append(number)
+        indexed = self.index_crawls(pipe, [(tasks[number]["crawlid"], shard)
+                                           for (shard, _), numbers in groups.items()
+                                           for number in numbers], again=again)
+        for spider_type in {spider_type for _, spider_type in groups}:
+            self.mark_pools(pipe, spider_type,
+                            [shard for shard, kind in groups if kind == spider_type],
+                            force=again)
+        start, now = len(pipe), repr(self.clock())
+        for (shard, spider_type), numbers in groups.items():
+            args: list[Any] = [*self._templates(shard, *CRAWL_STATE, "parked"), now,
+                               self.dedupe_seconds]
+            for number in numbers:
+                task = tasks[number]
+                digest = link_digest(task) if dedupe and dedupe[number] else ""
+                args += [seed_score(task), encode_task(task), digest]
+            self.scripts.run("pool_push", [self.keys.pool(shard, spider_type),
+                                           self.keys.pushed(shard)], args, pipe=pipe)
+        return indexed, start, list(groups.values())
 
     def index_crawls(self, pipe: Any, crawl_shards: Iterable[tuple[str, int]],
                      again: bool = True) -> set[tuple[str, int]]:
@@ -194,7 +237,8 @@ class Frontier:
                     self.keys.pool_template(shard)]
             for n, _ in items:
                 args += list(outcomes[n])
-            self.scripts.run("lease_finish", [self.keys.leases(shard)], args, pipe=target)
+            self.scripts.run("lease_finish", [self.keys.leases(shard),
+                                              self.keys.lease_owners(shard)], args, pipe=target)
 
         def codes(results: list[Any]) -> list[int]:
             ordered = [0] * len(outcomes)
@@ -216,13 +260,22 @@ class Frontier:
         failed for good or purged)."""
         shards = self.keys.all_shards() if shards is None else shards
         replies = self._per_shard("lease_reap", shards, lambda shard: (
-            [self.keys.leases(shard)],
+            [self.keys.leases(shard), self.keys.lease_owners(shard)],
             [repr(self.clock()), limit, self.max_retries + 1,
              *self._templates(shard, "failed", *CRAWL_STATE, "parked"),
              self.keys.pool_template(shard)]))
         self._mark_refilled({shard: requeued for shard, (requeued, _) in replies.items()})
         return (sum(requeued for requeued, _ in replies.values()),
                 sum(failed for _, failed in replies.values()))
+
+    def leases_of(self, job: str) -> list[str]:
+        """The task JSON of every lease ``job`` holds, in every shard (a scan of the
+        shards' lease owners: for a job that lost writes in a failover, not per round)."""
+        pipe = self.client.pipeline(transaction=False)
+        for shard in self.keys.all_shards():
+            pipe.hgetall(self.keys.lease_owners(shard))
+        return [member for owners in pipe.execute() for member, owner in owners.items()
+                if owner == job]
 
     def leased_count(self) -> int:
         return self._sum_over_shards(lambda pipe, shard: pipe.zcard(self.keys.leases(shard)))

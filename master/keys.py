@@ -141,9 +141,28 @@ class Keys:
         """zset of the shard's leased task JSON, score = lease expiry time.
 
         Written by: `throttle_take.lua`
-        Read by: `lease_finish.lua`, `lease_reap.lua`
+        Read by: `lease_finish.lua`, `lease_reap.lua`, `requeue_job.lua`
         """
         return f"{self.shard_tag(shard)}:leases"
+
+    def lease_owners(self, shard: int) -> str:
+        """hash leased task JSON -> the job holding its lease: a job that stops beating has
+        its leases expired at once, not when they run out.
+
+        Written by: `throttle_take.lua`; removed by `lease_finish.lua`, `lease_reap.lua`
+        Read by: `requeue_job.lua`, a job that lost writes in a failover (`Frontier.leases_of`)
+        """
+        return f"{self.shard_tag(shard)}:lease_owners"
+
+    def pushed(self, shard: int) -> str:
+        """zset link digest (crawl id and URL) -> when a spider pushed it to the shard's pool:
+        a link two jobs find new at once, or one pushed again after a failed round, is
+        queued once (kept ``CRAWLCLUSTER_PUSH_DEDUPE_SECONDS``).
+
+        Written by: `pool_push.lua` (new links of spiders)
+        Read by: `pool_push.lua`
+        """
+        return f"{self.shard_tag(shard)}:pushed"
 
     def hubs(self, shard: int) -> str:
         """zset of the shard's hub task JSON, score = when the hub is next due.

@@ -5,11 +5,14 @@ beats a heartbeat; the registry is a sorted set of job -> last beat. A job
 silent for longer than the TTL is dead: in every shard one Lua call moves the
 tasks queued for it back to the shard's pool, then it leaves the registry
 (thesis 4.2.1.3); a crash in between leaves it dead in the registry, to be
-done again. Its leased tasks come back when their leases expire.
+done again. The leases it held are made to expire in the same call, so the
+caller re-issues them at once (`Frontier.reap_leases`) instead of after
+``CRAWLCLUSTER_LEASE_SECONDS``.
 """
 
 import json
 import time
+from dataclasses import dataclass
 from typing import Any
 
 from master.counters import Clock, RollingTimeCounter
@@ -21,6 +24,15 @@ from settings.clients import RedisClient
 from settings.loader import Settings
 
 JobInfo = dict[str, Any]     # what a job registered: spider_type, host, ip, node, ...
+
+
+@dataclass(frozen=True)
+class Requeued:
+    """What became of a dead or closed job's work: tasks moved from its queues back to the
+    pools, and the shards where its leases were made to expire (re-issue them there)."""
+
+    queued: int
+    lease_shards: list[int]
 
 
 class JobRegistry:
@@ -57,7 +69,7 @@ class JobRegistry:
         pipe.zscore(self.keys.jobs(), job)
         return pipe.execute()[1] is not None
 
-    def deregister(self, job: str) -> int:
+    def deregister(self, job: str) -> Requeued | None:
         """A job ending cleanly: its queued tasks go back to the pools now."""
         return self.requeue(job, cutoff=float("inf"))
 
@@ -75,26 +87,30 @@ class JobRegistry:
         infos = self.client.mget([self.keys.job_info(job) for job in jobs])
         return {job: json.loads(raw) for job, raw in zip(jobs, infos, strict=True) if raw}
 
-    def expire_dead(self) -> dict[str, int]:
-        """Requeue every job silent past the TTL; return ``{job: tasks moved}``."""
+    def expire_dead(self) -> dict[str, Requeued]:
+        """Requeue every job silent past the TTL; return what became of each one's work."""
         cutoff = self.clock() - self.ttl
         dead = self.client.zrangebyscore(self.keys.jobs(), "-inf", repr(cutoff))
-        moved = {job: self.requeue(job, cutoff) for job in dead}
-        return {job: count for job, count in moved.items() if count >= 0}
+        done = {job: self.requeue(job, cutoff) for job in dead}
+        return {job: requeued for job, requeued in done.items() if requeued is not None}
 
-    def requeue(self, job: str, cutoff: float) -> int:
-        """Move a job's queued tasks back to the pools, in every shard, and remove it
-        from the registry; -1 (nothing done) if it beat after ``cutoff``."""
+    def requeue(self, job: str, cutoff: float) -> Requeued | None:
+        """Move a job's queued tasks back to the pools and make its leases expire, in
+        every shard, and remove it from the registry; None (nothing done) if it beat
+        after ``cutoff``."""
         beat = self.client.zscore(self.keys.jobs(), job)
         if beat is not None and beat > cutoff:
-            return -1
+            return None
         info = self.info(job)
         pipe = self.client.pipeline(transaction=False)
         for shard in self.keys.all_shards():
-            self.scripts.run("requeue_job", [self.keys.job_domains(job, shard)],
+            self.scripts.run("requeue_job", [self.keys.job_domains(job, shard),
+                                             self.keys.leases(shard),
+                                             self.keys.lease_owners(shard)],
                              [self.keys.queue_template(shard), job,
                               self.keys.pool_template(shard)], pipe=pipe)
-        moved = dict(zip(self.keys.all_shards(), pipe.execute(), strict=True))
+        replies = dict(zip(self.keys.all_shards(), pipe.execute(), strict=True))
+        moved = {shard: int(reply[0]) for shard, reply in replies.items()}
         pipe = self.client.pipeline(transaction=False)
         refilled = [shard for shard, count in moved.items() if count]
         types = [info["spider_type"]] if info else self.client.smembers(self.keys.pool_types())
@@ -107,7 +123,8 @@ class JobRegistry:
         self.scripts.run("index_prune", [self.keys.jobs()], [repr(min(cutoff, 1e18)), job],
                          pipe=pipe)
         pipe.execute()
-        return sum(moved.values())
+        return Requeued(sum(moved.values()),
+                        [shard for shard, reply in replies.items() if int(reply[1])])
 
     # --- finished tasks: the dispatcher's feedback ---------------------------------
 

@@ -134,7 +134,8 @@ class ThrottledQueues:
                 args += [domain, hits, ip_hits, int(window * 1000), wanted]
                 open_domains.append(domain)
             self.scripts.run("throttle_take", [self.keys.leases(shard),
-                                               self.keys.job_domains(job, shard)], args, pipe=pipe)
+                                               self.keys.job_domains(job, shard),
+                                               self.keys.lease_owners(shard)], args, pipe=pipe)
             called.append((shard, open_domains))
         pipe.zrange(self.keys.job_shards(job), 0, -1)
         *replies, shards_now = pipe.execute()

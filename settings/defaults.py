@@ -100,8 +100,14 @@ CRAWLCLUSTER_THROTTLE_WINDOW = 10.0
 CRAWLCLUSTER_LEASE_SECONDS = 300.0
 # Times a failing URL is retried before it is recorded as failed for good.
 CRAWLCLUSTER_MAX_RETRIES = 3
-# Seconds without a heartbeat after which a job is dead and its queues go back to the pools.
+# Seconds without a heartbeat after which a job is dead: its queues go back to the pools and
+# its leased tasks are re-issued at once.
 CRAWLCLUSTER_JOB_HEARTBEAT_TTL = 30.0
+# Seconds a link a spider pushed to the pools is remembered in its shard: a link two jobs
+# find new at the same moment, or pushed again after a round that failed half-way, is
+# queued once. Longer than the job heartbeat TTL, so the pages of a job that died between
+# pushing links and adding them to the Bloom filter, crawled again, do not queue them twice.
+CRAWLCLUSTER_PUSH_DEDUPE_SECONDS = 120.0
 # Minutes of finished tasks a job's dispatch weight is measured over (thesis k).
 CRAWLCLUSTER_WEIGHT_MINUTES = 10
 # Seconds a job runs before its own speed is its weight (until then: the mean weight).

@@ -5,6 +5,7 @@
 -- A task of a stopped crawl that would go back to the pool is purged instead; one of a
 -- paused crawl is parked. Every key is of the shard of KEYS[1].
 -- KEYS[1]  the shard's leases (zset of task JSON, score = lease expiry)
+-- KEYS[2]  the shard's lease owners (hash task JSON -> job)
 -- ARGV[1]  attempts allowed per URL
 -- ARGV[2]  failed-URLs hash key template, string.format(template, crawlid)
 -- ARGV[3]  pending hash key template, string.format(template, crawlid)
@@ -20,6 +21,7 @@ local allowed = tonumber(ARGV[1])
 
 local function finish(member, outcome, reason)
   if redis.call('ZREM', KEYS[1], member) == 0 then return 0 end
+  redis.call('HDEL', KEYS[2], member)
   local task = cjson.decode(member)
   local crawlid = task['crawlid']
   local function finished(field, code)

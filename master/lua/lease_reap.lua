@@ -2,7 +2,9 @@
 -- timeout): back to the pool with one more attempt, or failed for good once the attempts
 -- are used up; a task of a stopped crawl is purged, one of a paused crawl parked. Every
 -- key is of the shard of KEYS[1].
--- KEYS[1]  the shard's leases (zset of task JSON, score = lease expiry)
+-- KEYS[1]  the shard's leases (zset of task JSON, score = lease expiry; a dead job's
+--          were set to expire at once by requeue_job.lua)
+-- KEYS[2]  the shard's lease owners (hash task JSON -> job)
 -- ARGV[1]  now (seconds)
 -- ARGV[2]  leases to handle at most
 -- ARGV[3]  attempts allowed per URL
@@ -18,6 +20,7 @@ local expired = redis.call('ZRANGEBYSCORE', KEYS[1], '-inf', ARGV[1], 'LIMIT', 0
 local requeued, failed = 0, 0
 for _, member in ipairs(expired) do
   redis.call('ZREM', KEYS[1], member)
+  redis.call('HDEL', KEYS[2], member)
   local task = cjson.decode(member)
   local crawlid = task['crawlid']
   task['attempts'] = (task['attempts'] or 0) + 1

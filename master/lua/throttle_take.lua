@@ -1,11 +1,12 @@
 -- One job's take in one shard: for each of the job's domains named, take up to N tasks
 -- of its queue, as many as both sliding windows allow (thesis 4.2.2: per spider type
 -- and per host IP, scrapy-cluster semantics), record a hit in both windows per task, and
--- lease them. A domain whose queue is empty leaves the job's domain set (the dispatcher
+-- lease them to the job. A domain whose queue is empty leaves the job's domain set (the dispatcher
 -- adds it again with its next task, in the same shard, atomically). Every key is of the
 -- shard of KEYS[1].
 -- KEYS[1]  the shard's leases (zset of task JSON, score = lease expiry)
 -- KEYS[2]  the job's domains in the shard (set)
+-- KEYS[3]  the shard's lease owners (hash task JSON -> job)
 -- ARGV[1]  now (seconds)
 -- ARGV[2]  lease expiry time
 -- ARGV[3]  unique id prefix for the hits recorded
@@ -50,6 +51,7 @@ local function take(n, domain, hits, ip_hits, window_ms, wanted)
     redis.call('ZADD', by_type, ARGV[1], hit)
     redis.call('ZADD', by_ip, ARGV[1], hit)
     redis.call('ZADD', KEYS[1], ARGV[2], popped[i])
+    redis.call('HSET', KEYS[3], popped[i], ARGV[6])
     tasks[#tasks + 1] = popped[i]
   end
   redis.call('PEXPIRE', by_type, window_ms)

@@ -76,6 +76,45 @@ def test_expired_job_returns_its_tasks_to_the_pool(redis, parts):
     assert not registry.heartbeat("dying")  # told to register again
 
 
+def test_a_dead_jobs_leases_are_reissued_at_its_heartbeat_ttl_not_its_lease(redis, parts):
+    """Lease 60 s, heartbeat TTL 30 s: what a job that died had taken is re-issued (one
+    attempt more) once it is declared dead, while a live job's leases stay its own."""
+    clock, keys, registry, frontier, dispatcher, queues = (
+        parts.clock, parts.keys, parts.registry, parts.frontier, parts.dispatcher, parts.queues)
+    registry.register("alive", "universal", "n1", "10.0.0.1")
+    registry.register("dying", "universal", "n2", "10.0.0.2")
+    frontier.push(tasks(8))
+    dispatcher.tick()
+    taken = {job: [member for _, member in queues.take(job, "universal", "10.0.0.1",
+                                                       per_domain=10).tasks]
+             for job in ("alive", "dying")}
+    assert len(taken["dying"]) == 4 and frontier.leased_count() == 8
+    clock.now += 20
+    registry.heartbeat("alive")
+    clock.now += 15                         # "dying" silent for 35 s; leases still 25 s to go
+    dispatcher.tick()
+    assert frontier.leased_count() == 4     # only the live job's
+    reissued = queue_members(redis, keys, "alive") + pool_members(redis, keys)
+    assert sorted(decode_task(m)["url"] for m in reissued) == sorted(
+        decode_task(m)["url"] for m in taken["dying"])
+    assert {decode_task(m)["attempts"] for m in reissued} == {1}
+    assert frontier.finish(taken["dying"][0], "done") == 0     # the dead job's lease is gone
+    assert [frontier.finish(member, "done") for member in taken["alive"]] == [1] * 4
+    assert frontier.leases_of("alive") == [] and frontier.leases_of("dying") == []
+
+
+def test_a_link_pushed_twice_within_the_window_is_queued_once(redis, parts):
+    clock, frontier = parts.clock, parts.frontier
+    link = tasks(1)[0]
+    twin = dict(link, id="another", depth=3)         # the same link, from another page
+    assert frontier.push_links([link, twin]) == "qr"
+    assert frontier.push_links([twin]) == "r"
+    assert frontier.push_links([twin], recrawl=[True]) == "q"    # a page that changed
+    clock.now += frontier.dedupe_seconds + 1
+    assert frontier.push_links([dict(link, id="later")]) == "q"
+    assert frontier.push([dict(link, id="seed")]) == [1, 0]       # seeds are not deduped
+
+
 def test_expired_lease_is_reissued(redis, parts):
     clock, keys, registry, frontier, dispatcher, queues = (
         parts.clock, parts.keys, parts.registry, parts.frontier, parts.dispatcher, parts.queues)

@@ -114,6 +114,7 @@ def exercise_every_script(client, keys, scripts):
     for job in ("a", "b"):
         registry.register(job, "universal", job, "10.0.0.1")
     frontier.push(tasks(40) + tasks(4, crawlid="c2"))
+    assert frontier.push_links(tasks(1, crawlid="c3") * 2) == "qr"   # a link pushed once
     frontier.add_hub(make_task("http://hub.com/", "c1", "universal"), span=60)
     dispatcher.tick()                                             # pool -> job queues
     taken = [member for _, member in queues.take("a", "universal", "10.0.0.1",
@@ -131,6 +132,8 @@ def exercise_every_script(client, keys, scripts):
     for fingerprint in ("f1", "f2"):
         frontier.hub_visited(hub, fingerprint, {}, Revisit(60, 3600), first_span=60)
     registry.deregister("b")
+    queues.take("a", "universal", "10.0.0.1", per_domain=1)
+    registry.requeue("a", cutoff=float("inf"))                    # its leases expire now
     dispatcher.leases.release_all()
     dispatcher.tick()                                             # an empty shard pruned
     BloomFilter(client, keys, "t", BloomParams.for_capacity(1000, 0.01, counting=True),
@@ -163,9 +166,10 @@ def test_the_checked_scripts_do_catch_a_key_of_another_shard(redis, test_setting
     task = tasks(1)[0]
     wrong = keys.shard_of(task["domain"]) + 1
     with pytest.raises(Exception, match="CROSSTAG"):
-        scripts.run("pool_push", [keys.pool(wrong, "universal")],
+        scripts.run("pool_push", [keys.pool(wrong, "universal"), keys.pushed(wrong)],
                     [*frontier._templates(wrong - 1, "pending", "counts", "stopped", "paused",
-                                          "parked"), 0, '{"crawlid":"c1","domain":"x"}'])
+                                          "parked"), 0, 60, 0, '{"crawlid":"c1","domain":"x"}',
+                     ""])
 
 
 def test_a_shard_marked_after_it_was_seen_empty_stays_in_the_index(redis, test_settings):
