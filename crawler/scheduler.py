@@ -53,6 +53,9 @@ from master.throttle import JobView
 logger = logging.getLogger(__name__)
 
 HEARTBEAT_EVERY = 1.0     # seconds
+# Seconds before a Redis failure whose pushed links are pushed again once it answers: a
+# failover's promoted replica lacks the writes its master had not yet sent it.
+REPLAY_SECONDS = 10.0
 STEAL_EVERY = 0.2         # seconds between an idle job's looks at other jobs' backlogs
 RESCAN_EVERY = 5.0        # seconds between an idle job's looks for its queues in every shard
 
@@ -91,7 +94,11 @@ class ClusterScheduler:
         # the job's shards and domains as the last take read them
         self.view: JobView | None = None
         self.plain_bloom_warned: set[str] = set()   # crawls told their filter cannot forget
-        self.redis_failed = False   # a round failed: check the job's leases once it works
+        # when a round first failed on Redis (None: the last round worked); once one works
+        # again, what a failover may have lost is set right (``_reconcile``)
+        self.redis_failed_at: float | None = None
+        # (when, task, recrawl) of the links this job queued in the last REPLAY_SECONDS
+        self.recent_pushes: deque[tuple[float, Task, bool]] = deque()
 
     @classmethod
     def from_crawler(cls, crawler: Crawler) -> "ClusterScheduler":
@@ -258,23 +265,31 @@ class ClusterScheduler:
                 self._take()
             self._heartbeat()
             set_job_tasks(self.context.spider_type, self.context.job, self._tasks_held())
-            if self.redis_failed:
-                self._reconcile()
+            if self.redis_failed_at is not None:
+                self._reconcile(self.redis_failed_at)
         except redis.RedisError as exc:
             logger.error("Redis error in the scheduler round (retrying next round): %s", exc)
-            self.redis_failed = True
+            if self.redis_failed_at is None:
+                self.redis_failed_at = time.monotonic()
 
-    def _reconcile(self) -> None:
-        """Once Redis answers again after an error, set right what a failover lost: leases
-        Redis holds for this job that it had finished or never got."""
+    def _reconcile(self, failed_at: float) -> None:
+        """Once Redis answers again after an error, set right what a failover lost (a
+        promoted replica lacks the last writes its master acknowledged): the links this
+        job queued just before are pushed again (those the pools have are refused there
+        as pushed within the dedupe window), and leases Redis holds for this job that it
+        had finished or never got are reported again or released."""
+        replay = [(task, recrawl) for when, task, recrawl in self.recent_pushes
+                  if when >= failed_at - REPLAY_SECONDS]
+        codes = self.context.frontier.push_links([task for task, _ in replay],
+                                                 [recrawl for _, recrawl in replay])
         held = {request.meta["crawlcluster"]["member"] for request in self.ready}
         held |= {member for member, _, _ in self.context.tracker.outcomes}
         again, released = self.context.tracker.reconcile(held)
-        self.redis_failed = False
-        if again or released:
-            logger.warning("after a Redis failure, %d leases held for this job were reported "
-                           "again (their finish was lost) and %d released to the pools",
-                           again, released)
+        self.redis_failed_at = None
+        logger.warning("after a Redis failure: %d of the %d links queued in the %.0f s "
+                       "before it were lost and queued again; %d leases held for this job "
+                       "were reported again (their finish was lost), %d released to the "
+                       "pools", codes.count("q"), len(replay), REPLAY_SECONDS, again, released)
 
     def _tasks_held(self) -> int:
         """Tasks taken and not yet downloaded: waiting here or in the downloader."""
@@ -436,6 +451,8 @@ class ClusterScheduler:
         codes = self.context.frontier.push_links([task for _, task in pushed],
                                                  [link.recrawl for link, _ in pushed])
         queued = [task for (_, task), code in zip(pushed, codes, strict=True) if code in "qs"]
+        self._remember_pushes([(task, link.recrawl) for (link, task), code
+                               in zip(pushed, codes, strict=True) if code == "q"])
         for task in queued:
             self._count_link(task["crawlid"], "new")
         repeated = [task for (_, task), code in zip(pushed, codes, strict=True)
@@ -455,6 +472,12 @@ class ClusterScheduler:
             logger.error("Redis error adding %d pushed links to the Bloom filter (added "
                          "next round): %s", len(added), exc)
             self.unadded += added
+
+    def _remember_pushes(self, pushed: list[tuple[Task, bool]]) -> None:
+        now = time.monotonic()
+        self.recent_pushes.extend((now, task, recrawl) for task, recrawl in pushed)
+        while self.recent_pushes and self.recent_pushes[0][0] < now - REPLAY_SECONDS:
+            self.recent_pushes.popleft()
 
     def _task_for_link(self, link: NewLink) -> Task | None:
         """The task for a new link (its parent's crawl, priority and user; one level

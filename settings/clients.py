@@ -76,6 +76,7 @@ def redis_client(settings: "Settings", role: str, check: bool = True) -> RedisCl
     import redis
     from redis.backoff import ExponentialBackoff
     from redis.cluster import ClusterNode
+    from redis.exceptions import RedisClusterException
     from redis.retry import Retry
 
     connect_timeout, socket_timeout = _timeouts(settings)
@@ -97,12 +98,12 @@ def redis_client(settings: "Settings", role: str, check: bool = True) -> RedisCl
             client = redis.Redis.from_url(
                 settings["CRAWLCLUSTER_REDIS_URL"], health_check_interval=30,
                 retry_on_error=[redis.ConnectionError, redis.TimeoutError], **options)
-    except redis.RedisError as exc:        # the cluster client asks for the slots at once
+    except (redis.RedisError, RedisClusterException) as exc:   # it asks for the slots at once
         raise _unreachable(role, settings, "redis", exc) from None
     if check:
         try:
             client.ping()
-        except redis.RedisError as exc:
+        except (redis.RedisError, RedisClusterException) as exc:
             client.close()
             raise _unreachable(role, settings, "redis", exc) from None
     return client

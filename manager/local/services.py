@@ -8,6 +8,7 @@ for it and only checks it answers. ``down`` stops exactly the recorded PIDs.
 """
 
 import ipaddress
+import itertools
 import json
 import logging
 import os
@@ -230,6 +231,18 @@ class StateDir:
         return sorted(p.stem for p in folder.glob("*.json")) if folder.is_dir() else []
 
 
+def _served_by(record):
+    """``host:port`` a recorded server listens on, or None if its record does not say
+    (records made before addresses were kept: a Redis's is read from its command)."""
+    if record.get("address"):
+        return record["address"]
+    command = record.get("command", [])
+    for flag, value in itertools.pairwise(command):
+        if flag == "--port":
+            return f"127.0.0.1:{value}"
+    return None
+
+
 def _is_our_process(record):
     """True if the recorded PID is alive and is the process we started.
 
@@ -295,6 +308,13 @@ class LocalServers:
             self.out(f"{kind:<10} {address}  external, not started here: {detail}")
             return None
         record = self.state.recorded(kind)
+        if record and not self._serves_configured(record, kind):
+            raise ServiceError(
+                f"{kind} {address} not started: the {kind} recorded in "
+                f"{self.state.root} (pid {record['pid']}) serves {_served_by(record)}, not "
+                f"{host}:{port}{' as a Redis Cluster' if self._cluster(kind) else ''}; stop it "
+                f"first (crawlcluster services down {kind}, with the settings it was started "
+                f"with)")
         if record:
             self.out(f"{kind:<10} {address}  already running (pid {record['pid']})")
             return None
@@ -317,8 +337,20 @@ class LocalServers:
     def _spawn(self, spec, kind, host, port):
         command = spec.command(host, port, self.state.data_dir(kind), self.settings)
         process = spawn(command, self.state.log_path(kind), cwd=self.state.data_dir(kind))
-        self.state.record(kind, process.pid, command)
+        self.state.record(kind, process.pid, command, address=f"{host}:{port}",
+                          cluster=self._cluster(kind))
         return process
+
+    def _cluster(self, kind):
+        return kind == "redis" and self.settings.getbool("CRAWLCLUSTER_REDIS_CLUSTER")
+
+    def _serves_configured(self, record, kind):
+        """Whether a recorded server is the one the settings name (its address and, for
+        Redis, single or Cluster): another is not "already running"."""
+        host, port = listen_address(self.settings, kind)
+        served = _served_by(record)
+        cluster = record.get("cluster", "--cluster-enabled" in record.get("command", []))
+        return served in (None, f"{host}:{port}") and cluster == self._cluster(kind)
 
     def _start_redis_cluster(self, spec, host, port):
         """Six nodes from ``port`` on, joined as 3 masters each with a replica; the
@@ -369,6 +401,9 @@ class LocalServers:
             ok, detail = check_server(self.settings, kind)
             record = self.state.recorded(kind)
             owner = f"pid {record['pid']}" if record else "not started here"
+            if record and not self._serves_configured(record, kind):
+                owner = (f"not started here; the {kind} started here (pid {record['pid']}) "
+                         f"serves {_served_by(record)}")
             self.out(f"{kind:<10} {server_address(self.settings, kind)}  {detail} [{owner}]")
             all_up = all_up and ok
         return all_up

@@ -91,3 +91,28 @@ def test_a_server_that_dies_at_start_is_reported(private_env):
     assert up.returncode == 2
     assert "redis exited" in up.stderr and "redis.log" in up.stderr
     assert recorded_pids(env["CRAWLCLUSTER_STATE_DIR"]) == {}
+
+
+def test_a_recorded_server_at_another_address_is_not_running_fault(private_env):
+    """The single Redis recorded, then the Redis Cluster settings: not "already running",
+    and status, ping and up each say in one line what is where, never a traceback."""
+    up = crawlcluster("services", "up", "redis", env=private_env)
+    assert up.returncode == 0, up.stderr
+    [pid] = recorded_pids(private_env["CRAWLCLUSTER_STATE_DIR"]).values()
+    single = private_env["CRAWLCLUSTER_REDIS_URL"].split("//")[1].split("/")[0]
+    cluster = dict(private_env, CRAWLCLUSTER_REDIS_CLUSTER="true",
+                   CRAWLCLUSTER_REDIS_URL=f"redis://127.0.0.1:{free_port()}/0")
+    again = crawlcluster("services", "up", "redis", env=cluster)
+    assert again.returncode == 2 and "already running" not in again.stdout
+    assert f"(pid {pid}) serves {single}, not" in again.stderr and "Traceback" not in again.stderr
+    for command in (("services", "status", "redis"), ("ping", "redis")):
+        answer = crawlcluster(*command, env=cluster)
+        assert answer.returncode == 1, answer
+        [line] = answer.stdout.splitlines()
+        assert "unreachable: Redis Cluster cannot be connected" in line
+        assert "Traceback" not in answer.stderr
+    status = crawlcluster("services", "status", "redis", env=cluster)
+    assert f"the redis started here (pid {pid}) serves {single}" in status.stdout
+    on_single = crawlcluster("ping", "redis", env=dict(cluster, CRAWLCLUSTER_REDIS_URL=(
+        f"redis://{single}/0")))
+    assert on_single.returncode == 1 and "Cluster mode is not enabled" in on_single.stdout
