@@ -9,6 +9,7 @@ the pipelines all reach it through the crawler.
 """
 
 import hashlib
+import logging
 import os
 import socket
 import time
@@ -36,6 +37,8 @@ from master.throttle import ThrottledQueues
 from settings.clients import mongo_client, redis_client, zookeeper_client
 from settings.loader import Settings, default_settings
 from settings.node import node_ip
+
+logger = logging.getLogger(__name__)
 
 ROLE = "crawler"
 COUNTED_STATUSES = (200, 301, 302, 303, 403, 404, 500)     # thesis table 4-8, and 302
@@ -121,10 +124,14 @@ class JobContext:
         return context
 
     def close(self) -> None:
-        self.zookeeper.stop()
-        self.zookeeper.close()
-        self.mongo.close()
-        self.redis.close()
+        """Close every client, each whatever the others did: a ZooKeeper client left
+        running retries its server for good and keeps the process alive."""
+        for close in (self.zookeeper.stop, self.zookeeper.close,
+                      self.mongo.close, self.redis.close):
+            try:
+                close()
+            except Exception as exc:  # noqa: BLE001 - the next client still closes
+                logger.warning("closing the job's clients: %s", exc)
 
 
 def revisited_urls(config: dict[str, Any]) -> set[str]:

@@ -2,9 +2,13 @@
 
 import gc
 import logging
+import os
 
 from scrapy import signals
 from scrapy.crawler import Crawler
+
+from crawler.context import cluster_settings
+from settings.process import guard_signals
 
 logger = logging.getLogger(__name__)
 
@@ -39,3 +43,27 @@ class GarbageCollectorTuning:
         gc.set_threshold(self.threshold, older, oldest)
         logger.debug("GC: %d objects frozen, generation 0 threshold %d",
                      gc.get_freeze_count(), self.threshold)
+
+
+class ShutdownGuard:
+    """A spider process ends within ``CRAWLCLUSTER_SHUTDOWN_TIMEOUT`` seconds of SIGTERM or
+    SIGINT, whatever the servers are doing: Scrapy's own handlers still run (a graceful
+    close first), and a guard ends the process if that close hangs on a server that is
+    down or a client's thread keeps it alive (settings/process.py)."""
+
+    def __init__(self, crawler: Crawler, bound: float) -> None:
+        self.crawler = crawler
+        self.bound = bound
+
+    @classmethod
+    def from_crawler(cls, crawler: Crawler) -> "ShutdownGuard":
+        settings = cluster_settings(crawler.settings)
+        extension = cls(crawler, settings.getfloat("CRAWLCLUSTER_SHUTDOWN_TIMEOUT"))
+        crawler.signals.connect(extension.engine_started, signal=signals.engine_started)
+        return extension
+
+    def engine_started(self) -> None:
+        # Scrapy installed its handlers before the engine started: wrap them.
+        spider = self.crawler.spider
+        guard_signals(self.bound, f"spider {spider.name if spider else ''} "
+                                  f"(pid {os.getpid()})")

@@ -128,6 +128,25 @@ class ClusterScheduler:
     def close(self, reason: str) -> Deferred[Any] | None:
         if self.loop and self.loop.running:
             self.loop.stop()
+        set_job_tasks(self.context.spider_type, self.context.job, 0)
+        try:
+            self._give_back(reason)
+            # The last progress still goes to the crawl record before the clients close.
+            writes = [d for d in (flush() for flush in self.context.periodic) if d is not None]
+        except Exception as exc:  # noqa: BLE001 - the clients close whatever failed
+            # Redis or MongoDB down at shutdown: what the job held comes back once its
+            # heartbeat is gone, as after a crash.
+            logger.error("job %s could not give its work back while closing (it comes back "
+                         "once its heartbeat is gone): %s", self.context.job, exc)
+            writes = []
+        if not writes:
+            self.context.close()
+            return None
+        return DeferredList(writes).addBoth(lambda _: self.context.close())
+
+    def _give_back(self, reason: str) -> None:
+        """Push the last links, report what is finished, release what is not, and leave
+        the registry (queued tasks back to the pools)."""
         tracker = self.context.tracker
         self._push_new_links()
         tracker.ready_to_ack(float("inf"))
@@ -136,17 +155,10 @@ class ClusterScheduler:
         for member in list(tracker.open):
             tracker.fail(member, "release", "job closing")
         tracker.report()
-        set_job_tasks(self.context.spider_type, self.context.job, 0)
         requeued = self.context.registry.deregister(self.context.job)
         logger.info("job %s closed (%s): %d tasks done, %d queued tasks back to the pools",
                     self.context.job, reason, tracker.done_count,
                     requeued.queued if requeued else 0)
-        # The last progress still goes to the crawl record before the clients close.
-        writes = [d for d in (flush() for flush in self.context.periodic) if d is not None]
-        if not writes:
-            self.context.close()
-            return None
-        return DeferredList(writes).addBoth(lambda _: self.context.close())
 
     def has_pending_requests(self) -> bool:
         return bool(self.ready)

@@ -239,6 +239,7 @@ def main(settings: Any) -> int:
 
     from master.registry import Heartbeats
     from settings.clients import redis_client
+    from settings.process import exit_within
 
     client = redis_client(settings, ROLE)
     root = resource.Resource()
@@ -250,6 +251,8 @@ def main(settings: Any) -> int:
     beat = task.LoopingCall(_beat_safely, beats, instance)
     beat.start(beats.interval)
     logger.info("exporter: the cluster's metrics on http://%s:%d/metrics", host, port)
+    bound = settings.getfloat("CRAWLCLUSTER_SHUTDOWN_TIMEOUT")
+    reactor.addSystemEventTrigger("before", "shutdown", exit_within, bound, "the exporter")
     reactor.addSystemEventTrigger("before", "shutdown", beats.stop, ROLE, instance)
     reactor.run()  # type: ignore[attr-defined]
     return 0

@@ -20,6 +20,7 @@ environment, plus ``CRAWLCLUSTER_NODE_NAME``, and register their own jobs
 with the master's job registry (crawler/scheduler.py).
 """
 
+import contextlib
 import logging
 import os
 from pathlib import Path
@@ -123,6 +124,7 @@ def main(settings):
     from twisted.python import log as twisted_log
 
     from settings.clients import redis_client, zookeeper_client
+    from settings.process import exit_within
 
     twisted_log.PythonLoggingObserver().start()
     redis = redis_client(settings, ROLE)
@@ -160,10 +162,49 @@ def main(settings):
             zookeeper.close()
             redis.close()
 
+    bound = settings.getfloat("CRAWLCLUSTER_SHUTDOWN_TIMEOUT")
+    reactor.addSystemEventTrigger("before", "shutdown", exit_within, bound + 20, "the manager")
+    reactor.addSystemEventTrigger("before", "shutdown", stop_spiders,
+                                  services.getServiceNamed("launcher"), bound + 10)
     reactor.addSystemEventTrigger("before", "shutdown", services.stopService)
     reactor.addSystemEventTrigger("after", "shutdown", shutdown)
     reactor.run()
     return 0
+
+
+def stop_spiders(launcher, timeout):
+    """SIGTERM every spider this manager runs and wait until each has exited; SIGKILL
+    those still there after ``timeout`` seconds (a spider ends by itself within
+    ``CRAWLCLUSTER_SHUTDOWN_TIMEOUT``). The manager exits only then: a spider must not
+    outlive it, still closing while the servers are stopped. Returns a Deferred."""
+    from twisted.internet import defer, reactor
+
+    # scrapyd's launcher starts the next pending job as one ends: not while stopping.
+    launcher._get_message = lambda slot: None
+    processes = list(launcher.processes.values())
+    if processes:
+        logger.info("stopping %d spiders", len(processes))
+    for process in processes:
+        _signal(process, "TERM")
+
+    def kill_the_rest():
+        for process in processes:
+            if not process.deferred.called:
+                logger.error("spider job %s (pid %s) still running %.0f s after SIGTERM: "
+                             "killing it", process.job, process.pid, timeout)
+                _signal(process, "KILL")
+
+    killer = reactor.callLater(timeout, kill_the_rest)
+    ended = defer.DeferredList([process.deferred for process in processes])
+    ended.addBoth(lambda _: killer.cancel() if killer.active() else None)
+    return ended
+
+
+def _signal(process, name):
+    from twisted.internet.error import ProcessExitedAlready
+
+    with contextlib.suppress(ProcessExitedAlready):
+        process.transport.signalProcess(name)
 
 
 def start_configured_spiders(app, settings):

@@ -187,10 +187,10 @@ class Dispatcher:
             logger.info("%s holds %d of %d frontier shards", self.leases.instance, len(held),
                         self.keys.shards)
             self._held_logged = len(held)
-        for job, requeued in self.registry.expire_dead().items():
-            reissued, failed = self.frontier.reap_leases(requeued.lease_shards)
+        for job, work in self.registry.expire_dead().items():
+            reissued, failed = self.frontier.reap_leases(work.lease_shards)
             logger.info("job %s stopped beating: %d queued tasks back to the pools, %d of "
-                        "its leased tasks re-issued, %d failed for good", job, requeued.queued,
+                        "its leased tasks re-issued, %d failed for good", job, work.queued,
                         reissued, failed)
         self._upkeep_slice = (self._upkeep_slice + 1) % UPKEEP_SLICES
         shards = held[self._upkeep_slice::UPKEEP_SLICES]
@@ -352,6 +352,7 @@ def main(settings: Settings) -> int:
     beats = Heartbeats.from_settings(client, settings)
     dispatcher.heartbeat = lambda: beats.beat("master", instance)
     dispatcher.heartbeat_every = beats.interval
-    stop_on_signals(dispatcher.stop)
+    stop_on_signals(dispatcher.stop, settings.getfloat("CRAWLCLUSTER_SHUTDOWN_TIMEOUT"),
+                    f"the dispatcher {instance}")
     dispatcher.run()
     return 0

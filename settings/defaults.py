@@ -190,6 +190,10 @@ CRAWLCLUSTER_MONITOR_SLEEP = 0.1
 CRAWLCLUSTER_MONITOR_CLAIM_SECONDS = 60.0
 # Seconds a role's heartbeat lives; a role silent longer is reported down.
 CRAWLCLUSTER_HEARTBEAT_TTL = 30.0
+# Seconds a role or spider may take to stop after SIGTERM before it ends regardless (a
+# client waiting on a server that is down); `crawlcluster down` and a manager stopping its
+# spiders wait this long, plus 10 s, before SIGKILL.
+CRAWLCLUSTER_SHUTDOWN_TIMEOUT = 30.0
 # Seconds the CLI waits for a reply on the replies topic.
 CRAWLCLUSTER_REPLY_TIMEOUT = 30.0
 
@@ -269,6 +273,7 @@ SCRAPY = {
     "EXTENSIONS": {
         "crawler.extensions.GarbageCollectorTuning": 0,
         "crawler.metrics.SpiderMetrics": 0,
+        "crawler.extensions.ShutdownGuard": 0,
     },
     "ITEM_PIPELINES": {
         "crawler.pipelines.EncodingPipeline": 100,

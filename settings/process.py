@@ -1,13 +1,57 @@
-"""What every long-running role does as a process: stop cleanly on SIGTERM and SIGINT."""
+"""What every long-running role does as a process: stop cleanly on SIGTERM and SIGINT,
+and end within a bound however the servers it talks to are doing."""
 
+import logging
+import os
 import signal
 import threading
+import time
 from collections.abc import Callable
 from types import FrameType
 
+logger = logging.getLogger(__name__)
 
-def stop_on_signals(stop: Callable[[], None]) -> None:
-    """Call ``stop`` on SIGTERM and SIGINT, from a thread of its own.
+# Exit status of a process the guard ended: told to stop, it had not within the bound.
+EXIT_STUCK = 70
+
+
+class _Guard:
+    """Whether this process's exit guard runs (one per process)."""
+
+    lock = threading.Lock()
+    started = False
+
+
+def exit_within(seconds: float, what: str) -> None:
+    """Make sure this process ends within ``seconds`` from now, once per process.
+
+    A clean stop closes clients that may be waiting on a server that is down (a
+    ZooKeeper client retrying for good, a producer flushing to a broker that is gone),
+    and a non-daemon thread left running keeps a process alive after its work has
+    stopped. A daemon thread ends the process (exit status ``EXIT_STUCK``) if it is
+    still there after ``seconds``; what it held comes back as after a crash (leases
+    when its heartbeat is gone, requests when another consumer takes the partition).
+    """
+    with _Guard.lock:
+        if _Guard.started or seconds <= 0:
+            return
+        _Guard.started = True
+
+    def guard() -> None:
+        time.sleep(seconds)
+        logger.error("%s did not stop within %.0f s of being told to: exiting now", what,
+                     seconds)
+        for handler in logging.getLogger().handlers:
+            handler.flush()
+        os._exit(EXIT_STUCK)
+
+    threading.Thread(target=guard, name="exit-guard", daemon=True).start()
+
+
+def stop_on_signals(stop: Callable[[], None], bound: float = 0.0,
+                    what: str = "this process") -> None:
+    """Call ``stop`` on SIGTERM and SIGINT, from a thread of its own, and end the process
+    ``bound`` seconds later if it is still there (``exit_within``; 0: no bound).
 
     A signal handler runs in the main thread between two bytecodes, possibly while
     that thread holds the lock inside the very ``threading.Event`` that ``stop`` sets
@@ -16,7 +60,25 @@ def stop_on_signals(stop: Callable[[], None]) -> None:
     until the main thread lets go.
     """
     def handler(signum: int, frame: FrameType | None) -> None:
+        exit_within(bound, what)
         threading.Thread(target=stop, name="stop", daemon=True).start()
 
     signal.signal(signal.SIGTERM, handler)
     signal.signal(signal.SIGINT, handler)
+
+
+def guard_signals(bound: float, what: str) -> None:
+    """Keep the handlers a framework installed for SIGTERM and SIGINT (Scrapy's, Twisted's),
+    and have each also start ``exit_within(bound)``."""
+    for signum in (signal.SIGTERM, signal.SIGINT):
+        previous = signal.getsignal(signum)
+
+        def handler(number: int, frame: FrameType | None,
+                    previous: object = previous) -> None:
+            exit_within(bound, what)
+            if callable(previous):
+                previous(number, frame)
+            elif previous == signal.SIG_DFL:
+                raise SystemExit(128 + number)
+
+        signal.signal(signum, handler)

@@ -22,8 +22,10 @@ from pathlib import Path
 
 from manager.local.crawl import cluster_env
 from manager.local.services import (
+    CLUSTER_MARK,
     LocalServers,
     StateDir,
+    cluster_processes,
     free_port,
     port_free,
     port_open,
@@ -98,7 +100,8 @@ class LocalCluster:
             return record["pid"]
         command = [sys.executable, "-m", "manager.cli", name.split("-")[0]]
         command = wrap(command) if wrap else command
-        process = spawn(command, self.state.log_path(f"cluster-{name}"), cwd=ROOT, env=env)
+        process = spawn(command, self.state.log_path(f"cluster-{name}"), cwd=ROOT,
+                        env={**env, CLUSTER_MARK: str(self.state.root)})
         self.state.record(f"cluster-{name}", process.pid, command, **extra)
         self.started_here.append(("role", f"cluster-{name}"))
         return process.pid
@@ -158,16 +161,35 @@ class LocalCluster:
             names = [name for kind, name in self.started_here if kind == "role"]
         managers = [name for name in names if name.startswith("cluster-manager-")]
         stopped = []
+        bound = self.settings.getfloat("CRAWLCLUSTER_SHUTDOWN_TIMEOUT")
         for name in managers + [name for name in names if name not in managers]:
             record = self.state.recorded(name)
             if record:
-                stop_process(record["pid"], timeout=30.0)
+                # A manager stops its spiders and waits for them (up to the bound plus 10
+                # s) before it exits; the other roles end within the bound by themselves.
+                manager = name in managers
+                ended_by = stop_process(record["pid"], timeout=bound + (30 if manager else 10),
+                                        group=not manager)
                 stopped.append(name.removeprefix("cluster-"))
+                if ended_by == "SIGKILL":
+                    self.out(f"{name.removeprefix('cluster-')} did not stop after SIGTERM: "
+                             f"killed")
             self.state.forget(name)
+        if not only_started_here:
+            self._stop_leftovers()
         kinds = [name for kind, name in self.started_here if kind == "server"]
         if servers and (kinds or not only_started_here):
             LocalServers(self.settings, out=self.out).down(kinds if only_started_here else None)
         return stopped
+
+    def _stop_leftovers(self):
+        """Stop the processes of this cluster no role took with it (a spider whose manager
+        was killed, say), before the servers go: none outlives ``down``."""
+        for pid, command in cluster_processes(self.state):
+            ended_by = stop_process(pid, timeout=10.0, group=False)
+            if ended_by:
+                self.out(f"stopped a leftover process of this cluster (pid {pid}, "
+                         f"{ended_by}): {command}")
 
     def describe(self, started):
         """The lines ``up`` prints, one per role, node and topic, in aligned columns."""

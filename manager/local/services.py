@@ -406,6 +406,10 @@ class LocalServers:
                          f"serves {_served_by(record)}")
             self.out(f"{kind:<10} {server_address(self.settings, kind)}  {detail} [{owner}]")
             all_up = all_up and ok
+        for pid, command in leftover_processes(self.state):
+            self.out(f"{'leftover':<10} pid {pid}  {command}  (a process of this state "
+                     f"directory's cluster that nothing recorded runs; `crawlcluster down` "
+                     f"stops it)")
         return all_up
 
     def down(self, kinds=None):
@@ -446,18 +450,61 @@ def spawn(command, log_path, cwd=None, env=None):
                                 start_new_session=True)
 
 
-def stop_process(pid, timeout=10.0):
-    """SIGTERM a process (its session), wait, then SIGKILL if it lingers."""
+def stop_process(pid, timeout=10.0, group=True):
+    """SIGTERM a process (its process group, with ``group``), wait, then SIGKILL the group
+    if it lingers. Returns the signal that ended it: "SIGTERM" or "SIGKILL" (None if it
+    was gone already)."""
     for sig, wait in ((signal.SIGTERM, timeout), (signal.SIGKILL, 5.0)):
         try:
-            os.killpg(pid, sig)
+            if group or sig == signal.SIGKILL:
+                os.killpg(pid, sig)
+            else:
+                os.kill(pid, sig)
         except ProcessLookupError:
-            return
+            return None if sig == signal.SIGTERM else sig.name
         except PermissionError:
             os.kill(pid, sig)
         if _wait_gone(pid, wait):
-            return
+            return sig.name
     raise ServiceError(f"process {pid} survived SIGKILL")
+
+
+# In the environment of every role and spider a local cluster starts: its state directory
+# (not a setting: spiders inherit it through their manager, so none outlives `down` unseen).
+CLUSTER_MARK = "CC_LOCAL_CLUSTER"
+
+
+def cluster_processes(state):
+    """``[(pid, command line)]`` of the live processes carrying the cluster mark of a state
+    directory (``CLUSTER_MARK``), this one excluded."""
+    mark = f"{CLUSTER_MARK}={state.root}".encode()
+    found = []
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit() or int(entry.name) == os.getpid():
+            continue
+        try:
+            environ = (entry / "environ").read_bytes().split(b"\0")
+            command = (entry / "cmdline").read_bytes().replace(b"\0", b" ").decode(
+                errors="replace").strip()
+        except OSError:
+            continue
+        if mark in environ and _process_state(int(entry.name)) not in (None, "Z"):
+            found.append((int(entry.name), command))
+    return sorted(found)
+
+
+def leftover_processes(state):
+    """Processes of a state directory's cluster that no recorded role runs: not a recorded
+    role, nor a child of one (a live manager's spiders)."""
+    roles = {record["pid"] for kind in state.recorded_kinds()
+             if (record := state.recorded(kind))}
+    return [(pid, command) for pid, command in cluster_processes(state)
+            if pid not in roles and _parent(pid) not in roles]
+
+
+def _parent(pid):
+    fields = _proc_stat_fields(pid)
+    return int(fields[1]) if fields else None
 
 
 def _wait_gone(pid, timeout):

@@ -96,7 +96,8 @@ class Monitor:
         return cls(settings, redis, DeliveringProducer(settings, ROLE))
 
     def run(self) -> None:
-        stop_on_signals(self.stop)
+        stop_on_signals(self.stop, self.settings.getfloat("CRAWLCLUSTER_SHUTDOWN_TIMEOUT"),
+                        f"the monitor {self.instance}")
         logger.info("monitor %s: plugins %s; replies on %s", self.instance,
                     ", ".join(plugin.name for plugin in self.plugins), self.replies_topic)
         try:

@@ -46,6 +46,7 @@ from message_processing.requests import Message, RequestError, decode, route, va
 from message_processing.worklist import WorkList
 from settings.clients import RedisClient
 from settings.loader import Settings
+from settings.process import exit_within
 
 logger = logging.getLogger(__name__)
 ROLE = "preprocess"
@@ -168,6 +169,9 @@ class Preprocess:
             self.close()
 
     def stop(self, *_: object) -> None:
+        # A poll or a producer's close may wait on a broker that is gone.
+        exit_within(self.settings.getfloat("CRAWLCLUSTER_SHUTDOWN_TIMEOUT"),
+                    f"preprocess {self.instance}")
         self.running = False
 
     def close(self) -> None:
