@@ -34,7 +34,7 @@ from master.registry import JobRegistry
 from master.siteconfig import SiteConfig, domain_of
 from master.tasks import Task, decode_task
 from master.throttle import ThrottledQueues
-from settings.clients import mongo_client, redis_client, zookeeper_client
+from settings.clients import mongo_client, redis_client, stop_zookeeper, zookeeper_client
 from settings.loader import Settings, default_settings
 from settings.node import node_ip
 
@@ -126,8 +126,8 @@ class JobContext:
     def close(self) -> None:
         """Close every client, each whatever the others did: a ZooKeeper client left
         running retries its server for good and keeps the process alive."""
-        for close in (self.zookeeper.stop, self.zookeeper.close,
-                      self.mongo.close, self.redis.close):
+        for close in (lambda: stop_zookeeper(self.zookeeper), self.mongo.close,
+                      self.redis.close):
             try:
                 close()
             except Exception as exc:  # noqa: BLE001 - the next client still closes

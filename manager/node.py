@@ -123,15 +123,16 @@ def main(settings):
     from twisted.internet import reactor, task
     from twisted.python import log as twisted_log
 
-    from settings.clients import redis_client, zookeeper_client
+    from settings.clients import redis_client, stop_zookeeper, zookeeper_client
     from settings.process import exit_within
 
     twisted_log.PythonLoggingObserver().start()
     redis = redis_client(settings, ROLE)
     zookeeper = zookeeper_client(settings, ROLE)
     fresh_metrics_dir(metrics_dir(settings))
+    environment = spider_environment(settings)      # read before it is replaced
     os.environ.clear()
-    os.environ.update(spider_environment(settings))
+    os.environ.update(environment)
     config = scrapyd_config(settings)
     # scrapyd's runner, in each spider process, reads eggs from ./eggs: the state dir.
     os.chdir(state_dir(settings))
@@ -158,14 +159,14 @@ def main(settings):
         try:
             registry.stop()
         finally:
-            zookeeper.stop()
-            zookeeper.close()
+            stop_zookeeper(zookeeper)
             redis.close()
 
     bound = settings.getfloat("CRAWLCLUSTER_SHUTDOWN_TIMEOUT")
-    reactor.addSystemEventTrigger("before", "shutdown", exit_within, bound + 20, "the manager")
+    # Spiders end within the bound by themselves; SIGKILLed 2 s after it, if not.
+    reactor.addSystemEventTrigger("before", "shutdown", exit_within, bound + 5, "the manager")
     reactor.addSystemEventTrigger("before", "shutdown", stop_spiders,
-                                  services.getServiceNamed("launcher"), bound + 10)
+                                  services.getServiceNamed("launcher"), bound + 2)
     reactor.addSystemEventTrigger("before", "shutdown", services.stopService)
     reactor.addSystemEventTrigger("after", "shutdown", shutdown)
     reactor.run()

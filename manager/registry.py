@@ -85,4 +85,5 @@ class NodeRegistry:
 
     def stop(self):
         self.heartbeats.stop(ROLE, self.info["node"])
-        self.zookeeper.delete(self.path)
+        if self.zookeeper.connected:   # else the node's znode goes with its session
+            self.zookeeper.delete(self.path)

@@ -6,6 +6,7 @@ socket timeouts, checks the server answers, and on failure raises
 Components receive these clients; they never build their own.
 """
 
+import atexit
 import logging
 import socket
 import time
@@ -351,6 +352,10 @@ def zookeeper_client(settings: "Settings", role: str) -> "KazooClient":
         client.close()
         reason = str(exc) or "no answer within the connect timeout"
         raise _unreachable(role, settings, "zookeeper", reason) from None
+    # kazoo joins its worker threads at exit; one waiting on a server that is down would
+    # hold the process for good after its work has stopped. They are daemon threads: let
+    # them end with the process (``stop_zookeeper`` stops them in an orderly close).
+    atexit.unregister(client.handler.stop)
     return client
 
 
@@ -459,5 +464,24 @@ _BUILDERS: dict[str, Callable[["Settings", str], None]] = {
 
 
 def _stop_kazoo(client: "KazooClient") -> None:
-    client.stop()
-    client.close()
+    stop_zookeeper(client)
+
+
+def stop_zookeeper(client: "KazooClient", wait: float = 2.0) -> bool:
+    """Stop and close a ZooKeeper client, waiting ``wait`` seconds at most: with the server
+    down, kazoo's ``stop`` can wait on its connection thread's retries far longer, and a
+    role or spider shutting down must not. Returns whether it stopped in time (if not,
+    its threads go with the process)."""
+    import threading
+
+    def stop() -> None:
+        client.stop()
+        client.close()
+
+    stopping = threading.Thread(target=stop, name="zookeeper-stop", daemon=True)
+    stopping.start()
+    stopping.join(wait)
+    if stopping.is_alive():
+        logger.warning("the ZooKeeper client did not stop within %.0f s (server down?); "
+                       "leaving it", wait)
+    return not stopping.is_alive()

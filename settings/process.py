@@ -4,8 +4,10 @@ and end within a bound however the servers it talks to are doing."""
 import logging
 import os
 import signal
+import sys
 import threading
 import time
+import traceback
 from collections.abc import Callable
 from types import FrameType
 
@@ -39,13 +41,27 @@ def exit_within(seconds: float, what: str) -> None:
 
     def guard() -> None:
         time.sleep(seconds)
-        logger.error("%s did not stop within %.0f s of being told to: exiting now", what,
-                     seconds)
+        logger.error("%s did not stop within %.0f s of being told to: exiting now; its "
+                     "threads:\n%s", what, seconds, thread_stacks())
         for handler in logging.getLogger().handlers:
             handler.flush()
         os._exit(EXIT_STUCK)
 
     threading.Thread(target=guard, name="exit-guard", daemon=True).start()
+
+
+def thread_stacks() -> str:
+    """Every thread's name and stack, for a log line: where a process that does not stop
+    is waiting."""
+    names = {thread.ident: thread.name for thread in threading.enumerate()}
+    return "\n".join(f"--- {names.get(ident, ident)}"
+                     f"{' (daemon)' if _is_daemon(ident) else ''}\n"
+                     + "".join(traceback.format_stack(frame))
+                     for ident, frame in sys._current_frames().items())
+
+
+def _is_daemon(ident: int) -> bool:
+    return any(thread.daemon for thread in threading.enumerate() if thread.ident == ident)
 
 
 def stop_on_signals(stop: Callable[[], None], bound: float = 0.0,

@@ -26,7 +26,7 @@ from message_processing.plugins import load_plugins, route_table
 from message_processing.replies import encode, reply_to
 from message_processing.requests import Message
 from message_processing.worklist import Entry, WorkList
-from settings.clients import RedisClient
+from settings.clients import RedisClient, stop_zookeeper
 from settings.loader import Settings
 from settings.process import stop_on_signals
 
@@ -67,8 +67,7 @@ class Context:
 
     def close(self) -> None:
         if self._zookeeper is not None:
-            self._zookeeper.stop()
-            self._zookeeper.close()
+            stop_zookeeper(self._zookeeper)
 
 
 class Monitor:

@@ -186,7 +186,7 @@ def test_preprocess_and_monitor_killed_mid_batch_and_restarted(cluster, site, mo
 
     try:
         crawl_through(cluster, site, mongo_db, "kill-intake",
-                      Fault("preprocess and monitor killed and restarted", 60),
+                      Fault("preprocess and monitor killed and restarted", 120),
                       burst_and_kill)
     finally:
         client.close()
