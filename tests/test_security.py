@@ -22,7 +22,7 @@ from manager.local.sitegen import SiteSpec, generate_site
 from settings.clients import mongo_client, redis_client
 from settings.errors import ServerUnreachable
 from settings.loader import load_settings
-from tests.faults.test_faults_processes import CrawlWatch
+from tests.faults.siteowner import CrawlWatch
 from tests.faults.test_faults_servers import PrivateRedis, wait_for_port
 
 LISTENERS = {"CRAWLCLUSTER_MANAGER_ADDRESS": lambda v: v.rpartition(":")[0],
