@@ -40,6 +40,9 @@ def busy_cluster(settings, tmp_path, site, crawlid):
     try:
         watch.submit(site[0])
         watch.wait_done_at_least(40)
+    except BaseException:
+        cluster.down(servers=False)
+        raise
     finally:
         watch.close()
     return cluster
@@ -87,14 +90,16 @@ def test_shutdown_of_every_role_and_spider_while_a_server_is_down(
 def test_down_during_a_busy_crawl_leaves_no_leftover_process(
         test_settings, kafka_topics, zookeeper, redis, mongo_db, site, tmp_path):
     cluster = busy_cluster(test_settings, tmp_path, site, "shutdown-down")
-    marked = cluster_processes(cluster.state)
-    spiders = spider_pids(cluster)
-    assert len(spiders) == 2 and {pid for pid, _ in marked} >= set(spiders)
     lines = []
-    cluster.out = lines.append
-    started = time.monotonic()
-    cluster.down(servers=False)
-    took = time.monotonic() - started
+    try:
+        marked = cluster_processes(cluster.state)
+        spiders = spider_pids(cluster)
+        assert len(spiders) == 2 and {pid for pid, _ in marked} >= set(spiders)
+    finally:
+        cluster.out = lines.append
+        started = time.monotonic()
+        cluster.down(servers=False)
+        took = time.monotonic() - started
     print(f"\ndown took {took:.1f} s for {len(marked)} processes; it said: {lines}")
     assert all(gone(pid) for pid, _ in marked)
     assert cluster_processes(cluster.state) == []
