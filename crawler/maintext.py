@@ -70,6 +70,9 @@ _NON_WORD = re.compile(r"[^a-z0-9]+")
 _COPYRIGHT = re.compile(r"(?:©|\(c\)|copyright\b)", re.IGNORECASE)
 MAX_GAP = 12                  # light lines bridged when heavy blocks go on after them
 EDGE_RATIO = 0.25             # of the peak block, a line's share to start or end the body
+BLOCK_CHARS = 100             # text of a block that keeps it in the body, whatever the peak
+EDGE_CHARS = 200              # ... and of a block whose lines may start or end the body
+LISTING_FACTOR = 3            # a listing this many times the body's text is the main text
 MAX_LINK_DENSITY = 0.5        # a line mostly of link text is navigation
 MAX_LISTING_LINKS = 0.3       # a body whose text is more link text than this is a listing
 
@@ -339,7 +342,9 @@ def _peak_region(weights: list[int], k: int, keep_ratio: float) -> tuple[int, in
     blocks stay above ``keep_ratio`` of it, bridging up to ``MAX_GAP`` lighter lines."""
     blocks = _blocks(weights, k)
     peak = max(range(len(blocks)), key=blocks.__getitem__)
-    floor = blocks[peak] * keep_ratio
+    # A block with BLOCK_CHARS of text stays whatever the peak: the dialogue of a novel
+    # next to its long paragraphs, the short steps of a guide.
+    floor = min(blocks[peak] * keep_ratio, BLOCK_CHARS)
     start = end = peak
     step = 1
     while end + step < len(blocks) and step <= MAX_GAP + 1:
@@ -355,7 +360,7 @@ def _peak_region(weights: list[int], k: int, keep_ratio: float) -> tuple[int, in
             step += 1
     # A centred block lets a light line ride on a heavy neighbour: trim light lines
     # off the two edges (light lines inside the body stay).
-    edge = blocks[peak] * EDGE_RATIO / k
+    edge = min(blocks[peak] * EDGE_RATIO, EDGE_CHARS) / k
     while start < end and weights[start] < edge:
         start += 1
     while end > start and weights[end] < edge:
@@ -387,6 +392,7 @@ def _main_text(all_lines: list[Line], k: int, keep_ratio: float) -> str:
         start, end = 0, len(lines) - 1
     else:
         start, end = _peak_region(weights, k, keep_ratio)
+        start, end = _listing_instead(lines, weights, (start, end), k, keep_ratio)
         if _is_listing(lines[start:end + 1]):
             # A listing's items (headlines, teasers, link text included) are its text,
             # up to its pager and the page's copyright line.
@@ -395,6 +401,19 @@ def _main_text(all_lines: list[Line], k: int, keep_ratio: float) -> str:
                              and not (line.noise_chars == line.chars and line.chars < 12))
     return "\n".join(line.text for line in lines[start:end + 1]
                      if line.weight or (not line.boilerplate and not line.noise_chars))
+
+
+def _listing_instead(lines: list[Line], weights: list[int], region: tuple[int, int], k: int,
+                     keep_ratio: float) -> tuple[int, int]:
+    """The region of the page's largest listing (its link text counted) if it holds
+    ``LISTING_FACTOR`` times the text of ``region`` (a grid of cards around a short
+    introduction), else ``region``."""
+    chars = [0 if line.boilerplate else line.chars for line in lines]
+    start, end = _peak_region(chars, k, keep_ratio)
+    text = sum(weights[region[0]:region[1] + 1])
+    if _is_listing(lines[start:end + 1]) and sum(chars[start:end + 1]) > LISTING_FACTOR * text:
+        return start, end
+    return region
 
 
 def _is_listing(region: list[Line]) -> bool:

@@ -236,3 +236,37 @@ def test_a_thread_only_in_noscript_is_read_from_it():
     # with a body outside it, <noscript> stays out ("enable JavaScript" notices)
     assert "wheel bearings" not in extract_main_text(NOSCRIPT_THREAD.replace(
         '<div id="app"></div>', "<article><p>" + "A body of its own. " * 30 + "</p></article>"))
+
+
+def genre_page(name):
+    return gzip.decompress((PAGES / "genres" / f"{name}.html.gz").read_bytes()).decode("utf-8")
+
+
+@pytest.mark.parametrize("name, present, absent", [
+    ("wcxb-test-5277", ["Pintoricchio Magnified: An Immersive Conservation Experience",
+                        "Tags For: American Printed Silks, 1927–1947",
+                        "Tags For: Adorning Ritual: Jewish Ceremonial Art"], ["Members Only"]),
+    ("wcxb-dev-0424", ["Instructor: Sitan Chen (sitan@seas.harvard.edu)",
+                       "Graduate textbook on robust statistics: [Diakonikolas-Kane '22]",
+                       "Surveys on community detection: [Moore '17]"], []),
+    ("wcxb-dev-0504", ["Should we also assume that someone is using an older edition",
+                       "Bumping MSRV has never been broadly considered as a semver breaking",
+                       "There are some projects who treat it as such, but they are the minority."],
+     ["Related topics", "Testing MSRV in a mixed edition workspace"]),
+    ("wcxb-test-5687", ["AccountEdge is powerful, easy-to-use desktop accounting software.",
+                        "AccountEdge Network Edition is desktop accounting software",
+                        "if you have remaining checks or forms you can customize them"],
+     ["Save 20% For 6 Months With Code WELCOME20", "Contact Support", "Find an Expert"]),
+    ("moz-clean-links", ["I heard a low scrape of his chair legs on the unscraped floor",
+                         "At the expiration of that period, I peeped behind the screen",
+                         '"Lives without dining," said I, and closed the eyes.'],
+     ["Text Without Notes", "Melville Web Links"]),
+])
+def test_real_pages_of_other_genres(name, present, absent):
+    """Several regions (sections, posts, a novel's dialogue), a listing's items, posts
+    only in <noscript>: real pages (tests/crawler/pages/genres/README.md)."""
+    text = extract_main_text(spider_tree(genre_page(name)))
+    for sentence in present:
+        assert sentence in text, sentence
+    for noise in absent:
+        assert noise not in text, noise
