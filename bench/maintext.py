@@ -1,10 +1,13 @@
 """Main-text benchmark: crawlcluster's extractor against trafilatura on real pages.
 
-  python bench/maintext.py [--pages DIR] [--show N]
+  python bench/maintext.py [--pages DIR] [--genres DIR] [--show N]
 
 The 181 real news and blog pages of the article-extraction benchmark (a copy of
 scrapinghub/article-extraction-benchmark's data; ``--pages`` points at it), each
-with the article body written by people. In one run, on every page:
+with the article body written by people; then, in the same run, the 570 pages of
+twelve genres of the maintext-genres benchmark (``--genres``), scored by its own
+``score.py`` for us and trafilatura (both from the HTML; F1 per genre and language,
+pages with no output, seconds). On every news page:
   1. crawlcluster: ``crawler.maintext.extract_main_text`` on the page already parsed
      (the tree a spider's response has; the parse is timed apart, ``parse_ms_per_page``);
   2. trafilatura: ``trafilatura.extract`` with its defaults, on the HTML (it parses);
@@ -32,6 +35,9 @@ from bench.common import finish, machine, require_peers  # noqa: E402
 from crawler.maintext import extract_main_text, visible_text  # noqa: E402
 
 DEFAULT_PAGES = ROOT.parent / "shared" / "benchmarks" / "article-extraction"
+DEFAULT_GENRES = ROOT.parent / "shared" / "benchmarks" / "maintext-genres"
+OURS = "crawler.maintext:extract_main_text"
+MIN_GENRE_PAGES = 20            # genres this large count for the lowest ratio
 _TOKEN = re.compile(r"\w+")
 WARM_UP = f"<html><body><article><p>{'A sentence of a warm-up page. ' * 20}</p></article>"
 
@@ -124,6 +130,8 @@ def main():
     parser = argparse.ArgumentParser(description=__doc__.split("\n", 1)[0])
     parser.add_argument("--pages", type=Path, default=DEFAULT_PAGES,
                         help="the benchmark's directory (ground-truth.json, html/)")
+    parser.add_argument("--genres", type=Path, default=DEFAULT_GENRES,
+                        help="the maintext-genres benchmark's directory (score.py, html/)")
     parser.add_argument("--show", type=int, default=0,
                         help="print our N lowest-scoring pages")
     args = parser.parse_args()
@@ -166,7 +174,42 @@ def main():
     }
     print(f"ours over trafilatura: F1 {summary['vs_trafilatura_f1']:.3f}x, "
           f"CPU {summary['cpu_vs_trafilatura']:.3f}x")
+    summary |= genre_scores(args.genres)
     finish(summary)
+
+
+def genre_scores(directory):
+    """The maintext-genres benchmark, scored by its own ``score.py`` for us and
+    trafilatura in one run; the figures for the summary."""
+    import os
+    import subprocess
+
+    scorer = directory / "score.py"
+    if not scorer.is_file():
+        raise SystemExit(f"no maintext-genres benchmark in {directory} (--genres)")
+    run = subprocess.run([sys.executable, str(scorer), OURS, "trafilatura"],
+                         capture_output=True, text=True, check=True,
+                         env=dict(os.environ, PYTHONPATH=str(ROOT)))
+    print(run.stdout.rsplit("\n{", 1)[0], flush=True)        # its tables
+    results = json.loads(run.stdout.strip().splitlines()[-1])["results"]
+    ours, peer = results[OURS], results["trafilatura"]
+    ratios = {genre: ours["genre"][genre]["f1"] / peer["genre"][genre]["f1"]
+              for genre in ours["genre"]}
+    counted = {genre: ratio for genre, ratio in ratios.items()
+               if ours["genre"][genre]["n"] >= MIN_GENRE_PAGES}
+    lowest = min(counted, key=counted.__getitem__)
+    return {
+        "genres_pages": ours["all"]["n"],
+        "genres_f1": ours["all"]["f1"], "genres_recall": ours["all"]["recall"],
+        "genres_precision": ours["all"]["precision"],
+        "genres_trafilatura_f1": peer["all"]["f1"],
+        "genres_vs_trafilatura": ours["all"]["f1"] / peer["all"]["f1"],
+        "genres_min_ratio": counted[lowest], "genres_min_ratio_genre": lowest,
+        "genres_ratio_by_genre": {genre: round(ratio, 3) for genre, ratio in ratios.items()},
+        "genres_f1_by_lang": {lang: scores["f1"] for lang, scores in ours["lang"].items()},
+        "empty_pages": ours["all"]["empty"], "trafilatura_empty_pages": peer["all"]["empty"],
+        "genres_seconds_vs_trafilatura": ours["seconds"] / peer["seconds"],
+    }
 
 
 def _show_worst(ids, scores, texts, truths, count):

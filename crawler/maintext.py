@@ -12,9 +12,13 @@ body is where block weights peak: from the heaviest block the region grows a lin
 a time while the blocks stay above a share of the peak, and across gaps of up to
 ``MAX_GAP`` light lines (subheadings, captions, short quotes, list items) when heavy
 blocks continue after them. When the page marks its body, only lines inside the mark
-count, and a body marked by ``itemprop`` or a body class is kept whole. A region that
-is mostly link text is a listing, not a body, and gives nothing. Linear in the size of
-the page; no training, no site rules. docs/architecture.md ("Main text") has the
+count (unless the marks hold less than a third of the page's text: several small
+"entry-content" boxes on a long service page), and a body marked by ``itemprop`` or a
+body class is kept whole. A region that is mostly link text is a listing (a section
+front, a product grid): its items, headlines with their teasers, are its main text. A
+page with no text outside ``<noscript>`` (a thread a crawler running no JavaScript
+receives) is read from its ``<noscript>``. Linear in the size of the page; no
+training, no site rules. docs/architecture.md ("Main text") has the
 details; bench/maintext.py scores it on real pages.
 """
 
@@ -31,9 +35,9 @@ BLOCK_TAGS = {
     "hr", "li", "main", "nav", "ol", "p", "pre", "section", "summary", "table", "td", "th",
     "tr", "ul",
 }
-DROPPED_TAGS = {"script", "style", "noscript", "template", "iframe", "select", "button",
-                "svg", "canvas", "object", "embed", "video", "audio", "head", "title",
-                "textarea", "option"}
+DROPPED_TAGS = frozenset((
+    "script", "style", "noscript", "template", "iframe", "select", "button", "svg", "canvas",
+    "object", "embed", "video", "audio", "head", "title", "textarea", "option"))
 BOILERPLATE_TAGS = {"nav", "footer", "aside", "header", "menu", "dialog", "figcaption"}
 BOILERPLATE_ROLES = {"navigation", "banner", "contentinfo", "complementary", "menu",
                      "menubar", "search", "dialog", "alert", "toolbar"}
@@ -63,7 +67,12 @@ _RARE_MARKS = etree.XPath(
     "//*[@itemprop or @role or @aria-hidden or @hidden or "
     "contains(translate(@style, ' ', ''), 'display:none')]")
 _NON_WORD = re.compile(r"[^a-z0-9]+")
-MAX_GAP = 6                   # light lines bridged when heavy blocks go on after them
+_COPYRIGHT = re.compile(r"(?:©|\(c\)|copyright\b)", re.IGNORECASE)
+MAX_GAP = 12                  # light lines bridged when heavy blocks go on after them
+EDGE_RATIO = 0.25             # of the peak block, a line's share to start or end the body
+BLOCK_CHARS = 100             # text of a block that keeps it in the body, whatever the peak
+EDGE_CHARS = 200              # ... and of a block whose lines may start or end the body
+LISTING_FACTOR = 3            # a listing this many times the body's text is the main text
 MAX_LINK_DENSITY = 0.5        # a line mostly of link text is navigation
 MAX_LISTING_LINKS = 0.3       # a body whose text is more link text than this is a listing
 
@@ -71,6 +80,7 @@ MAX_LISTING_LINKS = 0.3       # a body whose text is more link text than this is
 _ITEMPROP, _BODY_CLASS, _ARTICLE, _MAIN = 4, 3, 2, 1
 _HINT_TAGS = {"article": _ARTICLE, "main": _MAIN}
 MIN_HINT_CHARS = 200
+MIN_HINT_SHARE = 1 / 3          # of the page's text, for body hints to choose the body
 _TRUSTED_HINT = _BODY_CLASS     # a body marked this strongly is kept whole
 _HINT_CONTAINERS = {"div", "section", "article", "main", "td"}   # not one paragraph
 
@@ -146,7 +156,8 @@ def _classify(tag: str, class_names: str | None, ident: str | None,
 
 
 def _hidden(element: html.HtmlElement) -> bool:
-    return element.get("aria-hidden") == "true" or element.get("hidden") is not None \
+    # Not aria-hidden: pages set it on visible tab panels and accordions too.
+    return element.get("hidden") is not None \
         or "display:none" in (element.get("style") or "").replace(" ", "")
 
 
@@ -167,7 +178,7 @@ _PLAIN_TAGS = {"b", "i", "em", "strong", "u", "s", "q", "sup", "sub", "small", "
                "strike", "time", "img", "br", "hr", "wbr", "bdi", "bdo"}
 
 
-def _lines(root: html.HtmlElement) -> list[Line]:
+def _lines(root: html.HtmlElement, dropped: frozenset[str] = DROPPED_TAGS) -> list[Line]:
     """The text lines of ``root`` (read, not changed), boilerplate resolved.
 
     One walk; the walk's state is what is open around the text: ``noise`` (open links
@@ -196,7 +207,7 @@ def _lines(root: html.HtmlElement) -> list[Line]:
         if event == "start":
             tag = element.tag              # lowercase from lxml's HTML parser
             saved.append((noise, path, pre))
-            if tag in DROPPED_TAGS:
+            if tag in dropped:
                 walker.skip_subtree()        # its "end" still comes, for the tail
                 continue
             block = tag in BLOCK_TAGS
@@ -285,15 +296,18 @@ def _body_hint(lines: list[Line]) -> tuple[list[Line], int]:
     A hint with a hint of its kind inside holding a third of its text gives way to it
     (a page-wide "content" around the article's own). Of several containers with the
     same hint (a body split by ads, say), every one with a third of the largest's text
-    counts."""
+    counts; hints that hold less than ``MIN_HINT_SHARE`` of the page's text give way to
+    weaker ones (a page whose few small "entry-content" boxes sit among its body)."""
     weight_by_hint, heaviest_inner = _hint_weights(lines)
+    total = sum(line.weight for line in lines)
     for strength in (_ITEMPROP, _BODY_CLASS, _ARTICLE, _MAIN):
         weights = {hint: weight for hint, weight in weight_by_hint.items()
                    if hint[0] == strength and heaviest_inner.get(hint, 0) * 3 < weight}
         if weights and max(weights.values()) >= MIN_HINT_CHARS:
             floor = max(weights.values()) / 3
             chosen = {hint for hint, weight in weights.items() if weight >= floor}
-            return [line for line in lines if chosen.intersection(line.path)], strength
+            if sum(weights[hint] for hint in chosen) >= total * MIN_HINT_SHARE:
+                return [line for line in lines if chosen.intersection(line.path)], strength
     return lines, 0
 
 
@@ -328,7 +342,9 @@ def _peak_region(weights: list[int], k: int, keep_ratio: float) -> tuple[int, in
     blocks stay above ``keep_ratio`` of it, bridging up to ``MAX_GAP`` lighter lines."""
     blocks = _blocks(weights, k)
     peak = max(range(len(blocks)), key=blocks.__getitem__)
-    floor = blocks[peak] * keep_ratio
+    # A block with BLOCK_CHARS of text stays whatever the peak: the dialogue of a novel
+    # next to its long paragraphs, the short steps of a guide.
+    floor = min(blocks[peak] * keep_ratio, BLOCK_CHARS)
     start = end = peak
     step = 1
     while end + step < len(blocks) and step <= MAX_GAP + 1:
@@ -344,14 +360,15 @@ def _peak_region(weights: list[int], k: int, keep_ratio: float) -> tuple[int, in
             step += 1
     # A centred block lets a light line ride on a heavy neighbour: trim light lines
     # off the two edges (light lines inside the body stay).
-    while start < end and weights[start] < floor / k:
+    edge = min(blocks[peak] * EDGE_RATIO, EDGE_CHARS) / k
+    while start < end and weights[start] < edge:
         start += 1
-    while end > start and weights[end] < floor / k:
+    while end > start and weights[end] < edge:
         end -= 1
     return start, end
 
 
-def extract_main_text(page: Page, k: int = 3, keep_ratio: float = 0.25) -> str:
+def extract_main_text(page: Page, k: int = 3, keep_ratio: float = 0.1) -> str:
     """The main text of a page (HTML, or its lxml tree: lines joined by newlines), or ""
     if it has none."""
     if not 1 <= k <= 5:
@@ -359,7 +376,15 @@ def extract_main_text(page: Page, k: int = 3, keep_ratio: float = 0.25) -> str:
     root = _parse(page)
     if root is None:
         return ""
-    lines, hint = _body_hint(_lines(root))
+    text = _main_text(_lines(root), k, keep_ratio)
+    if not text:
+        # All a crawler that runs no JavaScript gets of some pages is in <noscript>.
+        text = _main_text(_lines(root, DROPPED_TAGS - {"noscript"}), k, keep_ratio)
+    return text
+
+
+def _main_text(all_lines: list[Line], k: int, keep_ratio: float) -> str:
+    lines, hint = _body_hint(all_lines)
     weights = [line.weight for line in lines]
     if not any(weights):
         return ""
@@ -367,10 +392,28 @@ def extract_main_text(page: Page, k: int = 3, keep_ratio: float = 0.25) -> str:
         start, end = 0, len(lines) - 1
     else:
         start, end = _peak_region(weights, k, keep_ratio)
+        start, end = _listing_instead(lines, weights, (start, end), k, keep_ratio)
         if _is_listing(lines[start:end + 1]):
-            return ""
+            # A listing's items (headlines, teasers, link text included) are its text,
+            # up to its pager and the page's copyright line.
+            return "\n".join(line.text for line in lines[start:end + 1]
+                             if not line.boilerplate and not _COPYRIGHT.match(line.text)
+                             and not (line.noise_chars == line.chars and line.chars < 12))
     return "\n".join(line.text for line in lines[start:end + 1]
                      if line.weight or (not line.boilerplate and not line.noise_chars))
+
+
+def _listing_instead(lines: list[Line], weights: list[int], region: tuple[int, int], k: int,
+                     keep_ratio: float) -> tuple[int, int]:
+    """The region of the page's largest listing (its link text counted) if it holds
+    ``LISTING_FACTOR`` times the text of ``region`` (a grid of cards around a short
+    introduction), else ``region``."""
+    chars = [0 if line.boilerplate else line.chars for line in lines]
+    start, end = _peak_region(chars, k, keep_ratio)
+    text = sum(weights[region[0]:region[1] + 1])
+    if _is_listing(lines[start:end + 1]) and sum(chars[start:end + 1]) > LISTING_FACTOR * text:
+        return start, end
+    return region
 
 
 def _is_listing(region: list[Line]) -> bool:
