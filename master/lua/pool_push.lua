@@ -52,4 +52,6 @@ for i = 8, #ARGV, 3 do
   end
   codes[#codes + 1] = code
 end
+-- A shard no spider pushes to any more keeps no digests beyond the window.
+if pruned then redis.call('EXPIRE', KEYS[2], math.ceil(window) + 1) end
 return table.concat(codes)
