@@ -6,9 +6,10 @@ import os
 
 from scrapy import signals
 from scrapy.crawler import Crawler
+from twisted.internet.task import LoopingCall
 
 from crawler.context import cluster_settings
-from settings.process import guard_signals
+from settings.process import Watchdog, guard_signals
 
 logger = logging.getLogger(__name__)
 
@@ -67,3 +68,37 @@ class ShutdownGuard:
         spider = self.crawler.spider
         guard_signals(self.bound, f"spider {spider.name if spider else ''} "
                                   f"(pid {os.getpid()})")
+
+
+class LoopWatchdog:
+    """A spider whose reactor does not come round for ``CRAWLCLUSTER_WATCHDOG_SECONDS``
+    (``crawler``) logs every thread's stack and exits non-zero: its manager starts it
+    again (manager/launcher.py), and what it held comes back once its heartbeat is gone."""
+
+    def __init__(self, crawler: Crawler, bound: float) -> None:
+        self.crawler = crawler
+        self.bound = bound
+        self.watchdog: Watchdog | None = None
+        self.loop: LoopingCall | None = None
+
+    @classmethod
+    def from_crawler(cls, crawler: Crawler) -> "LoopWatchdog":
+        bound = float(cluster_settings(crawler.settings)["CRAWLCLUSTER_WATCHDOG_SECONDS"]
+                      .get("crawler", 0))
+        extension = cls(crawler, bound)
+        crawler.signals.connect(extension.engine_started, signal=signals.engine_started)
+        crawler.signals.connect(extension.engine_stopped, signal=signals.engine_stopped)
+        return extension
+
+    def engine_started(self) -> None:
+        spider = self.crawler.spider
+        self.watchdog = Watchdog(self.bound, f"spider {spider.name if spider else ''} "
+                                             f"(pid {os.getpid()})").start()
+        self.loop = LoopingCall(self.watchdog.beat)
+        self.loop.start(1.0)
+
+    def engine_stopped(self) -> None:
+        if self.loop is not None and self.loop.running:
+            self.loop.stop()
+        if self.watchdog is not None:
+            self.watchdog.stop()

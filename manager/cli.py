@@ -60,6 +60,8 @@ def cmd_up(args, settings):
     try:
         for line in cluster.describe(cluster.up()):
             print(line, flush=True)
+        print(f"supervisor  pid {cluster.supervise()}: starts again the roles that die "
+              f"(restarts in `crawlcluster services status`)", flush=True)
         if args.detach:
             print("running in the background; `crawlcluster down` stops it")
             return 0
@@ -70,6 +72,12 @@ def cmd_up(args, settings):
         print("\nstopping...", flush=True)
         cluster.down()
         return 0
+
+
+def cmd_supervisor(args, settings):
+    from manager.local.supervisor import main as supervise
+
+    return supervise(settings, args.nodes, args.procs, args.masters)
 
 
 def cmd_down(args, settings):
@@ -285,6 +293,12 @@ def build_parser():
                     help="dispatchers (they share the frontier's shards by lease)")
     up.add_argument("-d", "--detach", action="store_true", help="return once it is up")
     up.set_defaults(func=cmd_up)
+    supervisor = commands.add_parser(
+        "supervisor", help="keep a local cluster's roles running (`up` starts it)")
+    supervisor.add_argument("--nodes", type=int, default=1)
+    supervisor.add_argument("--procs", type=int, default=1)
+    supervisor.add_argument("--masters", type=int, default=1)
+    supervisor.set_defaults(func=cmd_supervisor)
     down = commands.add_parser("down", help="stop what `up` or `demo --keep` started")
     down.add_argument("--keep-servers", action="store_true",
                       help="leave Redis, Kafka, ZooKeeper and MongoDB running")

@@ -250,8 +250,11 @@ def main(settings: Any) -> int:
     instance = f"{socket.gethostname()}:{port}"
     beat = task.LoopingCall(_beat_safely, beats, instance)
     beat.start(beats.interval)
+    watchdog = beats.watchdog(settings, ROLE, instance)
+    task.LoopingCall(watchdog.beat).start(1.0)      # a blocked reactor misses them
     logger.info("exporter: the cluster's metrics on http://%s:%d/metrics", host, port)
     bound = settings.getfloat("CRAWLCLUSTER_SHUTDOWN_TIMEOUT")
+    reactor.addSystemEventTrigger("before", "shutdown", watchdog.stop)
     reactor.addSystemEventTrigger("before", "shutdown", exit_within, bound, "the exporter")
     reactor.addSystemEventTrigger("before", "shutdown", beats.stop, ROLE, instance)
     reactor.run()  # type: ignore[attr-defined]

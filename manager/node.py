@@ -65,7 +65,7 @@ def scrapyd_config(settings):
         "node_name": node_name(settings),
         "runner": "scrapyd.runner",
         "application": "scrapyd.app.application",
-        "launcher": "scrapyd.launcher.Launcher",
+        "launcher": "manager.launcher.SupervisingLauncher",
         "poller": "scrapyd.poller.QueuePoller",
         "spiderqueue": "scrapyd.spiderqueue.SqliteSpiderQueue",
         "jobstorage": "scrapyd.jobstorage.SqliteJobStorage",
@@ -145,6 +145,8 @@ def main(settings):
     registry.start()
     beat = task.LoopingCall(_beat_safely, registry)
     beat.start(registry.heartbeats.interval, now=False)
+    watchdog = registry.heartbeats.watchdog(settings, ROLE, registry.info["node"])
+    task.LoopingCall(watchdog.beat).start(1.0)      # a blocked reactor misses them
     services = IServiceCollection(app)
     services.startService()
     start_configured_spiders(app, settings)
@@ -164,6 +166,7 @@ def main(settings):
 
     bound = settings.getfloat("CRAWLCLUSTER_SHUTDOWN_TIMEOUT")
     # Spiders end within the bound by themselves; SIGKILLed 2 s after it, if not.
+    reactor.addSystemEventTrigger("before", "shutdown", watchdog.stop)
     reactor.addSystemEventTrigger("before", "shutdown", exit_within, bound + 5, "the manager")
     reactor.addSystemEventTrigger("before", "shutdown", stop_spiders,
                                   services.getServiceNamed("launcher"), bound + 2)
@@ -180,8 +183,10 @@ def stop_spiders(launcher, timeout):
     outlive it, still closing while the servers are stopped. Returns a Deferred."""
     from twisted.internet import defer, reactor
 
-    # scrapyd's launcher starts the next pending job as one ends: not while stopping.
+    # scrapyd's launcher starts the next pending job as one ends: not while stopping;
+    # nor does it start a spider that exited again.
     launcher._get_message = lambda slot: None
+    launcher.stopping = True
     processes = list(launcher.processes.values())
     if processes:
         logger.info("stopping %d spiders", len(processes))

@@ -44,7 +44,7 @@ from master.shards import ShardLeases, prune, read_index
 from master.wrr import WeightedRoundRobin
 from settings.clients import RedisClient
 from settings.loader import Settings
-from settings.process import stop_on_signals
+from settings.process import Watchdog, stop_on_signals
 
 logger = logging.getLogger(__name__)
 
@@ -91,8 +91,9 @@ class Dispatcher:
         self.schedules: Schedules | None = None
         self.submit_crawl: Callable[[CrawlConfig], None] | None = None
         self._weights_published: dict[str, int] = {}
-        # beats the role's heartbeat (main sets it)
+        # beats the role's heartbeat, and the loop's watchdog (main sets them)
         self.heartbeat: Callable[[], None] | None = None
+        self.watchdog: Watchdog | None = None
         self.heartbeat_every = 5.0
         self._last_upkeep = -math.inf
         self._upkeep_slice = 0
@@ -321,6 +322,8 @@ class Dispatcher:
 
         last_beat = 0.0
         while not self.stopping.is_set():
+            if self.watchdog is not None:
+                self.watchdog.beat()
             try:
                 if self.heartbeat and time.monotonic() - last_beat >= self.heartbeat_every:
                     self.heartbeat()
@@ -352,6 +355,7 @@ def main(settings: Settings) -> int:
     beats = Heartbeats.from_settings(client, settings)
     dispatcher.heartbeat = lambda: beats.beat("master", instance)
     dispatcher.heartbeat_every = beats.interval
+    dispatcher.watchdog = beats.watchdog(settings, "master", instance)
     stop_on_signals(dispatcher.stop, settings.getfloat("CRAWLCLUSTER_SHUTDOWN_TIMEOUT"),
                     f"the dispatcher {instance}")
     dispatcher.run()

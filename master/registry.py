@@ -22,8 +22,10 @@ from master.shards import mark_index
 from master.tasks import check_name
 from settings.clients import RedisClient
 from settings.loader import Settings
+from settings.process import Watchdog
 
 JobInfo = dict[str, Any]     # what a job registered: spider_type, host, ip, node, ...
+STALLED = "stalled:"         # a heartbeat's value once its role's watchdog fired
 
 
 @dataclass(frozen=True)
@@ -175,20 +177,36 @@ class Heartbeats:
         pipe.zadd(self.keys.heartbeats(), {f"{role}:{instance}": self.clock()})
         pipe.execute()
 
+    def watchdog(self, settings: Settings, role: str, instance: str) -> Watchdog:
+        """The role's watchdog (``CRAWLCLUSTER_WATCHDOG_SECONDS``), started: when it fires,
+        this heartbeat says "stalled"."""
+        bound = float(settings["CRAWLCLUSTER_WATCHDOG_SECONDS"].get(role, 0))
+        return Watchdog(bound, f"{role} {instance}",
+                        on_stall=lambda: self.stalled(role, instance)).start()
+
+    def stalled(self, role: str, instance: str) -> None:
+        """A role's watchdog found its loop stuck: it says "stalled" until its heartbeat
+        runs out, then "down" (settings/process.py's ``Watchdog``)."""
+        self.client.set(self.keys.heartbeat(role, instance), f"{STALLED}{self.clock()!r}",
+                        px=int(self.ttl * 1000))
+
     def stop(self, role: str, instance: str) -> None:
         self.client.delete(self.keys.heartbeat(role, instance))
 
     def status(self) -> dict[str, dict[str, dict[str, Any]]]:
-        """``{role: {instance: {"up": bool, "last_beat": seconds ago}}}``."""
+        """``{role: {instance: {"up": bool, "stalled": bool, "last_beat": seconds ago}}}``
+        (a stalled role is not up)."""
         beats = self.client.zrange(self.keys.heartbeats(), 0, -1, withscores=True)
         pipe = self.client.pipeline(transaction=False)
         for member, _ in beats:
-            pipe.exists(self.keys.heartbeat(*member.split(":", 1)))
+            pipe.get(self.keys.heartbeat(*member.split(":", 1)))
         status: dict[str, dict[str, dict[str, Any]]] = {}
-        for (member, at), alive in zip(beats, pipe.execute(), strict=True):
+        for (member, at), value in zip(beats, pipe.execute(), strict=True):
             role, instance = member.split(":", 1)
+            stalled = bool(value) and value.startswith(STALLED)
             status.setdefault(role, {})[instance] = {
-                "up": bool(alive), "last_beat": round(self.clock() - at, 1)}
+                "up": bool(value) and not stalled, "stalled": stalled,
+                "last_beat": round(self.clock() - at, 1)}
         return status
 
 

@@ -194,6 +194,13 @@ CRAWLCLUSTER_HEARTBEAT_TTL = 30.0
 # client waiting on a server that is down); `crawlcluster down` and a manager stopping its
 # spiders wait this long, plus 10 s, before SIGKILL.
 CRAWLCLUSTER_SHUTDOWN_TIMEOUT = 30.0
+# Seconds a role's loop may go without coming round before its watchdog logs every
+# thread's stack, marks its heartbeat stalled and ends it for its supervisor to restart
+# (0: no watchdog). Well above what one round may wait: Redis calls time out after
+# CRAWLCLUSTER_SOCKET_TIMEOUT (with 3 retries), a Kafka consumer is replaced after
+# CRAWLCLUSTER_KAFKA_REJOIN_AFTER, and a spider's reactor runs a page's callbacks.
+CRAWLCLUSTER_WATCHDOG_SECONDS = {"master": 120.0, "preprocess": 120.0, "monitor": 120.0,
+                                 "exporter": 120.0, "manager": 120.0, "crawler": 300.0}
 # Seconds the CLI waits for a reply on the replies topic.
 CRAWLCLUSTER_REPLY_TIMEOUT = 30.0
 
@@ -274,6 +281,7 @@ SCRAPY = {
         "crawler.extensions.GarbageCollectorTuning": 0,
         "crawler.metrics.SpiderMetrics": 0,
         "crawler.extensions.ShutdownGuard": 0,
+        "crawler.extensions.LoopWatchdog": 0,
     },
     "ITEM_PIPELINES": {
         "crawler.pipelines.EncodingPipeline": 100,

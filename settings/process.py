@@ -98,3 +98,68 @@ def guard_signals(bound: float, what: str) -> None:
                 raise SystemExit(128 + number)
 
         signal.signal(signum, handler)
+
+
+# Exit status of a process whose watchdog found its loop stuck.
+EXIT_STALLED = 75
+
+
+class Watchdog:
+    """A loop's progress, watched from a thread of its own.
+
+    The loop calls ``beat()`` each time round (a Twisted role from a one-second
+    ``LoopingCall``: a blocked reactor misses them). If no beat comes within ``bound``
+    seconds, every thread's stack is logged, ``on_stall`` runs (the role's heartbeat
+    says "stalled"; given 2 s at most, it may need the very server that hangs), and
+    the process exits with ``EXIT_STALLED`` for its supervisor to start it again. A
+    client stuck inside a library (kafka-python's ``poll`` after a broker restart,
+    dpkp/kafka-python#3121) is thus cured by a restart instead of stopping the role
+    for good.
+    """
+
+    def __init__(self, bound: float, what: str,
+                 on_stall: Callable[[], None] | None = None,
+                 exit: Callable[[int], object] = os._exit) -> None:
+        self.bound = bound
+        self.what = what
+        self.on_stall = on_stall
+        self.exit = exit
+        self.last = time.monotonic()
+        self.stopped = threading.Event()
+
+    def start(self) -> "Watchdog":
+        if self.bound > 0:
+            threading.Thread(target=self._watch, name="watchdog", daemon=True).start()
+        return self
+
+    def beat(self) -> None:
+        self.last = time.monotonic()
+
+    def stop(self) -> None:
+        """Stop watching (a role shutting down; ``exit_within`` bounds that)."""
+        self.stopped.set()
+
+    def _watch(self) -> None:
+        while not self.stopped.wait(min(1.0, self.bound / 4)):
+            silent = time.monotonic() - self.last
+            if silent > self.bound:
+                self._stalled(silent)
+                return
+
+    def _stalled(self, silent: float) -> None:
+        logger.error("%s: its loop has not come round for %.0f s (bound %.0f s): stalled, "
+                     "exiting for its supervisor to start it again; its threads:\n%s",
+                     self.what, silent, self.bound, thread_stacks())
+        telling = threading.Thread(target=self._tell, name="watchdog-tell", daemon=True)
+        telling.start()
+        telling.join(2.0)
+        for handler in logging.getLogger().handlers:
+            handler.flush()
+        self.exit(EXIT_STALLED)
+
+    def _tell(self) -> None:
+        try:
+            if self.on_stall is not None:
+                self.on_stall()
+        except Exception as exc:  # noqa: BLE001 - the process exits whatever this did
+            logger.warning("could not mark the heartbeat stalled: %s", exc)

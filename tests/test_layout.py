@@ -52,6 +52,8 @@ def test_docker_compose_defines_the_servers_with_pinned_images():
     for name in ("redis", "zookeeper", "kafka", "mongodb"):
         image = services[name]["image"]
         assert re.fullmatch(r"[\w./-]+:\d+(\.\d+)+", image), image
+    for name in ("redis", "zookeeper", "kafka", "mongodb"):
+        assert services[name]["restart"] == "unless-stopped" and services[name]["healthcheck"]
     for name, service in services.items():
         for port in service.get("ports", []):
             assert port.startswith("127.0.0.1:"), f"{name} publishes {port} beyond loopback"
@@ -67,6 +69,7 @@ def test_docker_compose_runs_every_role_with_valid_settings():
         assert service["command"] == ["crawlcluster", role]
         assert service["build"] == "." and (ROOT / "Dockerfile").exists()
         assert {"redis", "zookeeper", "kafka", "mongodb"} <= set(service["depends_on"])
+        assert service["restart"] == "unless-stopped"
         environment = {key: str(value) for key, value in service["environment"].items()}
         settings = load_settings(environ=environment)          # every value parses
         assert settings["CRAWLCLUSTER_KAFKA_BOOTSTRAP"] == "kafka:29092"

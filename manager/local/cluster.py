@@ -91,20 +91,30 @@ class LocalCluster:
         extra = [f"master-{number}" for number in range(2, self.masters + 1)]
         return [ROLES[0], *extra, *ROLES[1:]]
 
-    def _start_role(self, name, env, wrap=None, **extra):
-        """Start ``crawlcluster <role>`` (the name up to its first ``-``) unless its record
-        shows it running; ``wrap`` turns the command into the one to run (a namespace);
-        ``extra`` goes into the record."""
+    def _start_role(self, name, env, wrap=None, arguments=(), **extra):
+        """Start ``crawlcluster <role> [arguments]`` (the role: the name up to its first
+        ``-``) unless its record shows it running; ``wrap`` turns the command into the
+        one to run (a namespace); ``extra`` goes into the record."""
         record = self.state.recorded(f"cluster-{name}")
         if record:
             return record["pid"]
-        command = [sys.executable, "-m", "manager.cli", name.split("-")[0]]
+        command = [sys.executable, "-m", "manager.cli", name.split("-")[0], *arguments]
         command = wrap(command) if wrap else command
         process = spawn(command, self.state.log_path(f"cluster-{name}"), cwd=ROOT,
                         env={**env, CLUSTER_MARK: str(self.state.root)})
         self.state.record(f"cluster-{name}", process.pid, command, **extra)
         self.started_here.append(("role", f"cluster-{name}"))
         return process.pid
+
+    def supervise(self):
+        """Start ``crawlcluster supervisor`` for this cluster (manager/local/supervisor.py):
+        it starts again the roles that die. Returns its pid."""
+        arguments = ("--nodes", str(self.nodes), "--procs", str(self.procs),
+                     "--masters", str(self.masters))
+        if self.state.recorded("cluster-supervisor") is None:
+            self.state.restarts_path().unlink(missing_ok=True)     # counts since this up
+        return self._start_role("supervisor", cluster_env(self.settings, fast=False),
+                                arguments=arguments)
 
     def exporter_address(self):
         """Where the exporter serves ``/metrics``: as recorded, else as configured, else
@@ -159,10 +169,12 @@ class LocalCluster:
         names = [kind for kind in self.state.recorded_kinds() if kind.startswith("cluster-")]
         if only_started_here:
             names = [name for kind, name in self.started_here if kind == "role"]
+        # The supervisor first: it would start again what is stopped next.
         managers = [name for name in names if name.startswith("cluster-manager-")]
         stopped = []
         bound = self.settings.getfloat("CRAWLCLUSTER_SHUTDOWN_TIMEOUT")
-        for name in managers + [name for name in names if name not in managers]:
+        first = [name for name in names if name == "cluster-supervisor"] + managers
+        for name in first + [name for name in names if name not in first]:
             record = self.state.recorded(name)
             if record:
                 # A manager stops its spiders and waits for them (up to the bound plus 10

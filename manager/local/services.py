@@ -226,6 +226,18 @@ class StateDir:
     def forget(self, kind):
         self.pid_path(kind).unlink(missing_ok=True)
 
+    def restarts_path(self):
+        """Where ``crawlcluster supervisor`` counts the roles it started again."""
+        return self.root / "supervisor.json"
+
+    def restarts(self):
+        """``{role: {"restarts": n, "given_up": bool, "last": unix time}}`` as the
+        supervisor wrote them since the cluster's last ``up`` ({} if none)."""
+        try:
+            return json.loads(self.restarts_path().read_text())
+        except (OSError, ValueError):
+            return {}
+
     def recorded_kinds(self):
         folder = self.root / "pids"
         return sorted(p.stem for p in folder.glob("*.json")) if folder.is_dir() else []
@@ -406,6 +418,10 @@ class LocalServers:
                          f"serves {_served_by(record)}")
             self.out(f"{kind:<10} {server_address(self.settings, kind)}  {detail} [{owner}]")
             all_up = all_up and ok
+        for role, entry in sorted(self.state.restarts().items()):
+            self.out(f"{'restarts':<10} {role}: started again {entry['restarts']} times"
+                     + (", then given up (dying too often; see its log)"
+                        if entry.get("given_up") else ""))
         for pid, command in leftover_processes(self.state):
             self.out(f"{'leftover':<10} pid {pid}  {command}  (a process of this state "
                      f"directory's cluster that nothing recorded runs; `crawlcluster down` "

@@ -99,8 +99,10 @@ class Monitor:
                         f"the monitor {self.instance}")
         logger.info("monitor %s: plugins %s; replies on %s", self.instance,
                     ", ".join(plugin.name for plugin in self.plugins), self.replies_topic)
+        watchdog = self.context.heartbeats.watchdog(self.settings, ROLE, self.instance)
         try:
             while not self.stopping.is_set():
+                watchdog.beat()
                 try:
                     answered = self.run_once()
                 except Exception as exc:  # noqa: BLE001 - the monitor outlives any failure
@@ -110,6 +112,7 @@ class Monitor:
                 if answered == 0:
                     self.stopping.wait(self.sleep)
         finally:
+            watchdog.stop()
             self.close()
 
     def stop(self, *_: object) -> None:

@@ -162,10 +162,13 @@ class Preprocess:
         logger.info("preprocess %s: %s -> Redis, replies on %s; plugins: %s", self.instance,
                     self.settings["CRAWLCLUSTER_KAFKA_REQUESTS_TOPIC"], self.replies_topic,
                     ", ".join(plugin.name for plugin in self.plugins))
+        watchdog = self.heartbeats.watchdog(self.settings, ROLE, self.instance)
         try:
             while self.running:
+                watchdog.beat()
                 self.poll_once()
         finally:
+            watchdog.stop()
             self.close()
 
     def stop(self, *_: object) -> None:

@@ -1,0 +1,118 @@
+"""Roles that heal themselves: a loop stuck on a server is found by its role's watchdog
+(every thread's stack logged, the heartbeat says "stalled", the process exits non-zero)
+and ``crawlcluster supervisor`` starts the role again; a spider that dies is started
+again by its manager."""
+
+import os
+import signal
+import time
+
+import pytest
+import redis as redis_py
+
+from manager.local.cluster import manager_call
+from master.keys import Keys
+from master.registry import Heartbeats
+from settings.process import EXIT_STALLED, Watchdog
+from tests.faults.test_faults_processes import make_cluster
+from tests.faults.test_faults_servers import PrivateRedis
+
+pytestmark = pytest.mark.faults
+ROLES = ("master", "preprocess", "monitor", "exporter", "manager-node1")
+
+
+def test_watchdog_marks_the_heartbeat_stalled_before_it_is_down(redis, test_settings):
+    beats = Heartbeats.from_settings(redis, test_settings.copy_with(
+        CRAWLCLUSTER_HEARTBEAT_TTL=3.0))
+    beats.beat("master", "here:1")
+    exits = []
+    watchdog = Watchdog(0.5, "master here:1", on_stall=lambda: beats.stalled("master", "here:1"),
+                        exit=exits.append).start()
+    deadline = time.monotonic() + 5
+    while not exits and time.monotonic() < deadline:
+        time.sleep(0.05)                  # no beat: the loop is "stuck"
+    watchdog.stop()
+    assert exits == [EXIT_STALLED]
+    assert beats.status()["master"]["here:1"] | {"last_beat": 0} == {
+        "up": False, "stalled": True, "last_beat": 0}
+    time.sleep(3.2)
+    assert beats.status()["master"]["here:1"]["stalled"] is False      # then down
+
+
+def pid_of(cluster, role):
+    record = cluster.state.recorded(f"cluster-{role}")
+    return record and record["pid"]
+
+
+def wait_for(condition, timeout, what):
+    deadline = time.monotonic() + timeout
+    while not condition():
+        assert time.monotonic() < deadline, what
+        time.sleep(0.2)
+
+
+@pytest.fixture
+def stuck_redis(tmp_path):
+    server = PrivateRedis(tmp_path).start()
+    yield server
+    os.kill(server.process.pid, signal.SIGCONT)
+    server.stop()
+
+
+def test_watchdog_of_every_role_stuck_on_a_stopped_redis_and_supervisor_restarts(
+        test_settings, stuck_redis, kafka_topics, zookeeper, mongo_db, tmp_path):
+    """Redis SIGSTOPped: every call waits (a 60 s socket timeout), so every role's loop
+    is stuck; each watchdog (5 s) logs the stacks and ends its role with EXIT_STALLED;
+    once Redis is back, the supervisor has started each role again."""
+    settings = test_settings.copy_with(
+        CRAWLCLUSTER_REDIS_URL=f"redis://127.0.0.1:{stuck_redis.port}/0",
+        CRAWLCLUSTER_SOCKET_TIMEOUT=60.0,
+        CRAWLCLUSTER_WATCHDOG_SECONDS={role: 5.0 for role in (
+            "master", "preprocess", "monitor", "exporter", "manager", "crawler")})
+    cluster = make_cluster(settings, tmp_path)
+    try:
+        cluster.supervise()
+        before = {role: pid_of(cluster, role) for role in ROLES}
+        os.kill(stuck_redis.process.pid, signal.SIGSTOP)
+        wait_for(lambda: all(pid_of(cluster, role) != pid for role, pid in before.items()),
+                 40, "a stuck role was not ended by its watchdog")
+        os.kill(stuck_redis.process.pid, signal.SIGCONT)
+        for role in ROLES:
+            log = cluster.state.log_path(f"cluster-{role}").read_text(errors="replace")
+            assert "stalled, exiting for its supervisor to start it again" in log, role
+            assert "its threads:" in log and "--- MainThread" in log, role
+        wait_for(lambda: all(pid_of(cluster, role) not in (None, before[role])
+                             for role in ROLES), 90, "the supervisor did not restart a role")
+        wait_for(lambda: set(ROLES) <= set(cluster.state.restarts()), 30,
+                 "the supervisor did not count a restart")
+        print(f"\nrestarts: {cluster.state.restarts()}")
+        client = redis_py.Redis(port=stuck_redis.port, decode_responses=True)
+        beats = Heartbeats(client, Keys.from_settings(settings))
+        wait_for(lambda: any(entry["up"] for entry in beats.status().get("master", {}).values()),
+                 60, "the restarted master does not beat")
+        client.close()
+    finally:
+        cluster.down(servers=False)
+
+
+def test_a_spider_that_died_is_started_again_by_its_manager_supervised(
+        test_settings, redis, kafka_topics, zookeeper, mongo_db, tmp_path):
+    cluster = make_cluster(test_settings, tmp_path)
+    try:
+        node = cluster.node_settings(2)
+
+        def running():
+            return manager_call(node, "listjobs.json?project=crawlcluster")["running"]
+
+        wait_for(running, 30, "the node's spider did not start")
+        [job] = running()
+        os.kill(job["pid"], signal.SIGKILL)
+
+        def restarted():
+            return [again for again in running() if again["id"].startswith(f"{job['id']}-r1-")]
+
+        wait_for(restarted, 30, "the manager did not start its spider again")
+        log = cluster.state.log_path("cluster-manager-node2").read_text(errors="replace")
+        assert f"spider job {job['id']} exited with None: starting universal again" in log
+    finally:
+        cluster.down(servers=False)
