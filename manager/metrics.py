@@ -174,6 +174,10 @@ def _role_metrics(figures: ClusterFigures) -> Iterator[Metric]:
     yield _gauge("crawlcluster_up", "1 while a role instance's heartbeat is alive (master, "
                  "preprocess, monitor, manager, exporter)", ["role", "instance"],
                  {(role, instance): float(beat["up"]) for role, instance, beat in beats})
+    yield _gauge("crawlcluster_stalled", "1 while a role instance's watchdog has found its "
+                 "loop stuck (until its heartbeat runs out)", ["role", "instance"],
+                 {(role, instance): float(beat.get("stalled", False))
+                  for role, instance, beat in beats})
     yield _gauge("crawlcluster_last_beat_age_seconds", "Seconds since a role instance's "
                  "last heartbeat", ["role", "instance"],
                  {(role, instance): beat["last_beat"] for role, instance, beat in beats})

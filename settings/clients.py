@@ -286,6 +286,11 @@ def kafka_consumer(settings: "Settings", role: str, *topics: str, **overrides: A
         session_timeout_ms=session_ms,
         heartbeat_interval_ms=max(session_ms // 6, 100),
     )
+    if "default_api_timeout_ms" in KafkaConsumer.DEFAULT_CONFIG:
+        # kafka-python 3.1 bounds the waits of a poll that 3.0.x may never end
+        # (dpkp/kafka-python#3121; the role's watchdog covers 3.0.x).
+        config["default_api_timeout_ms"] = int(settings.getfloat("CRAWLCLUSTER_SOCKET_TIMEOUT")
+                                               * 1000)
     config.update(overrides)
     return _build_kafka(settings, role, lambda: KafkaConsumer(*topics, **config))
 
