@@ -1,5 +1,6 @@
 """What every long-running role does as a process: stop cleanly on SIGTERM and SIGINT,
-and end within a bound however the servers it talks to are doing."""
+end within a bound however the servers it talks to are doing (``exit_within``), and
+end for its supervisor to restart it when its loop is stuck (``Watchdog``)."""
 
 import logging
 import os

@@ -73,18 +73,21 @@ class LocalCluster:
         servers = LocalServers(self.settings, out=self.out).up()
         self.started_here += [("server", kind) for kind in servers]
         ensure_topics(self.settings, "up")
-        started = {}
-        for role in self.roles():
-            if role == "exporter":
-                address = self.exporter_address()
-                env = cluster_env(self.settings, fast=False,
-                                  CRAWLCLUSTER_EXPORTER_ADDRESS=address)
-                started[role] = self._start_role(role, env, address=address)
-            else:
-                started[role] = self._start_role(role, cluster_env(self.settings, fast=False))
+        started = {role: self.start(role) for role in self.roles()}
         for number in range(1, self.nodes + 1):
             started[f"node{number}"] = self._start_node(number)
         return started
+
+    def start(self, role):
+        """Start one role of the cluster unless it runs (``master``, ``exporter``,
+        ``manager-node2``, ...); its pid, or a node's manager URL."""
+        if role.startswith("manager-node"):
+            return self._start_node(int(role.removeprefix("manager-node")))
+        if role == "exporter":
+            address = self.exporter_address()
+            env = cluster_env(self.settings, fast=False, CRAWLCLUSTER_EXPORTER_ADDRESS=address)
+            return self._start_role(role, env, address=address)
+        return self._start_role(role, cluster_env(self.settings, fast=False))
 
     def roles(self):
         """The role processes' names: master, master-2, ..., preprocess, monitor."""

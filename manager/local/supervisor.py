@@ -3,9 +3,9 @@
 ``crawlcluster up`` starts it beside the roles (recorded as ``cluster-supervisor``;
 ``down`` stops it first). Every second it looks at the roles the state directory
 records: one whose process is gone (it crashed, was killed, or its watchdog ended it as
-stuck) is started again by ``LocalCluster.up`` (which starts what is not running, a
-node's spiders with its manager), after a backoff that doubles with each restart of
-that role within ``RESTART_WINDOW``. A role that died ``RESTART_LIMIT`` times within
+stuck) is started again by ``LocalCluster.start`` (a node's manager schedules its
+spiders again), after a backoff that doubles with each restart of that role within
+``RESTART_WINDOW``. A role that died ``RESTART_LIMIT`` times within
 the window is reported (its log line, ``supervisor.json`` in the state directory,
 ``crawlcluster services status``) and left stopped. A node's spiders are its manager's
 to restart (manager/launcher.py).
@@ -55,11 +55,9 @@ class Supervisor:
         for name in self._dead_roles():
             if name not in self.due and not self._given_up(name):
                 self._schedule(name, now)
-        ready = [name for name, at in self.due.items() if at <= now]
-        if ready:
-            for name in ready:
-                del self.due[name]
-            self._restart(ready)
+        for name in [name for name, at in self.due.items() if at <= now]:
+            del self.due[name]
+            self._restart(name)
 
     def _dead_roles(self):
         names = [kind for kind in self.state.recorded_kinds()
@@ -81,15 +79,14 @@ class Supervisor:
                        "%.0f s)", name, delay, len(deaths), RESTART_WINDOW)
         self.due[name] = now + delay
 
-    def _restart(self, names):
+    def _restart(self, name):
         try:
-            self.cluster.up()
+            self.cluster.start(name.removeprefix("cluster-"))
         except Exception as exc:  # noqa: BLE001 - counted; the next round looks again
-            logger.error("starting %s again failed: %s", ", ".join(names), exc)
-        for name in names:
-            record = self.state.recorded(name)
-            logger.info("%s started again%s", name, f" (pid {record['pid']})" if record else "")
-            self._count(name)
+            logger.error("starting %s again failed: %s", name, exc)
+        record = self.state.recorded(name)
+        logger.info("%s started again%s", name, f" (pid {record['pid']})" if record else "")
+        self._count(name)
 
     def _given_up(self, name):
         return self.totals.get(name.removeprefix("cluster-"), {}).get("given_up", False)
