@@ -106,23 +106,30 @@ def test_down_during_a_busy_crawl_leaves_no_leftover_process(
     assert not any("killed" in line or "leftover" in line for line in lines), lines
 
 
-def test_services_status_lists_a_leftover_spider(
-        test_settings, kafka_topics, zookeeper, redis, mongo_db, site, tmp_path):
-    """A manager SIGKILLed leaves its spiders running: status names them, down stops them."""
-    from manager.local.services import LocalServers
+def test_services_status_lists_a_leftover_process(test_settings, tmp_path):
+    """A process of the cluster that nothing recorded runs (a spider whose manager died
+    and that has not noticed yet): status names it, down stops it before the servers."""
+    import subprocess
+    import sys
 
-    cluster = busy_cluster(test_settings, tmp_path, site, "shutdown-leftover")
+    from manager.local.cluster import LocalCluster
+    from manager.local.services import CLUSTER_MARK, LocalServers
+
+    settings = test_settings.copy_with(CRAWLCLUSTER_STATE_DIR=str(tmp_path / "state"))
+    cluster = LocalCluster(settings, nodes=0)
+    stray = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(600)"],
+                             env={**os.environ, CLUSTER_MARK: str(cluster.state.root)})
     try:
-        [spider] = [job["pid"] for job in manager_call(
-            cluster.node_settings(2), "listjobs.json?project=crawlcluster")["running"]]
-        os.kill(cluster.state.recorded("cluster-manager-node2")["pid"], signal.SIGKILL)
         lines = []
-        LocalServers(cluster.settings, out=lines.append).status([])
-        assert any(line.startswith("leftover") and f"pid {spider}" in line for line in lines), \
-            lines
-    finally:
+        LocalServers(settings, out=lines.append).status([])
+        assert any(line.startswith("leftover") and f"pid {stray.pid}" in line
+                   for line in lines), lines
         said = []
         cluster.out = said.append
         cluster.down(servers=False)
-    assert gone(spider)
-    assert any(f"leftover process of this cluster (pid {spider}" in line for line in said), said
+        assert stray.wait(timeout=15) is not None
+        assert any(f"leftover process of this cluster (pid {stray.pid}" in line
+                   for line in said), said
+    finally:
+        stray.kill()
+        stray.wait()
