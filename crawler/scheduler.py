@@ -294,8 +294,8 @@ class ClusterScheduler:
                   if when >= failed_at - REPLAY_SECONDS]
         codes = self.context.frontier.push_links([task for task, _ in replay],
                                                  [recrawl for _, recrawl in replay])
-        held = {request.meta["crawlcluster"]["member"] for request in self.ready}
-        held |= {member for member, _, _ in self.context.tracker.outcomes}
+        # Taken and not yet reported: still open, or reported next round.
+        held = {member for member, _, _ in self.context.tracker.outcomes}
         again, released = self.context.tracker.reconcile(held)
         self.redis_failed_at = None
         logger.warning("after a Redis failure: %d of the %d links queued in the %.0f s "

@@ -73,7 +73,7 @@ class SupervisingLauncher(Launcher):
         return float(idle) == 0
 
     def _restart(self, process):
-        first = self.first_job.get(process.job, process.job)
+        first = self.first_job.pop(process.job, process.job)     # only live jobs kept
         now = time.monotonic()
         times = [at for at in self.restarts.get(first, []) if now - at < RESTART_WINDOW]
         if len(times) >= RESTART_LIMIT:

@@ -460,16 +460,12 @@ def check_role_servers(settings: "Settings", role: str, kinds: Iterable[str]) ->
         _BUILDERS[kind](settings, role)
 
 
-_BUILDERS: dict[str, Callable[["Settings", str], None]] = {
+_BUILDERS: dict[str, Callable[["Settings", str], object]] = {
     "redis": lambda s, role: redis_client(s, role).close(),
     "kafka": lambda s, role: kafka_admin(s, role).close(),
-    "zookeeper": lambda s, role: _stop_kazoo(zookeeper_client(s, role)),
+    "zookeeper": lambda s, role: stop_zookeeper(zookeeper_client(s, role)),
     "mongodb": lambda s, role: mongo_client(s, role).close(),
 }
-
-
-def _stop_kazoo(client: "KazooClient") -> None:
-    stop_zookeeper(client)
 
 
 def stop_zookeeper(client: "KazooClient", wait: float = 2.0) -> bool:
