@@ -23,7 +23,7 @@ from scrapy.http import Response
 from scrapy.settings import BaseSettings
 from twisted.internet.defer import Deferred
 
-from master.bloom import BloomFilter
+from master.bloomgen import AgingBloomFilter
 from master.counters import RollingTimeCounter, WindowCounts
 from master.crawls import HUB_SPAN, CrawlStore
 from master.figures import TOTAL
@@ -74,7 +74,7 @@ class JobContext:
         self.queues = ThrottledQueues.from_settings(self.redis, settings, self.site_config,
                                                     scripts=scripts)
         self.registry = JobRegistry.from_settings(self.redis, settings, scripts=scripts)
-        self.bloom = BloomFilter.from_settings(self.redis, settings)
+        self.bloom = AgingBloomFilter.from_settings(self.redis, settings)
         self.crawls = CrawlStore.from_settings(self.redis, settings)
         self.tracker = TaskTracker(self)
         # what the scheduler's round runs too (pipeline flushes; a Deferred while writing)

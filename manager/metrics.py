@@ -183,14 +183,23 @@ def _role_metrics(figures: ClusterFigures) -> Iterator[Metric]:
                  {(role, instance): beat["last_beat"] for role, instance, beat in beats})
 
 
+# (metric name after crawlcluster_bloom_, figure of AgingBloomFilter.figures, help)
+BLOOM_GAUGES = (
+    ("fill_ratio", "fill", "Share of the newest generation's cells set (sampled)"),
+    ("urls_estimated", "urls", "URLs the live generations hold, estimated from their fill"),
+    ("capacity_urls", "capacity", "URLs the filter's memory is sized for"),
+    ("generations", "generations", "Live generations of the seen-URL filter"),
+    ("newest_share", "newest_share", "How full the newest generation is (turned over at 1)"),
+    ("oldest_age_seconds", "oldest_age", "Age of the oldest live generation"),
+    ("error_rate_estimated", "error_now", "Chance a new URL is taken as seen now (estimated)"),
+    ("error_rate_configured", "error_rate", "CRAWLCLUSTER_BLOOM_ERROR_RATE"),
+    ("bytes", "bytes", "Memory of the live generations"),
+)
+
+
 def _bloom_metrics(figures: ClusterFigures) -> Iterator[Metric]:
-    bloom = figures.bloom
-    yield GaugeMetricFamily("crawlcluster_bloom_fill_ratio", "Share of the Bloom filter's "
-                            "cells set (sampled)", value=bloom["fill"])
-    yield GaugeMetricFamily("crawlcluster_bloom_urls_estimated", "URLs the Bloom filter "
-                            "holds, estimated from its fill", value=bloom["urls"])
-    yield GaugeMetricFamily("crawlcluster_bloom_capacity_urls", "URLs the Bloom filter was "
-                            "sized for (CRAWLCLUSTER_BLOOM_CAPACITY)", value=bloom["capacity"])
+    for name, figure, about in BLOOM_GAUGES:
+        yield GaugeMetricFamily(f"crawlcluster_bloom_{name}", about, value=figures.bloom[figure])
 
 
 # --- serving ------------------------------------------------------------------------------

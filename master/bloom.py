@@ -25,7 +25,7 @@ from collections import deque
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 from functools import cached_property
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 import redis
@@ -111,7 +111,7 @@ class BloomParams:
     def bytes(self) -> float:
         return self.cells * (4 if self.counting else 1) / 8
 
-    def false_positive_rate(self, urls: int) -> float:
+    def false_positive_rate(self, urls: float) -> float:
         """Expected rate for ``urls`` stored: (1 - e^(-k n / g))^(k h)."""
         per_group_cells = self.group_cells * self.blocks
         per_group = (1 - math.exp(-self.hashes * urls / per_group_cells)) ** self.hashes
@@ -261,47 +261,32 @@ class BloomFilter:
     # --- client hashing: one BITFIELD per block ------------------------------------
 
     def _run_bitfield(self, urls: Sequence[str], scope: Scope, write: bool) -> list[bool]:
-        """One BITFIELD per block and chunk, keeping one chunk in flight.
+        op = self.write_op if write else self.read_op
+        missing = missing_everywhere([(self, op)], urls, scope, self.chunk)
+        return flags(missing if write else ~missing)
 
-        BITFIELD SET returns each bit's old value, so a single command is an
-        atomic check-and-add; a URL repeated in a command is new only the first
-        time. The next chunk is hashed while Redis runs the last one.
-        """
-        op = _SET_U1 if write else (_GET_U4 if self.params.counting else _GET_U1)
-        results = np.full(len(urls), not write)
-        connections = _Connections(self.client)
-        try:
-            in_flight: deque[Any] = deque()
-            for start in range(0, len(urls), self.chunk):
-                commands = self._bitfield_commands(urls, scope, start, start + self.chunk, op)
-                in_flight.append(connections.send(commands))
-                if len(in_flight) > 1:
-                    _collect(in_flight.popleft(), results, write)
-            while in_flight:
-                _collect(in_flight.popleft(), results, write)
-        except BaseException as exc:
-            connections.disconnect()   # replies may be left unread on them
-            if isinstance(exc, redis.RedisError):
-                reread_slot_map(self.client)   # a master may have moved (failover)
-            raise
-        finally:
-            connections.release()
-        return results.tolist()
+    @property
+    def write_op(self) -> "_Op":
+        """The BITFIELD SET of one of this filter's cells (plain mode)."""
+        return _SET_U1
 
-    def _bitfield_commands(self, urls: Sequence[str], scope: Scope, start: int, stop: int,
-                           op: "_Op") -> list["BlockCommand"]:
+    @property
+    def read_op(self) -> "_Op":
+        """The BITFIELD GET of one of this filter's cells."""
+        return _GET_U4 if self.params.counting else _GET_U1
+
+    def bitfield_commands(self, digests: bytes, start: int, op: "_Op") -> list["BlockCommand"]:
         """``[(block key, BITFIELD command in RESP, URL index of each cell it reads)]``,
-        one per block.
+        one per block, for URLs ``start``, ``start + 1``, ... whose digests (20 bytes
+        each) are concatenated in ``digests``.
 
         The positions of a whole chunk are computed as arrays, and commands are
         packed here (see ``_Op.resp``): redis-py's generic packing costs more
         than Redis spends running them.
         """
-        stop = min(stop, len(urls))
-        digests = b"".join([url_digest(urls[index], _scope_of(scope, index))
-                            for index in range(start, stop)])
         blocks, cells = cell_arrays(digests, self.params)
-        owners = np.repeat(np.arange(start, stop), self.params.positions_per_url)
+        owners = np.repeat(np.arange(start, start + len(digests) // 20),
+                           self.params.positions_per_url)
         if self.params.blocks == 1:
             return [self._bitfield_command(0, cells.ravel(), owners, op)]
         by_block = np.repeat(blocks, self.params.positions_per_url)
@@ -372,6 +357,11 @@ BlockCommand = tuple[str, bytes, NDArray[np.int64]]   # key, BITFIELD in RESP, U
 Sent = list[tuple[Any, NDArray[np.int64]]]             # (connection, URL of each cell read)
 
 
+def flags(array: NDArray[np.bool_]) -> list[bool]:
+    """A boolean array as a list (what the filters return)."""
+    return cast(list[bool], array.tolist())
+
+
 def _set_cells(words: NDArray[np.uint64], cell_bits: int) -> int:
     """Cells not zero in ``words``: set bits, or 4-bit counters above zero."""
     as_bytes = words.view(np.uint8)
@@ -384,10 +374,52 @@ def _scope_of(scope: Scope, index: int) -> str:
     return scope[index] if isinstance(scope, list) else scope
 
 
-def _collect(sent: Sent, results: NDArray[np.bool_], write: bool) -> None:
-    """Read a chunk's replies: a URL is new if any of its cells was 0, held if none was."""
-    for conn, owners in sent:
-        results[owners[np.asarray(conn.read_response()) == 0]] = write
+Target = tuple["BloomFilter", "_Op"]     # a filter, and what to do with each URL's cells
+
+
+def missing_everywhere(targets: Sequence[Target], urls: Sequence[str], scope: Scope,
+                       chunk: int) -> NDArray[np.bool_]:
+    """For each URL, True if each target filter lacks it (one of its cells was 0 there).
+
+    One BITFIELD per target, block and chunk, keeping one chunk in flight: the next
+    chunk is hashed while Redis runs the last one. BITFIELD SET returns each bit's old
+    value, so a SET target is an atomic check-and-add; a URL repeated in a command is
+    missing only the first time. Every target shares the client of the first.
+    """
+    client = targets[0][0].client
+    missing = np.ones(len(urls), dtype=bool)
+    connections = _Connections(client)
+    try:
+        in_flight: deque[tuple[int, int, list[Sent]]] = deque()
+        for start in range(0, len(urls), chunk):
+            stop = min(start + chunk, len(urls))
+            digests = b"".join([url_digest(urls[index], _scope_of(scope, index))
+                                for index in range(start, stop)])
+            in_flight.append((start, stop, [
+                connections.send(bloom.bitfield_commands(digests, start, op))
+                for bloom, op in targets]))
+            if len(in_flight) > 1:
+                _collect(*in_flight.popleft(), missing)
+        while in_flight:
+            _collect(*in_flight.popleft(), missing)
+    except BaseException as exc:
+        connections.disconnect()   # replies may be left unread on them
+        if isinstance(exc, redis.RedisError):
+            reread_slot_map(client)   # a master may have moved (failover)
+        raise
+    finally:
+        connections.release()
+    return missing
+
+
+def _collect(start: int, stop: int, sent: list[Sent], missing: NDArray[np.bool_]) -> None:
+    """Read a chunk's replies, target by target: a URL is missing from a target if
+    one of its cells there was 0, and missing everywhere if from every target."""
+    for target in sent:
+        lacks = np.zeros(stop - start, dtype=bool)
+        for conn, owners in target:
+            lacks[owners[np.asarray(conn.read_response()) == 0] - start] = True
+        missing[start:stop] &= lacks
 
 
 class _Connections:

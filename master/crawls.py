@@ -13,7 +13,7 @@ import time
 from typing import Any
 from urllib.parse import urlsplit
 
-from master.bloom import BloomFilter
+from master.bloomgen import AgingBloomFilter
 from master.frontier import Frontier
 from master.keys import Keys
 from master.shards import crawl_shards
@@ -51,7 +51,11 @@ class CrawlStore:
             config = self._cache[crawlid] = json.loads(raw)
         return config
 
-    def submit(self, config: CrawlConfig, bloom: BloomFilter, frontier: Frontier) -> None:
+    def forget(self, crawlid: str) -> None:
+        """Drop a retired crawl's cached config."""
+        self._cache.pop(crawlid, None)
+
+    def submit(self, config: CrawlConfig, bloom: AgingBloomFilter, frontier: Frontier) -> None:
         """Store the crawl, index it under its user and queue its seed task in one round
         trip (the crawl-wide keys first; the seed's shard may be on another Redis
         Cluster master); the seed URL goes into the filter so the crawl does not fetch
@@ -91,8 +95,8 @@ class CrawlStore:
         became of the links its pages yielded (``link_counts``)."""
         shards = crawl_shards(self.client, self.keys, crawlid)
         pipe = self.client.pipeline(transaction=False)
-        pipe.exists(self.keys.crawl_stopped(crawlid, 0))     # flags are in every shard
-        pipe.exists(self.keys.crawl_paused(crawlid, 0))
+        pipe.hexists(self.keys.stopped_crawls(0), crawlid)     # flags are in every shard
+        pipe.hexists(self.keys.paused_crawls(0), crawlid)
         pipe.hgetall(self.keys.crawl_links(crawlid))
         for shard in shards:
             pipe.hgetall(self.keys.crawl_pending(crawlid, shard))

@@ -32,13 +32,14 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from master.bloom import BloomFilter
+from master.bloomgen import AgingBloomFilter
 from master.counters import Clock
 from master.crawls import CrawlConfig, CrawlStore
 from master.frontier import Frontier
 from master.keys import Keys
 from master.lua import LuaScripts
 from master.registry import Heartbeats, JobInfo, JobRegistry
+from master.retention import Retention
 from master.schedules import Schedules
 from master.shards import ShardLeases, prune, read_index
 from master.wrr import WeightedRoundRobin
@@ -53,6 +54,9 @@ logger = logging.getLogger(__name__)
 UPKEEP_EVERY = 1.0
 # Upkeep passes to go once over every shard held (expired leases, hubs, the sweep).
 UPKEEP_SLICES = 10
+# Seconds between the slow chores of the upkeep: turning the Bloom filter's generations
+# over, retiring ended crawls.
+CHORES_EVERY = 10.0
 
 
 def instance_id() -> str:
@@ -97,6 +101,10 @@ class Dispatcher:
         self.heartbeat_every = 5.0
         self._last_upkeep = -math.inf
         self._upkeep_slice = 0
+        # slow chores (from_settings sets them): the seen-URL filter's turnover, retention
+        self.bloom: AgingBloomFilter | None = None
+        self.retention: Retention | None = None
+        self._last_chores = -math.inf
 
     @classmethod
     def from_settings(cls, client: RedisClient, settings: Settings, clock: Clock = time.time,
@@ -118,9 +126,11 @@ class Dispatcher:
                    min_age=settings.getfloat("CRAWLCLUSTER_WEIGHT_MIN_AGE"),
                    **common)
         dispatcher.schedules = Schedules(client, keys, **common)
-        bloom, store = BloomFilter.from_settings(client, settings), CrawlStore(client, keys)
+        bloom, store = AgingBloomFilter.from_settings(client, settings), CrawlStore(client, keys)
         dispatcher.submit_crawl = lambda config: store.submit(config, bloom,
                                                               dispatcher.frontier)
+        dispatcher.bloom = bloom
+        dispatcher.retention = Retention.from_settings(client, settings, **common)
         return dispatcher
 
     # --- weights ---------------------------------------------------------------------
@@ -202,7 +212,16 @@ class Dispatcher:
         self._sweep(shards)
         if self.schedules is not None and self.submit_crawl is not None:
             self.schedules.fire_due(self.submit_crawl)
+        if self.clock() - self._last_chores >= CHORES_EVERY:
+            self._chores()
         self._last_upkeep = self.clock()
+
+    def _chores(self) -> None:
+        if self.bloom is not None:
+            self.bloom.upkeep()
+        if self.retention is not None:
+            self.retention.run()
+        self._last_chores = self.clock()
 
     def _sweep(self, shards: list[int]) -> None:
         """Mark the pools of ``shards`` that hold tasks: work whose mark was lost (a

@@ -11,7 +11,7 @@ import time
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from master.bloom import BloomFilter
+from master.bloomgen import AgingBloomFilter
 from master.counters import Clock
 from master.crawls import CrawlStore
 from master.frontier import Frontier
@@ -43,7 +43,8 @@ class ClusterFigures:
     modules: dict[str, dict[str, dict[str, Any]]] = field(default_factory=dict)  # heartbeats
     # spider type -> status -> {"lifetime": n, "recent": n in the last RECENT_MINUTES}
     status_codes: dict[str, dict[str, dict[str, int]]] = field(default_factory=dict)
-    bloom: dict[str, float] = field(default_factory=dict)       # fill, urls, capacity
+    # the seen-URL filter: AgingBloomFilter.figures(), and the configured capacity
+    bloom: dict[str, Any] = field(default_factory=dict)
     throttle_refusals: dict[str, int] = field(default_factory=dict)  # top domains + other
     dispatched: dict[str, int] = field(default_factory=dict)    # job -> moved, all time
     weights: dict[str, int] = field(default_factory=dict)       # job -> tasks per minute
@@ -76,7 +77,7 @@ class FigureReader:
         self.heartbeats = Heartbeats.from_settings(client, settings, clock=clock)
         self.frontier = Frontier.from_settings(client, settings)
         self.crawls = CrawlStore(client, self.keys)
-        self.bloom = BloomFilter.from_settings(client, settings)
+        self.bloom = AgingBloomFilter.from_settings(client, settings)
 
     def read(self) -> ClusterFigures:
         client, keys, settings = self.client, self.keys, self.settings
@@ -92,9 +93,8 @@ class FigureReader:
         figures.throttle_refusals = top_with_other(
             client, keys.throttle_refusals(),
             settings.getint("CRAWLCLUSTER_METRICS_TOP_DOMAINS"))
-        fill, urls = self.bloom.fill()
-        figures.bloom = {"fill": fill, "urls": urls,
-                         "capacity": settings.getint("CRAWLCLUSTER_BLOOM_CAPACITY")}
+        figures.bloom = dict(self.bloom.figures(),
+                             capacity=settings.getint("CRAWLCLUSTER_BLOOM_CAPACITY"))
         return figures
 
     def _read_frontier(self, figures: ClusterFigures) -> None:

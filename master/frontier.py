@@ -335,18 +335,22 @@ class Frontier:
 
     def is_flagged(self, crawlid: str, flag: str) -> bool:
         """Is the crawl stopped / paused? (Flags are set in every shard, shard 0 first.)"""
-        return bool(self.client.exists(getattr(self.keys, f"crawl_{flag}")(crawlid, 0)))
+        return bool(self.client.hexists(self._flags(flag)(0), crawlid))
 
     def _flag_everywhere(self, crawlid: str, flag: str, on: bool = True) -> None:
         """Set (or clear) a crawl's flag in every shard: a script reads it in its own."""
-        key = getattr(self.keys, f"crawl_{flag}")
+        key = self._flags(flag)
         pipe = self.client.pipeline(transaction=False)
         for shard in self.keys.all_shards():
             if on:
-                pipe.set(key(crawlid, shard), repr(self.clock()))
+                pipe.hset(key(shard), crawlid, repr(self.clock()))
             else:
-                pipe.delete(key(crawlid, shard))
+                pipe.hdel(key(shard), crawlid)
         pipe.execute()
+
+    def _flags(self, flag: str) -> Callable[[int], str]:
+        """The key of a shard's hash of stopped (or paused) crawls."""
+        return {"stopped": self.keys.stopped_crawls, "paused": self.keys.paused_crawls}[flag]
 
     def _queues(self, crawlid: str, shard: int, jobs: list[str]) -> list[str]:
         """Where a crawl's waiting tasks in a shard can be: its pools and the jobs'
@@ -440,5 +444,7 @@ class Frontier:
         return int(sum(pipe.execute()))
 
     def _templates(self, shard: int, *kinds: str) -> list[str]:
-        """Templates of a shard's per-crawl keys (``crawl_<kind>``), in the order given."""
-        return [self.keys.crawl_template(kind, shard) for kind in kinds]
+        """Templates of a shard's per-crawl keys (``crawl_<kind>``), in the order given;
+        for ``stopped`` and ``paused``, the shard's hash of such crawls."""
+        return [self._flags(kind)(shard) if kind in ("stopped", "paused")
+                else self.keys.crawl_template(kind, shard) for kind in kinds]

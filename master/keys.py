@@ -207,7 +207,11 @@ class Keys:
         Written by: scheduler (when a crawl has `domain_max_pages`)
         Read by: scheduler
         """
-        return f"{self.shard_tag(self.shard_of(domain))}:crawl:{crawlid}:domain_pages"
+        return self.crawl_domain_pages_in(crawlid, self.shard_of(domain))
+
+    def crawl_domain_pages_in(self, crawlid: str, shard: int) -> str:
+        """``crawl_domain_pages`` of the crawl's domains in one shard."""
+        return f"{self.shard_tag(shard)}:crawl:{crawlid}:domain_pages"
 
     def crawl_pending(self, crawlid: str, shard: int) -> str:
         """hash domain -> the crawl's tasks of this shard not finished yet (waiting,
@@ -239,21 +243,24 @@ class Keys:
         """
         return f"{self.shard_tag(self.shard_of(crawlid))}:crawl:{crawlid}:links"
 
-    def crawl_stopped(self, crawlid: str, shard: int) -> str:
-        """string, in every shard once a crawl is stopped or expired: its tasks are dropped.
+    def stopped_crawls(self, shard: int) -> str:
+        """hash crawl id -> when it was stopped or expired, in every shard: its tasks are
+        dropped (one field per shard and crawl, removed when the crawl retires; no key
+        per crawl).
 
-        Written by: monitor
+        Written by: monitor (`Frontier.purge_crawl`), retention (removes)
         Read by: `pool_push.lua`, `lease_finish.lua`, `lease_reap.lua`, `hubs_due.lua`
         """
-        return f"{self.shard_tag(shard)}:crawl:{crawlid}:stopped"
+        return f"{self.shard_tag(shard)}:stopped"
 
-    def crawl_paused(self, crawlid: str, shard: int) -> str:
-        """string, in every shard while a crawl is paused: its waiting tasks are parked.
+    def paused_crawls(self, shard: int) -> str:
+        """hash crawl id -> when it was paused, in every shard while a crawl is paused: its
+        waiting tasks are parked.
 
-        Written by: manager (`crawl.json`)
+        Written by: manager (`crawl.json`), monitor
         Read by: the same scripts
         """
-        return f"{self.shard_tag(shard)}:crawl:{crawlid}:paused"
+        return f"{self.shard_tag(shard)}:paused"
 
     def crawl_parked(self, crawlid: str, shard: int) -> str:
         """zset of a paused crawl's task JSON of this shard (score -priority), back to the
@@ -263,6 +270,12 @@ class Keys:
         Read by: `parked_release.lua` (resume)
         """
         return f"{self.shard_tag(shard)}:crawl:{crawlid}:parked"
+
+    def crawl_shard_keys(self, crawlid: str, shard: int) -> list[str]:
+        """Every key a crawl may have in one shard (what retention deletes)."""
+        return [self.crawl_failed(crawlid, shard), self.crawl_pending(crawlid, shard),
+                self.crawl_counts(crawlid, shard), self.crawl_parked(crawlid, shard),
+                self.crawl_domain_pages_in(crawlid, shard)]
 
     def crawl_template(self, kind: str, shard: int) -> str:
         """``crawl_<kind>(crawlid, shard)`` as a Lua string.format template (crawlid)."""
@@ -379,6 +392,32 @@ class Keys:
         """
         return f"{self.tag}:schedule_runs"
 
+    def ended_crawls(self) -> str:
+        """zset crawl id -> when it was first found ended (drained, stopped or expired):
+        its Redis state is deleted `CRAWLCLUSTER_CRAWL_RETENTION` seconds later.
+
+        Written by: masters (`Retention`); a crawl found running again is taken out
+        Read by: masters (`Retention`)
+        """
+        return f"{self.tag}:crawls:ended"
+
+    def retiring_crawls(self) -> str:
+        """zset crawl id -> when its final figures went to MongoDB: its keys are being
+        deleted (a master killed half-way leaves it here for the next pass to finish).
+
+        Written by: masters (`Retention`)
+        Read by: masters (`Retention`)
+        """
+        return f"{self.tag}:crawls:retiring"
+
+    def retention_lock(self) -> str:
+        """string with a TTL: the master running a retention pass (one at a time).
+
+        Written by: masters (`Retention`)
+        Read by: masters
+        """
+        return f"{self.tag}:retention:lock"
+
     def user_crawls(self, userid: str) -> str:
         """set of the crawl ids a user (scrapy-cluster: appid) submitted.
 
@@ -409,8 +448,9 @@ class Keys:
     def bloom_block(self, name: str, block: int) -> str:
         """string (bitmap, or 4-bit counters in counting mode): one block of a filter.
 
-        Written by: `BloomFilter.add_many/remove_many` (spiders, submit)
-        Read by: `BloomFilter.contains_many`
+        Written by: `AgingBloomFilter.add_many/remove_many` (spiders, submit) in its newest
+        generation (remove: in every one)
+        Read by: `AgingBloomFilter.contains_many` (every live generation)
         """
         return f"{self.prefix}:bloom:{name}:{block}"
 
@@ -421,6 +461,16 @@ class Keys:
         Read by: every other (refuses a different shape)
         """
         return f"{self.prefix}:bloom:{name}:meta"
+
+    def bloom_generations(self, name: str) -> str:
+        """string (JSON): a filter's live generations, oldest first (each its name, shape,
+        capacity and start time), and those retired lately (deleted again in case a late
+        writer made them anew).
+
+        Written by: the first process opening the filter, masters (`bloom_rotate.lua`)
+        Read by: every process using the filter (re-read every second)
+        """
+        return f"{self.prefix}:bloom:{name}:generations"
 
     def window_counts(self, name: str) -> str:
         """hash minute -> events, plus ``lifetime``: a WindowCounts counter.

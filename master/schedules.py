@@ -16,6 +16,7 @@ no master ran are not made up: the latest fires once, the next is in the future.
 import json
 import logging
 import math
+import re
 import time
 from collections.abc import Callable
 from datetime import UTC, datetime
@@ -34,6 +35,7 @@ logger = logging.getLogger(__name__)
 Schedule = dict[str, Any]     # id, cron | every, crawl (a crawl request's fields), userid, ...
 RETRY_AFTER = 60.0            # seconds a claimed run may stay unsubmitted before a retry
 MIN_EVERY = 1.0
+RUN_ID = re.compile(r"(.+)-\d{8}T\d{6}Z")     # a schedule's run: <schedule>-<due time>
 
 
 class ScheduleError(ValueError):
@@ -70,6 +72,12 @@ def next_due(schedule: Schedule, after: float) -> float:
 
 def run_id(schedule_id: str, due: float) -> str:
     return f"{schedule_id}-{datetime.fromtimestamp(due, UTC):%Y%m%dT%H%M%SZ}"
+
+
+def schedule_of(crawlid: str) -> str | None:
+    """The schedule whose run ``crawlid`` is (see ``run_id``), or None."""
+    match = RUN_ID.fullmatch(crawlid)
+    return match.group(1) if match else None
 
 
 class Schedules:

@@ -75,10 +75,19 @@ CRAWLCLUSTER_COUNTER_STEP = 3600
 CRAWLCLUSTER_COUNTER_KEEP_STEPS = 24
 
 # --- Bloom filter (master/bloom.py) -------------------------------------------
-# URLs the seen-URL filter is sized for.
+# URLs the seen-URL filter is sized for: its memory is that of one Bloom filter of this
+# capacity at CRAWLCLUSTER_BLOOM_ERROR_RATE, shared by its generations, which remember at
+# least (generations - 1) / generations of it (docs/operations.md, sizing).
 CRAWLCLUSTER_BLOOM_CAPACITY = 10_000_000
-# False-positive rate the filter is sized for at capacity.
+# False-positive rate a new URL meets at most, however many URLs went through the filter.
 CRAWLCLUSTER_BLOOM_ERROR_RATE = 0.001
+# Generations of the filter: a URL is seen if one holds it; once the newest is full a new
+# one starts and the oldest is dropped. More generations forget in smaller steps but need
+# more memory per URL (each is sized at the error rate / generations) and one more lookup.
+CRAWLCLUSTER_BLOOM_GENERATIONS = 4
+# Seconds after which the newest generation is turned over even if not full (0: only when
+# full): URLs not met for about generations x this long are then crawled again.
+CRAWLCLUSTER_BLOOM_GENERATION_MAX_AGE = 0.0
 # Groups of hash functions (thesis 4.2.3.2); a URL is seen only if every group says so.
 CRAWLCLUSTER_BLOOM_GROUPS = 2
 # Counting mode: 4-bit counters instead of bits, so URLs can be removed (recrawl, expiry).
@@ -108,6 +117,13 @@ CRAWLCLUSTER_JOB_HEARTBEAT_TTL = 30.0
 # queued once. Longer than the job heartbeat TTL, so the pages of a job that died between
 # pushing links and adding them to the Bloom filter, crawled again, do not queue them twice.
 CRAWLCLUSTER_PUSH_DEDUPE_SECONDS = 120.0
+# Seconds an ended crawl (drained, stopped or expired) keeps its state in Redis; then every
+# key it made is deleted, and info answers from its MongoDB crawl record (7 days).
+CRAWLCLUSTER_CRAWL_RETENTION = 7 * 86400.0
+# Crawls of the crawl index a master looks at per retention pass (every 10 s).
+CRAWLCLUSTER_RETENTION_SLICE = 200
+# Retired runs of each schedule whose MongoDB crawl records are kept (older ones deleted).
+CRAWLCLUSTER_SCHEDULE_KEEP_RUNS = 48
 # Minutes of finished tasks a job's dispatch weight is measured over (thesis k).
 CRAWLCLUSTER_WEIGHT_MINUTES = 10
 # Seconds a job runs before its own speed is its weight (until then: the mean weight).

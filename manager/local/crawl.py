@@ -11,7 +11,7 @@ import sys
 import time
 from pathlib import Path
 
-from master.bloom import BloomFilter
+from master.bloomgen import AgingBloomFilter
 from master.crawls import CrawlStore
 from master.frontier import Frontier
 from settings.clients import redis_client
@@ -38,7 +38,7 @@ def cluster_env(settings, fast=True, **extra):
 def submit(settings, config):
     """Store a crawl's config and queue its seed, as the intake does."""
     client = redis_client(settings, "test")
-    bloom = BloomFilter.from_settings(client, settings)
+    bloom = AgingBloomFilter.from_settings(client, settings)
     frontier = Frontier.from_settings(client, settings)
     CrawlStore.from_settings(client, settings).submit(config, bloom, frontier)
     client.close()

@@ -316,7 +316,7 @@ function frontierRows(overview) {
     rows.push([`weight of ${job} (tasks/min)`, weight]);
   }
   const bloom = overview.bloom;
-  rows.push(["Bloom filter", `${(100 * bloom.fill).toFixed(1)}% set, ~${Math.round(bloom.urls)} of ${bloom.capacity} URLs`]);
+  rows.push(["Bloom filter", `${bloom.generations} generations, newest ${(100 * bloom.newest_share).toFixed(0)}% full, ~${Math.round(bloom.urls)} URLs, oldest ${Math.round(bloom.oldest_age / 3600)} h old, error now ${(100 * bloom.error_now).toFixed(3)}% (configured ${(100 * bloom.error_rate).toFixed(3)}%)`]);
   for (const [domain, n] of Object.entries(overview.throttle_refusals)) {
     rows.push([`throttled takes: ${domain}`, n]);
   }

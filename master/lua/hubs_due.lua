@@ -7,8 +7,8 @@
 -- ARGV[2]  hubs to handle at most
 -- ARGV[3]  pending hash key template, string.format(template, crawlid)
 -- ARGV[4]  counts hash key template, string.format(template, crawlid)
--- ARGV[5]  stopped flag key template, string.format(template, crawlid)
--- ARGV[6]  paused flag key template, string.format(template, crawlid)
+-- ARGV[5]  the shard's stopped crawls (hash crawl id -> when)
+-- ARGV[6]  the shard's paused crawls (hash crawl id -> when)
 -- ARGV[7]  pool key template, string.format(template, spider type)
 -- KEYS[2]  the shard's hub state (an adaptively revisited hub's span is there)
 -- Returns: hubs re-issued.
@@ -16,10 +16,10 @@ local due = redis.call('ZRANGEBYSCORE', KEYS[1], '-inf', ARGV[1], 'LIMIT', 0, to
 local issued = 0
 for _, member in ipairs(due) do
   local task = cjson.decode(member)
-  if redis.call('EXISTS', string.format(ARGV[5], task['crawlid'])) == 1 then
+  if redis.call('HEXISTS', ARGV[5], task['crawlid']) == 1 then
     redis.call('ZREM', KEYS[1], member)
   else
-    local paused = redis.call('EXISTS', string.format(ARGV[6], task['crawlid'])) == 1
+    local paused = redis.call('HEXISTS', ARGV[6], task['crawlid']) == 1
     local pool = string.format(ARGV[7], task['spider_type'])
     if not paused and redis.call('ZADD', pool, -(task['priority'] or 0), member) == 1 then
       redis.call('HINCRBY', string.format(ARGV[3], task['crawlid']), task['domain'], 1)

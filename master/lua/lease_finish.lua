@@ -10,8 +10,8 @@
 -- ARGV[2]  failed-URLs hash key template, string.format(template, crawlid)
 -- ARGV[3]  pending hash key template, string.format(template, crawlid)
 -- ARGV[4]  counts hash key template, string.format(template, crawlid)
--- ARGV[5]  stopped flag key template, string.format(template, crawlid)
--- ARGV[6]  paused flag key template, string.format(template, crawlid)
+-- ARGV[5]  the shard's stopped crawls (hash crawl id -> when)
+-- ARGV[6]  the shard's paused crawls (hash crawl id -> when)
 -- ARGV[7]  parked set key template, string.format(template, crawlid)
 -- ARGV[8]  pool key template, string.format(template, spider type)
 -- ARGV[9..] per task: the task JSON exactly as taken, outcome, reason
@@ -33,9 +33,9 @@ local function finish(member, outcome, reason)
     return code
   end
   if outcome == 'done' then return finished('done', 1) end
-  local stopped = redis.call('EXISTS', string.format(ARGV[5], crawlid)) == 1
+  local stopped = redis.call('HEXISTS', ARGV[5], crawlid) == 1
   local back = string.format(ARGV[8], task['spider_type'])
-  if redis.call('EXISTS', string.format(ARGV[6], crawlid)) == 1 then
+  if redis.call('HEXISTS', ARGV[6], crawlid) == 1 then
     back = string.format(ARGV[7], crawlid)
   end
   if outcome == 'release' then

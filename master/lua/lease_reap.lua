@@ -11,8 +11,8 @@
 -- ARGV[4]  failed-URLs hash key template, string.format(template, crawlid)
 -- ARGV[5]  pending hash key template, string.format(template, crawlid)
 -- ARGV[6]  counts hash key template, string.format(template, crawlid)
--- ARGV[7]  stopped flag key template, string.format(template, crawlid)
--- ARGV[8]  paused flag key template, string.format(template, crawlid)
+-- ARGV[7]  the shard's stopped crawls (hash crawl id -> when)
+-- ARGV[8]  the shard's paused crawls (hash crawl id -> when)
 -- ARGV[9]  parked set key template, string.format(template, crawlid)
 -- ARGV[10] pool key template, string.format(template, spider type)
 -- Returns: {tasks re-issued, tasks failed for good or purged}
@@ -24,10 +24,10 @@ for _, member in ipairs(expired) do
   local task = cjson.decode(member)
   local crawlid = task['crawlid']
   task['attempts'] = (task['attempts'] or 0) + 1
-  local stopped = redis.call('EXISTS', string.format(ARGV[7], crawlid)) == 1
+  local stopped = redis.call('HEXISTS', ARGV[7], crawlid) == 1
   if task['attempts'] < tonumber(ARGV[3]) and not stopped then
     local back = string.format(ARGV[10], task['spider_type'])
-    if redis.call('EXISTS', string.format(ARGV[8], crawlid)) == 1 then
+    if redis.call('HEXISTS', ARGV[8], crawlid) == 1 then
       back = string.format(ARGV[9], crawlid)
     end
     redis.call('ZADD', back, -(task['priority'] or 0), cjson.encode(task))

@@ -9,8 +9,8 @@
 -- KEYS[2]  the shard's recently pushed link digests (zset, score = when pushed)
 -- ARGV[1]  pending hash key template, string.format(template, crawlid)
 -- ARGV[2]  counts hash key template, string.format(template, crawlid)
--- ARGV[3]  stopped flag key template, string.format(template, crawlid)
--- ARGV[4]  paused flag key template, string.format(template, crawlid)
+-- ARGV[3]  the shard's stopped crawls (hash crawl id -> when)
+-- ARGV[4]  the shard's paused crawls (hash crawl id -> when)
 -- ARGV[5]  parked set key template, string.format(template, crawlid)
 -- ARGV[6]  now (seconds)
 -- ARGV[7]  dedupe window (seconds)
@@ -35,8 +35,8 @@ for i = 8, #ARGV, 3 do
   local crawlid = string.match(member, '"crawlid":"([^"]*)"')
   local domain = string.match(member, '"domain":"([^"]*)"')
   if stopped[crawlid] == nil then
-    stopped[crawlid] = redis.call('EXISTS', string.format(ARGV[3], crawlid)) == 1
-    parked[crawlid] = redis.call('EXISTS', string.format(ARGV[4], crawlid)) == 1
+    stopped[crawlid] = redis.call('HEXISTS', ARGV[3], crawlid) == 1
+    parked[crawlid] = redis.call('HEXISTS', ARGV[4], crawlid) == 1
   end
   local target = KEYS[1]
   if parked[crawlid] then target = string.format(ARGV[5], crawlid) end

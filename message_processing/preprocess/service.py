@@ -34,7 +34,7 @@ from typing import Any
 from kafka import ConsumerRebalanceListener
 from redis import RedisError
 
-from master.bloom import BloomFilter
+from master.bloomgen import AgingBloomFilter
 from master.counters import WindowCounts
 from master.crawls import CrawlStore, WriteBatch
 from master.frontier import Frontier
@@ -73,7 +73,7 @@ class Context:
         self.crawls = CrawlStore(redis, keys)
         self.frontier = Frontier.from_settings(redis, settings)
         self.worklist = WorkList.from_settings(redis, settings)
-        self.bloom = BloomFilter.from_settings(redis, settings)
+        self.bloom = AgingBloomFilter.from_settings(redis, settings)
 
 
 class Assignments(ConsumerRebalanceListener):

@@ -6,7 +6,7 @@ from datetime import UTC, datetime
 
 import pytest
 
-from master.bloom import BloomFilter
+from master.bloomgen import AgingBloomFilter
 from master.crawls import CrawlStore
 from master.frontier import Frontier
 from master.keys import Keys
@@ -45,7 +45,7 @@ def racing_masters(redis, test_settings, clock, count=2):
     """``count`` masters' schedules (their own Lua and crawl store) submitting for real."""
     keys = Keys.from_settings(test_settings)
     frontier = Frontier.from_settings(redis, test_settings)
-    bloom = BloomFilter.from_settings(redis, test_settings)
+    bloom = AgingBloomFilter.from_settings(redis, test_settings)
     store = CrawlStore(redis, keys)
     submitted, lock = [], threading.Lock()
 

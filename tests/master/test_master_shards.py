@@ -6,6 +6,7 @@ import time
 import pytest
 
 from master.bloom import BloomFilter, BloomParams
+from master.bloomgen import AgingBloomFilter
 from master.counters import RollingTimeCounter, StepTimeCounter, WindowCounts
 from master.crawls import CrawlStore
 from master.dispatcher import Dispatcher
@@ -38,12 +39,13 @@ def test_every_key_of_a_domain_carries_its_shard_tag():
     domain_keys = [keys.queue("job", "example.com"), keys.throttle("ip", "10.0.0.1", "example.com"),
                    keys.crawl_domain_pages("c1", "example.com"), keys.pool(shard, "universal"),
                    keys.leases(shard), keys.hubs(shard), keys.shard_owner(shard),
-                   keys.job_domains("job", shard),
-                   *(keys.crawl_template(kind, shard) % "c1" for kind in
-                     ("pending", "counts", "stopped", "paused", "parked", "failed"))]
+                   keys.job_domains("job", shard), keys.stopped_crawls(shard),
+                   keys.paused_crawls(shard), *keys.crawl_shard_keys("c1", shard)]
     assert {keys.hash_tag(key) for key in domain_keys} == {tag}
     cluster_wide = [keys.jobs(), keys.job_shards("job"), keys.pool_shards("universal"),
-                    keys.crawl_shards("c1"), keys.crawl("c1"), keys.frontier_meta()]
+                    keys.crawl_shards("c1"), keys.crawl("c1"), keys.frontier_meta(),
+                    keys.crawls(), keys.ended_crawls(), keys.retiring_crawls(),
+                    keys.retention_lock()]
     assert {keys.hash_tag(key) for key in cluster_wide} == {"cc"}
 
 
@@ -138,6 +140,8 @@ def exercise_every_script(client, keys, scripts):
     dispatcher.tick()                                             # an empty shard pruned
     BloomFilter(client, keys, "t", BloomParams.for_capacity(1000, 0.01, counting=True),
                 scripts=scripts).remove_many(["http://a.com/"])
+    AgingBloomFilter(client, keys, "g", BloomParams.for_capacity(1000, 0.01), 1000, 2, 0.01,
+                     **common).add_many(["http://a.com/"])          # made: bloom_rotate
     RollingTimeCounter(client, keys.rolling_counter("r"), 60, **common).increment()
     StepTimeCounter(client, keys, "s", step=60, keep=2, **common).increment()
     WindowCounts(client, keys.window_counts("w"), **common).increment()
