@@ -262,7 +262,7 @@ class BloomFilter:
 
     def _run_bitfield(self, urls: Sequence[str], scope: Scope, write: bool) -> list[bool]:
         op = self.write_op if write else self.read_op
-        missing = missing_everywhere([(self, op)], urls, scope, self.chunk)
+        missing = missing_from([(self, op)], urls, scope, self.chunk)[0]
         return flags(missing if write else ~missing)
 
     @property
@@ -340,7 +340,7 @@ class BloomFilter:
         """``{block: ([url indexes], [positions or digests])}``, URL order kept per block."""
         by_block: dict[int, tuple[list[int], list[Any]]] = {}
         for index, url in enumerate(urls):
-            digest = url_digest(url, _scope_of(scope, index))
+            digest = url_digest(url, scope_of(scope, index))
             data: list[Any]
             if self.hash_in == "lua":
                 block = int.from_bytes(digest[10:14], "big") % self.params.blocks
@@ -370,16 +370,17 @@ def _set_cells(words: NDArray[np.uint64], cell_bits: int) -> int:
     return int(np.unpackbits(as_bytes).sum())
 
 
-def _scope_of(scope: Scope, index: int) -> str:
+def scope_of(scope: Scope, index: int) -> str:
     return scope[index] if isinstance(scope, list) else scope
 
 
 Target = tuple["BloomFilter", "_Op"]     # a filter, and what to do with each URL's cells
 
 
-def missing_everywhere(targets: Sequence[Target], urls: Sequence[str], scope: Scope,
-                       chunk: int) -> NDArray[np.bool_]:
-    """For each URL, True if each target filter lacks it (one of its cells was 0 there).
+def missing_from(targets: Sequence[Target], urls: Sequence[str], scope: Scope,
+                 chunk: int) -> NDArray[np.bool_]:
+    """A row per target, a column per URL: True where the target filter lacks the URL
+    (one of its cells was 0 there).
 
     One BITFIELD per target, block and chunk, keeping one chunk in flight: the next
     chunk is hashed while Redis runs the last one. BITFIELD SET returns each bit's old
@@ -387,13 +388,13 @@ def missing_everywhere(targets: Sequence[Target], urls: Sequence[str], scope: Sc
     missing only the first time. Every target shares the client of the first.
     """
     client = targets[0][0].client
-    missing = np.ones(len(urls), dtype=bool)
+    missing = np.zeros((len(targets), len(urls)), dtype=bool)
     connections = _Connections(client)
     try:
         in_flight: deque[tuple[int, int, list[Sent]]] = deque()
         for start in range(0, len(urls), chunk):
             stop = min(start + chunk, len(urls))
-            digests = b"".join([url_digest(urls[index], _scope_of(scope, index))
+            digests = b"".join([url_digest(urls[index], scope_of(scope, index))
                                 for index in range(start, stop)])
             in_flight.append((start, stop, [
                 connections.send(bloom.bitfield_commands(digests, start, op))
@@ -414,12 +415,10 @@ def missing_everywhere(targets: Sequence[Target], urls: Sequence[str], scope: Sc
 
 def _collect(start: int, stop: int, sent: list[Sent], missing: NDArray[np.bool_]) -> None:
     """Read a chunk's replies, target by target: a URL is missing from a target if
-    one of its cells there was 0, and missing everywhere if from every target."""
-    for target in sent:
-        lacks = np.zeros(stop - start, dtype=bool)
+    one of its cells there was 0."""
+    for row, target in enumerate(sent):
         for conn, owners in target:
-            lacks[owners[np.asarray(conn.read_response()) == 0] - start] = True
-        missing[start:stop] &= lacks
+            missing[row, owners[np.asarray(conn.read_response()) == 0]] = True
 
 
 class _Connections:

@@ -36,8 +36,9 @@ from dataclasses import asdict
 from typing import Any
 
 import numpy as np
+from numpy.typing import NDArray
 
-from master.bloom import BloomFilter, BloomParams, Scope, flags, missing_everywhere
+from master.bloom import BloomFilter, BloomParams, Scope, flags, missing_from, scope_of
 from master.counters import Clock
 from master.keys import Keys
 from master.lua import LuaScripts
@@ -129,21 +130,27 @@ class AgingBloomFilter:
                 added &= ~np.array(bloom.contains_many(urls, scope))
             return flags(added)
         targets = [(bloom, bloom.read_op) for bloom in older] + [(newest, newest.write_op)]
-        return flags(missing_everywhere(targets, urls, scope, newest.chunk))
+        return flags(np.all(missing_from(targets, urls, scope, newest.chunk), axis=0))
 
     def contains_many(self, urls: Sequence[str], scope: Scope = "") -> list[bool]:
-        """True for each URL a live generation holds (or a false positive)."""
+        """True for each URL a live generation holds (or a false positive). One held
+        only by older generations is added to the newest too: a link found again and
+        again is remembered however long ago it was first seen."""
         if not urls:
             return []
         live = self.live()
         if self._scripted(live[-1]):
-            found = np.zeros(len(urls), dtype=bool)
-            for bloom in live:
-                found |= np.array(bloom.contains_many(urls, scope))
-            return flags(found)
-        missing = missing_everywhere([(bloom, bloom.read_op) for bloom in live],
-                                     urls, scope, live[-1].chunk)
-        return flags(~missing)
+            missing = np.array([[not found for found in bloom.contains_many(urls, scope)]
+                                for bloom in live], dtype=bool)
+        else:
+            missing = missing_from([(bloom, bloom.read_op) for bloom in live],
+                                   urls, scope, live[-1].chunk)
+        found: NDArray[np.bool_] = np.logical_not(missing.all(axis=0))
+        older_only = np.flatnonzero(found & missing[-1]).tolist()
+        if older_only:
+            live[-1].add_many([urls[index] for index in older_only],
+                              [scope_of(scope, index) for index in older_only])
+        return flags(found)
 
     def remove_many(self, urls: Sequence[str], scope: Scope = "") -> list[bool]:
         """Counting mode: take URLs out of every live generation holding them (a URL

@@ -27,6 +27,7 @@ from message_processing.replies import encode, reply_to
 from message_processing.requests import Message
 from message_processing.worklist import Entry, WorkList
 from settings.clients import RedisClient, stop_zookeeper
+from settings.errors import ServerUnreachable
 from settings.loader import Settings
 from settings.process import stop_on_signals
 
@@ -50,6 +51,7 @@ class Context:
         self.worklist = WorkList.from_settings(redis, settings)
         self._zookeeper_factory = zookeeper_factory
         self._zookeeper: Any = None
+        self._mongo: Any = None
 
     @property
     def zookeeper(self) -> Any:
@@ -61,6 +63,25 @@ class Context:
             self._zookeeper = factory()
         return self._zookeeper
 
+    def retired_record(self, crawlid: str) -> dict[str, Any] | None:
+        """A retired crawl's MongoDB crawl record, or None (MongoDB connected on first use:
+        only ``info`` on a crawl Redis no longer knows needs it)."""
+        from pymongo.errors import PyMongoError
+
+        from settings.clients import mongo_client
+
+        try:
+            if self._mongo is None:
+                self._mongo = mongo_client(self.settings, ROLE)
+            records = self._mongo[self.settings["CRAWLCLUSTER_MONGODB_DATABASE"]]["crawls"]
+            record: dict[str, Any] | None = records.find_one(
+                {"crawlid": crawlid, "retired_at": {"$exists": True}}, {"_id": 0})
+        except (PyMongoError, ServerUnreachable) as exc:
+            logger.warning("crawl %s is not in Redis and its crawl record could not be "
+                           "read from MongoDB: %s", crawlid, exc)
+            return None
+        return record
+
     def window_counts(self, name: str) -> WindowCounts:
         return WindowCounts(self.redis, self.keys.window_counts(name),
                             scripts=self.frontier.scripts)
@@ -68,6 +89,8 @@ class Context:
     def close(self) -> None:
         if self._zookeeper is not None:
             stop_zookeeper(self._zookeeper)
+        if self._mongo is not None:
+            self._mongo.close()
 
 
 class Monitor:

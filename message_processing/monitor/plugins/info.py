@@ -3,7 +3,11 @@
 what became of the links its pages yielded: ``links: {found, new, duplicate,
 refused: {reason: count}}`` (reasons: rule, scope, depth, robots, blacklist,
 domain_max_pages, scheme, url_length, invalid).
-Without a crawl id (scrapy-cluster only) every crawl of the app is reported."""
+Without a crawl id (scrapy-cluster only) every crawl of the app is reported. A crawl
+retired from Redis (``CRAWLCLUSTER_CRAWL_RETENTION`` after it ended) is answered from
+its MongoDB crawl record, with ``retired: true``."""
+
+from typing import Any
 
 from message_processing.monitor.plugins import MonitorPlugin
 from message_processing.replies import reply_to
@@ -26,6 +30,11 @@ class InfoPlugin(MonitorPlugin):
                         total_pending=sum(info["total_pending"] for info in crawls.values()))
 
     def crawl_info(self, crawlid: str) -> Message:
+        known = self.context.crawls.load(crawlid) is not None
+        if not known:
+            record = self.context.retired_record(crawlid)
+            if record is not None:
+                return retired_info(record)
         progress = self.context.crawls.progress(crawlid)
         counts = progress["counts"]
         return {
@@ -41,5 +50,18 @@ class InfoPlugin(MonitorPlugin):
             "paused": progress["paused"],
             "parked": progress["parked"],
             "links": progress["links"],
-            "known": self.context.crawls.load(crawlid) is not None,
+            "known": known,
         }
+
+
+def retired_info(record: dict[str, Any]) -> Message:
+    """``info`` of a crawl whose Redis state was retired, from its MongoDB crawl record
+    (``master/retention.py``): its final figures, ``retired: true`` and when."""
+    final = record["final"]
+    counts = final["counts"]
+    return {"total_pending": 0, "total_domains": 0, "domains": {},
+            **{field: counts.get(field, 0)
+               for field in ("queued", "done", "failed", "dropped", "purged")},
+            "stopped": final["stopped"], "paused": False, "parked": 0, "links": final["links"],
+            "known": True, "retired": True, "retired_at": record["retired_at"],
+            "pages": record.get("pages", 0), "items": record.get("items", 0)}
