@@ -126,7 +126,8 @@ class Dispatcher:
                    min_age=settings.getfloat("CRAWLCLUSTER_WEIGHT_MIN_AGE"),
                    **common)
         dispatcher.schedules = Schedules(client, keys, **common)
-        bloom, store = AgingBloomFilter.from_settings(client, settings), CrawlStore(client, keys)
+        bloom = AgingBloomFilter.from_settings(client, settings, clock=clock)
+        store = CrawlStore(client, keys)
         dispatcher.submit_crawl = lambda config: store.submit(config, bloom,
                                                               dispatcher.frontier)
         dispatcher.bloom = bloom

@@ -5,9 +5,10 @@ A crawl has ended when it is stopped (or expired, which stops it), or when nothi
 it is pending anywhere and it has no hubs to revisit (a revisit crawl runs until it
 is stopped). Masters look at a slice of the crawl index each pass
 (``CRAWLCLUSTER_RETENTION_SLICE`` crawls) and note in ``Keys.ended_crawls`` when each
-was first found ended; one found running again (re-submitted, or work came back) is
-taken out. Once a crawl has been ended for the retention time it retires, in steps a
-master killed anywhere leaves for the next pass to finish:
+was first found ended; one found running again when due (re-submitted, or work came
+back) is taken out, and noted again when it ends again. Once a crawl has been ended
+for the retention time it retires, in steps that a master killed anywhere leaves for
+the next pass to finish:
 
 1. its final figures (counts, links, failures, stopped) go to its MongoDB crawl
    record (``retired_at``), written again if the master dies before step 2;
@@ -70,43 +71,36 @@ class Retention:
 
     def run(self) -> dict[str, int]:
         """One pass (if no other master runs one): note the crawls of the next slice of
-        the index that ended (or run again), retire those ended long enough ago.
-        Returns ``{"ended", "running", "retired"}`` counts of this pass."""
+        the index that ended, retire those ended long enough ago (or un-note them, if
+        running again). Returns ``{"ended", "retired"}``: counts of this pass."""
         lock = self.keys.retention_lock()
         if not self.client.set(lock, str(self.clock()), nx=True, ex=300):
-            return {"ended": 0, "running": 0, "retired": 0}
+            return {"ended": 0, "retired": 0}
         try:
-            ended, running = self._note_slice()
+            ended = self._note_slice()
             retired = self._retire_due()
         finally:
             self.client.delete(lock)
-        return {"ended": ended, "running": running, "retired": retired}
+        return {"ended": ended, "retired": retired}
 
     # --- which crawls ended ----------------------------------------------------------
 
-    def _note_slice(self) -> tuple[int, int]:
-        """Note ended crawls of the next slice of the index; un-note running ones."""
+    def _note_slice(self) -> int:
+        """Note the crawls of the next slice of the index found ended."""
         index = self.client.zrange(self.keys.crawls(), self._cursor,
                                    self._cursor + self.slice_size - 1, withscores=True)
         self._cursor = 0 if len(index) < self.slice_size else self._cursor + len(index)
         if not index:
-            return 0, 0
-        crawlids = [crawlid for crawlid, _ in index]
-        ended_at = dict(zip(crawlids, self.client.zmscore(self.keys.ended_crawls(), crawlids),
-                            strict=True))
+            return 0
+        noted = self.client.zmscore(self.keys.ended_crawls(), [crawlid for crawlid, _ in index])
+        # Noted ones are looked at again when due (``_retire``), and taken out if running.
+        running = {crawlid: submitted for (crawlid, submitted), ended_at
+                   in zip(index, noted, strict=True) if ended_at is None}
         now = self.clock()
-        states = self._ended(dict(index), now)
-        newly = {crawlid: now for crawlid, over in states.items()
-                 if over and ended_at[crawlid] is None}
-        again = [crawlid for crawlid, over in states.items()
-                 if not over and ended_at[crawlid] is not None]
-        pipe = self.client.pipeline(transaction=False)
+        newly = {crawlid: now for crawlid, over in self._ended(running, now).items() if over}
         if newly:
-            pipe.zadd(self.keys.ended_crawls(), newly)
-        if again:
-            pipe.zrem(self.keys.ended_crawls(), *again)
-        pipe.execute()
-        return len(newly), len(again)
+            self.client.zadd(self.keys.ended_crawls(), newly)
+        return len(newly)
 
     def _ended(self, submitted: dict[str, float], now: float) -> dict[str, bool]:
         """``{crawlid: has it ended?}``: stopped, or drained with no hubs to revisit."""
