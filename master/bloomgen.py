@@ -6,8 +6,9 @@ and a false positive is a new link taken for one already seen, silently not craw
 So the filter is a short list of generations, each a ``BloomFilter`` of its own:
 
 - a URL is seen if any live generation holds it;
-- adding puts it in the newest generation, also when an older one holds it already,
-  so a link found again and again (a hub listing an article) stays remembered;
+- adding puts it in the newest generation; looking up a URL only the oldest
+  generation holds (the next to go) puts it in the newest too, so a link found again
+  and again (a hub listing an article) stays remembered;
 - a master's upkeep starts a new generation once the newest holds its capacity
   (estimated from a sample of its cells), or is ``max_age`` old if that is set, and
   drops the oldest once there are more than ``generations``.
@@ -134,8 +135,9 @@ class AgingBloomFilter:
 
     def contains_many(self, urls: Sequence[str], scope: Scope = "") -> list[bool]:
         """True for each URL a live generation holds (or a false positive). One held
-        only by older generations is added to the newest too: a link found again and
-        again is remembered however long ago it was first seen."""
+        only by the oldest generation, the next to be dropped, is added to the newest
+        too: a link found again and again is remembered however long ago it was first
+        seen, at the cost of one write per URL every ``generations - 1`` turnovers."""
         if not urls:
             return []
         live = self.live()
@@ -146,11 +148,17 @@ class AgingBloomFilter:
             missing = missing_from([(bloom, bloom.read_op) for bloom in live],
                                    urls, scope, live[-1].chunk)
         found: NDArray[np.bool_] = np.logical_not(missing.all(axis=0))
-        older_only = np.flatnonzero(found & missing[-1]).tolist()
-        if older_only:
-            live[-1].add_many([urls[index] for index in older_only],
-                              [scope_of(scope, index) for index in older_only])
+        if len(live) >= self.generations:
+            self._refresh(urls, scope, live[-1], found & missing[1:].all(axis=0))
         return flags(found)
+
+    @staticmethod
+    def _refresh(urls: Sequence[str], scope: Scope, newest: BloomFilter,
+                 which: NDArray[np.bool_]) -> None:
+        indexes = np.flatnonzero(which).tolist()
+        if indexes:
+            newest.add_many([urls[index] for index in indexes],
+                            [scope_of(scope, index) for index in indexes])
 
     def remove_many(self, urls: Sequence[str], scope: Scope = "") -> list[bool]:
         """Counting mode: take URLs out of every live generation holding them (a URL

@@ -62,10 +62,11 @@ def test_ten_times_capacity_keeps_error_and_memory_within_the_configured(redis, 
 
 
 def test_a_url_found_again_is_remembered_through_any_number_of_turnovers(redis, test_settings):
+    """A link looked up at least once a generation (a hub listing it) stays."""
     bloom, clock = aging(redis, test_settings)
     assert bloom.add_many(["http://hub.com/a1"], scope="c") == [True]
-    for round_ in range(12):
-        fill(bloom, clock, [f"http://a.com/{round_}/{n}" for n in range(600)])
+    for round_ in range(30):
+        fill(bloom, clock, [f"http://a.com/{round_}/{n}" for n in range(200)])
         assert bloom.contains_many(["http://hub.com/a1"], scope="c") == [True]
     assert bloom.add_many(["http://hub.com/a1"], scope="c") == [False]
     assert bloom.figures()["generations"] == 4
@@ -89,6 +90,13 @@ def test_a_filter_from_before_generations_is_kept_as_the_oldest(redis, test_sett
     bloom, clock = aging(redis, test_settings)
     assert [b.name for b in bloom.live()] == ["seen", "seen.1"]
     assert bloom.add_many(["http://old.com/1", "http://new.com/1"], scope="c") == [False, True]
+
+
+def test_a_url_no_longer_looked_up_is_forgotten(redis, test_settings):
+    bloom, clock = aging(redis, test_settings)
+    bloom.add_many(["http://hub.com/gone"], scope="c")
+    fill(bloom, clock, [f"http://a.com/{n}" for n in range(6_000)])
+    assert bloom.contains_many(["http://hub.com/gone"], scope="c") == [False]
 
 
 def test_counting_generations_remove_a_url_wherever_it_is(redis, test_settings):
