@@ -87,7 +87,7 @@ def test_a_filter_from_before_generations_is_kept_as_the_oldest(redis, test_sett
     keys = Keys.from_settings(test_settings)
     legacy = BloomFilter(redis, keys, "seen", BloomParams.for_capacity(5_000, ERROR))
     legacy.add_many(["http://old.com/1", "http://old.com/2"], scope="c")
-    bloom, clock = aging(redis, test_settings)
+    bloom, _ = aging(redis, test_settings)
     assert [b.name for b in bloom.live()] == ["seen", "seen.1"]
     assert bloom.add_many(["http://old.com/1", "http://new.com/1"], scope="c") == [False, True]
 
