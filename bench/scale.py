@@ -57,6 +57,7 @@ from manager.local.services import (
     stop_process,
 )
 from master.bloom import BloomFilter, BloomParams
+from master.bloomgen import AgingBloomFilter
 from master.dispatcher import Dispatcher
 from master.frontier import Frontier
 from master.keys import Keys
@@ -119,7 +120,7 @@ class CrawlCycle:
         self.dispatcher = Dispatcher(client, self.keys, registry, self.frontier)
         self.dispatcher.leases.refresh()
         self.queues = ThrottledQueues(client, self.keys, SiteConfig(100_000, 1.0))
-        self.bloom = BloomFilter.from_settings(client, settings)
+        self.bloom = AgingBloomFilter.from_settings(client, settings)
         self.domains = [f"site{n}.com" for n in range(domains)]
         self.views = dict.fromkeys(JOBS)
         self.made = 0

@@ -51,6 +51,10 @@ class CrawlStore:
             config = self._cache[crawlid] = json.loads(raw)
         return config
 
+    def exists(self, crawlid: str) -> bool:
+        """Is the crawl in Redis now (submitted, not retired)? Asks Redis, not the cache."""
+        return bool(self.client.exists(self.keys.crawl(crawlid)))
+
     def forget(self, crawlid: str) -> None:
         """Drop a retired crawl's cached config."""
         self._cache.pop(crawlid, None)

@@ -30,7 +30,7 @@ class InfoPlugin(MonitorPlugin):
                         total_pending=sum(info["total_pending"] for info in crawls.values()))
 
     def crawl_info(self, crawlid: str) -> Message:
-        known = self.context.crawls.load(crawlid) is not None
+        known = self.context.crawls.exists(crawlid)
         if not known:
             record = self.context.retired_record(crawlid)
             if record is not None:

@@ -19,8 +19,7 @@ class StopPlugin(MonitorPlugin):
                     else self.context.crawls.user_crawls(request["appid"]))
         # A retired crawl (or one never submitted) has nothing to stop: flagging it would
         # leave flags no retention pass removes.
-        crawlids = [crawlid for crawlid in crawlids
-                    if self.context.crawls.load(crawlid) is not None]
+        crawlids = [crawlid for crawlid in crawlids if self.context.crawls.exists(crawlid)]
         jobs = self.context.redis.zrange(self.context.keys.jobs(), 0, -1)
         purged = sum(self.context.frontier.purge_crawl(crawlid, jobs) for crawlid in crawlids)
         return reply_to(request, action=self.action, **{self.total_field: purged})
