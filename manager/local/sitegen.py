@@ -48,6 +48,9 @@ class SiteSpec:
     related_links: int = 5
     seed: int = 1
     gbk_page: bool = True
+    # a share of detail pages made 50-500 KB long by their comments, as real pages can be
+    large_share: float = 0.0
+    large_kb: tuple = (50, 500)
     crawl_delays: dict = field(default_factory=dict)     # host -> robots.txt Crawl-delay
 
     def base(self, host: str) -> str:
@@ -161,6 +164,8 @@ def _detail(spec: SiteSpec, host: str, number: int, rng: random.Random) -> Page:
                f"{rng.randint(1, spec.details_per_host)}.html"
                for _ in range(spec.related_links)]
     gbk = spec.gbk_page and host == spec.hosts[0] and number == 1
+    if spec.large_share and rng.random() < spec.large_share:
+        fields["padding_kb"] = rng.randint(*spec.large_kb)
     return Page(f"{base}/news/{number}.html", "detail", host, f"news/{number}.html",
                 encoding="gbk" if gbk else "utf-8", links=related, fields=fields)
 
@@ -209,7 +214,14 @@ def _detail_body(page: Page) -> str:
             f'<span class="author">{f["author"]}</span></div>'
             f'<div class="content">{paragraphs}</div></div>'
             f'<ul class="related">{related}</ul>'
-            f'<div class="comments"><p>网友评论：写得很好！</p><p>网友评论：支持。</p></div>')
+            f'<div class="comments"><p>网友评论：写得很好！</p><p>网友评论：支持。</p>'
+            f'{_padding(f.get("padding_kb", 0))}</div>')
+
+
+def _padding(kb: int) -> str:
+    """About ``kb`` KB of comments (UTF-8)."""
+    comment = "<p>网友评论：" + "这篇报道很有参考价值，希望继续关注后续进展。" * 8 + "</p>"
+    return comment * (kb * 1024 // len(comment.encode()))
 
 
 def _write(path: Path, data: bytes) -> None:
