@@ -10,17 +10,19 @@ import json
 import logging
 import sys
 import time
+from collections.abc import Callable
+from typing import Any
 
 from settings.clients import SERVER_KINDS, check_server, server_address
 from settings.errors import CrawlClusterError
-from settings.loader import load_settings
+from settings.loader import Settings, load_settings
 from settings.reference import settings_table
 
 EXIT_FAILED = 1
 EXIT_ERROR = 2
 
 
-def cmd_ping(args, settings):
+def cmd_ping(args: argparse.Namespace, settings: Settings) -> int:
     """Check every configured server; one line each."""
     all_ok = True
     for kind in args.kinds or SERVER_KINDS:
@@ -30,7 +32,7 @@ def cmd_ping(args, settings):
     return 0 if all_ok else EXIT_FAILED
 
 
-def cmd_services(args, settings):
+def cmd_services(args: argparse.Namespace, settings: Settings) -> int:
     """Start, report or stop the local servers."""
     from manager.local.services import LocalServers
 
@@ -45,14 +47,14 @@ def cmd_services(args, settings):
     return 0
 
 
-def cmd_master(args, settings):
+def cmd_master(args: argparse.Namespace, settings: Settings) -> int:
     """Run the dispatcher until SIGTERM/SIGINT."""
     from master.dispatcher import main as run_dispatcher
 
     return run_dispatcher(settings)
 
 
-def cmd_up(args, settings):
+def cmd_up(args: argparse.Namespace, settings: Settings) -> int:
     """Start a local cluster; in the foreground until Ctrl-C unless --detach."""
     from manager.local.cluster import LocalCluster
 
@@ -74,13 +76,13 @@ def cmd_up(args, settings):
         return 0
 
 
-def cmd_supervisor(args, settings):
+def cmd_supervisor(args: argparse.Namespace, settings: Settings) -> int:
     from manager.local.supervisor import main as supervise
 
     return supervise(settings, args.nodes, args.procs, args.masters)
 
 
-def cmd_down(args, settings):
+def cmd_down(args: argparse.Namespace, settings: Settings) -> int:
     """Stop what `up` (or `demo --keep`) started."""
     from manager.local.cluster import LocalCluster
 
@@ -89,20 +91,20 @@ def cmd_down(args, settings):
     return 0
 
 
-def cmd_demo(args, settings):
+def cmd_demo(args: argparse.Namespace, settings: Settings) -> int:
     from manager.local.demo import main as run_demo
 
     return run_demo(settings, args)
 
 
-def cmd_manager(args, settings):
+def cmd_manager(args: argparse.Namespace, settings: Settings) -> int:
     """Run this node's scrapyd-compatible spider manager until SIGTERM/SIGINT."""
     from manager.node import main as run_manager
 
     return run_manager(settings)
 
 
-def cmd_preprocess(args, settings):
+def cmd_preprocess(args: argparse.Namespace, settings: Settings) -> int:
     """Run the Kafka intake until SIGTERM/SIGINT."""
     from message_processing.preprocess.service import Preprocess
 
@@ -110,14 +112,14 @@ def cmd_preprocess(args, settings):
     return 0
 
 
-def cmd_exporter(args, settings):
+def cmd_exporter(args: argparse.Namespace, settings: Settings) -> int:
     """Serve the cluster's Prometheus metrics until SIGTERM/SIGINT."""
     from manager.metrics import main as run_exporter
 
     return run_exporter(settings)
 
 
-def cmd_monitor(args, settings):
+def cmd_monitor(args: argparse.Namespace, settings: Settings) -> int:
     """Answer stored queries and commands until SIGTERM/SIGINT."""
     from message_processing.monitor.service import Monitor
 
@@ -125,7 +127,8 @@ def cmd_monitor(args, settings):
     return 0
 
 
-def _with_client(settings, args, work):
+def _with_client(settings: Settings, args: argparse.Namespace,
+                 work: Callable[[Any], int]) -> int:
     from message_processing.client import RequestClient
 
     client = RequestClient.from_settings(settings, timeout=args.timeout)
@@ -135,7 +138,7 @@ def _with_client(settings, args, work):
         client.close()
 
 
-def cmd_submit(args, settings):
+def cmd_submit(args: argparse.Namespace, settings: Settings) -> int:
     """Send requests from a file (or stdin) and print each reply."""
     from message_processing.client import read_requests, submit
 
@@ -144,7 +147,7 @@ def cmd_submit(args, settings):
     return _with_client(settings, args, lambda client: submit(client, requests, args.json))
 
 
-def _read_file(path):
+def _read_file(path: str) -> str:
     try:
         with open(path, encoding="utf-8") as handle:
             return handle.read()
@@ -152,10 +155,10 @@ def _read_file(path):
         raise CrawlClusterError(f"cannot read {path}: {exc.strerror}") from None
 
 
-def _query(args, settings, request):
+def _query(args: argparse.Namespace, settings: Settings, request: dict[str, Any]) -> int:
     from message_processing.client import print_reply
 
-    def ask(client):
+    def ask(client: Any) -> int:
         reply = client.ask(dict(request, userid=args.user))
         print_reply(reply, args.json)
         return 1 if reply.get("status") == "error" else 0
@@ -163,23 +166,23 @@ def _query(args, settings, request):
     return _with_client(settings, args, ask)
 
 
-def cmd_info(args, settings):
+def cmd_info(args: argparse.Namespace, settings: Settings) -> int:
     return _query(args, settings, {"type": "info", "crawlid": args.crawlid})
 
 
-def cmd_stop(args, settings):
+def cmd_stop(args: argparse.Namespace, settings: Settings) -> int:
     return _query(args, settings, {"type": "stop", "crawlid": args.crawlid})
 
 
-def cmd_pause(args, settings):
+def cmd_pause(args: argparse.Namespace, settings: Settings) -> int:
     return _query(args, settings, {"type": "pause", "crawlid": args.crawlid})
 
 
-def cmd_resume(args, settings):
+def cmd_resume(args: argparse.Namespace, settings: Settings) -> int:
     return _query(args, settings, {"type": "resume", "crawlid": args.crawlid})
 
 
-def cmd_schedule(args, settings):
+def cmd_schedule(args: argparse.Namespace, settings: Settings) -> int:
     """Add, list, pause, resume or delete a recurring crawl."""
     request = {"type": "schedule", "action": args.action}
     if args.action != "list":
@@ -204,11 +207,11 @@ def cmd_schedule(args, settings):
     return _query(args, settings, request)
 
 
-def cmd_stats(args, settings):
+def cmd_stats(args: argparse.Namespace, settings: Settings) -> int:
     return _query(args, settings, {"type": "stats", "stats": args.module})
 
 
-def cmd_config(args, settings):
+def cmd_config(args: argparse.Namespace, settings: Settings) -> int:
     actions = {("rate", False): "rate", ("rate", True): "remove_rate",
                ("blacklist", False): "blacklist", ("blacklist", True): "unblacklist"}
     request = {"type": "site_config", "action": actions[args.what, args.remove],
@@ -222,7 +225,7 @@ def cmd_config(args, settings):
     return _query(args, settings, request)
 
 
-def cmd_watch(args, settings):
+def cmd_watch(args: argparse.Namespace, settings: Settings) -> int:
     from message_processing.client import watch
 
     request = {"type": "info", "crawlid": args.crawlid, "userid": args.user}
@@ -230,7 +233,7 @@ def cmd_watch(args, settings):
                         lambda client: watch(client, request, args.every, as_json=args.json))
 
 
-def cmd_proxy(args, settings):
+def cmd_proxy(args: argparse.Namespace, settings: Settings) -> int:
     """Validate the proxy pool (once or every N seconds), or serve its API."""
     from crawler.proxy import ProxyPool
     from settings.clients import mongo_client
@@ -248,7 +251,7 @@ def cmd_proxy(args, settings):
         time.sleep(args.every)
 
 
-def cmd_settings(args, settings):
+def cmd_settings(args: argparse.Namespace, settings: Settings) -> int:
     """Print the effective settings, or the settings table of docs/settings.md."""
     if args.markdown:
         print(settings_table())
@@ -258,7 +261,7 @@ def cmd_settings(args, settings):
     return 0
 
 
-def build_parser():
+def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="crawlcluster",
         description="Distributed Scrapy crawling over Redis, Kafka, ZooKeeper and MongoDB.")
@@ -336,8 +339,9 @@ def build_parser():
     return parser
 
 
-def _client_commands(commands):
-    def client_parser(name, help_text, func):
+def _client_commands(commands: Any) -> None:
+    def client_parser(name: str, help_text: str,
+                      func: Callable[[argparse.Namespace, Settings], int]) -> Any:
         parser = commands.add_parser(name, help=help_text)
         parser.add_argument("--json", action="store_true", help="print replies as JSON")
         parser.add_argument("--timeout", type=float, metavar="SECONDS",
@@ -386,7 +390,7 @@ def _client_commands(commands):
                         help="remove the domain's limit, or take it off the blacklist")
 
 
-def main(argv=None):
+def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
     _check_kinds(parser, getattr(args, "kinds", None))
@@ -403,7 +407,7 @@ def main(argv=None):
         return 130
 
 
-def _check_kinds(parser, kinds):
+def _check_kinds(parser: argparse.ArgumentParser, kinds: list[str] | None) -> None:
     unknown = [kind for kind in kinds or () if kind not in SERVER_KINDS]
     if unknown:
         parser.error(f"unknown server kind {unknown[0]!r}; choose from {', '.join(SERVER_KINDS)}")
@@ -413,7 +417,7 @@ def _check_kinds(parser, kinds):
 THIRD_PARTY_LOGGERS = ("kafka", "kazoo", "pymongo", "urllib3", "botocore", "filelock")
 
 
-def configure_logging(settings, quiet_clients=False):
+def configure_logging(settings: Settings, quiet_clients: bool = False) -> None:
     logging.basicConfig(
         level=settings["CRAWLCLUSTER_LOG_LEVEL"],
         format="%(asctime)s %(levelname)s %(name)s: %(message)s",

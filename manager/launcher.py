@@ -13,6 +13,7 @@ cleanly, are not restarted.
 import logging
 import sys
 import time
+from typing import Any
 
 from scrapyd.interfaces import IEnvironment, ISpiderScheduler
 from scrapyd.launcher import Launcher, ScrapyProcessProtocol, get_crawl_args
@@ -29,24 +30,25 @@ FIRST_BACKOFF = 1.0             # seconds; doubled at each restart within the wi
 class ExitRecordingProtocol(ScrapyProcessProtocol):
     """scrapyd's process protocol, keeping the exit status (None: killed by a signal)."""
 
-    def __init__(self, project, spider, job, env, args, message):
+    def __init__(self, project: str, spider: str, job: str, env: dict[str, str],
+                 args: list[str], message: dict[str, Any]) -> None:
         super().__init__(project, spider, job, env, args)
-        self.exit_code = 0
+        self.exit_code: int | None = 0
         self.message = message   # what scrapyd's queue gave for it: spider, settings, arguments
 
-    def processEnded(self, status):
+    def processEnded(self, status: Any) -> None:
         self.exit_code = getattr(status.value, "exitCode", None)
         super().processEnded(status)
 
 
 class SupervisingLauncher(Launcher):
-    def __init__(self, config, app):
+    def __init__(self, config: Any, app: Any) -> None:
         super().__init__(config, app)
         self.stopping = False              # set by the manager at shutdown: no restarts
-        self.restarts = {}                 # a spider's first job id -> [restart times]
-        self.first_job = {}                # a restarted job's id -> its spider's first
+        self.restarts: dict[str, list[float]] = {}    # a spider's first job id -> restart times
+        self.first_job: dict[str, str] = {}           # a restarted job's id -> its spider's first
 
-    def _spawn_process(self, message, slot):
+    def _spawn_process(self, message: dict[str, Any], slot: int) -> None:
         original = dict(message, settings=dict(message.get("settings", {})))
         environment = self.app.getComponent(IEnvironment)
         message.setdefault("settings", {})
@@ -56,23 +58,23 @@ class SupervisingLauncher(Launcher):
         process = ExitRecordingProtocol(message["_project"], message["_spider"],
                                         message["_job"], env, args, original)
         process.deferred.addBoth(self._process_finished, slot)
-        reactor.spawnProcess(process, sys.executable, args=args, env=env)
+        reactor.spawnProcess(process, sys.executable, args=args, env=env)  # type: ignore[misc]
         self.processes[slot] = process
 
-    def _process_finished(self, result, slot):
+    def _process_finished(self, result: Any, slot: int) -> None:
         process = self.processes[slot]
         super()._process_finished(result, slot)
         if process.exit_code != 0 and not self.stopping and self._long_running(process):
             self._restart(process)
 
-    def _long_running(self, process):
+    def _long_running(self, process: ExitRecordingProtocol) -> bool:
         """Whether a job waits for work for good (no idle timeout)."""
         idle = process.message.get("settings", {}).get(IDLE_SETTING)
         if idle is None:
             idle = self.app.crawlcluster["settings"].getfloat(IDLE_SETTING)
         return float(idle) == 0
 
-    def _restart(self, process):
+    def _restart(self, process: ExitRecordingProtocol) -> None:
         first = self.first_job.pop(process.job, process.job)     # only live jobs kept
         now = time.monotonic()
         times = [at for at in self.restarts.get(first, []) if now - at < RESTART_WINDOW]
@@ -91,7 +93,7 @@ class SupervisingLauncher(Launcher):
                        process.spider, job, delay, len(times), RESTART_WINDOW)
         reactor.callLater(delay, self._schedule_again, process, job)
 
-    def _schedule_again(self, process, job):
+    def _schedule_again(self, process: ExitRecordingProtocol, job: str) -> None:
         if self.stopping:
             return
         message = dict(process.message, _job=job)

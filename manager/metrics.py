@@ -18,7 +18,7 @@ import os
 import re
 import shutil
 import time
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -28,7 +28,9 @@ from prometheus_client.exposition import CONTENT_TYPE_LATEST
 from prometheus_client.multiprocess import MultiProcessCollector, mark_process_dead
 from twisted.web import resource
 
+from manager.registry import state_dir
 from master.figures import ClusterFigures, FigureReader
+from settings.loader import Settings
 
 logger = logging.getLogger(__name__)
 ROLE = "exporter"
@@ -36,6 +38,11 @@ _LIVE_GAUGE_FILE = re.compile(r"gauge_live\w+?_(\d+)\.db")
 
 
 # --- a node: its spider processes ---------------------------------------------------------
+
+def metrics_dir(settings: Settings) -> Path:
+    """Where this node's spider processes keep their Prometheus metrics."""
+    return state_dir(settings) / "metrics"
+
 
 def fresh_metrics_dir(path: Path) -> Path:
     """An empty directory for the spider processes' metric files (what a previous run
@@ -95,14 +102,14 @@ def cluster_metrics(figures: ClusterFigures) -> Iterator[Metric]:
     yield from _bloom_metrics(figures)
 
 
-def _gauge(name: str, doc: str, labels: list[str], values: dict[Any, float]) -> Metric:
+def _gauge(name: str, doc: str, labels: list[str], values: Mapping[Any, float]) -> Metric:
     family = GaugeMetricFamily(name, doc, labels=labels)
     for key, value in values.items():
         family.add_metric(list(key) if isinstance(key, tuple) else [key], value)
     return family
 
 
-def _counter(name: str, doc: str, labels: list[str], values: dict[Any, float]) -> Metric:
+def _counter(name: str, doc: str, labels: list[str], values: Mapping[Any, float]) -> Metric:
     family = CounterMetricFamily(name, doc, labels=labels)
     for key, value in values.items():
         family.add_metric(list(key) if isinstance(key, tuple) else [key], value)
@@ -256,9 +263,10 @@ def main(settings: Any) -> int:
 
     client = redis_client(settings, ROLE)
     root = resource.Resource()
-    root.putChild(b"metrics", MetricsPage(cluster_registry(client, settings)))
+    # Twisted declares its resources and reactor through zope interfaces mypy cannot see.
+    root.putChild(b"metrics", MetricsPage(cluster_registry(client, settings)))  # type: ignore[arg-type]
     host, port = exporter_address(settings)
-    reactor.listenTCP(port, server.Site(root), interface=host)  # type: ignore[attr-defined]
+    reactor.listenTCP(port, server.Site(root), interface=host)  # type: ignore[arg-type]
     beats = Heartbeats.from_settings(client, settings)
     instance = f"{socket.gethostname()}:{port}"
     beat = task.LoopingCall(_beat_safely, beats, instance)
@@ -267,10 +275,10 @@ def main(settings: Any) -> int:
     task.LoopingCall(watchdog.beat).start(1.0)      # a blocked reactor misses them
     logger.info("exporter: the cluster's metrics on http://%s:%d/metrics", host, port)
     bound = settings.getfloat("CRAWLCLUSTER_SHUTDOWN_TIMEOUT")
-    reactor.addSystemEventTrigger("before", "shutdown", watchdog.stop)
-    reactor.addSystemEventTrigger("before", "shutdown", exit_within, bound, "the exporter")
-    reactor.addSystemEventTrigger("before", "shutdown", beats.stop, ROLE, instance)
-    reactor.run()  # type: ignore[attr-defined]
+    for call in ((watchdog.stop,), (exit_within, bound, "the exporter"),
+                 (beats.stop, ROLE, instance)):
+        reactor.addSystemEventTrigger("before", "shutdown", *call)  # type: ignore[arg-type]
+    reactor.run()  # type: ignore[misc]
     return 0
 
 

@@ -24,25 +24,19 @@ import contextlib
 import logging
 import os
 from pathlib import Path
+from typing import Any
 
-from manager.metrics import fresh_metrics_dir
-from manager.registry import NodeRegistry, listen_address, node_info, node_name
+from manager.metrics import fresh_metrics_dir, metrics_dir
+from manager.registry import NodeRegistry, listen_address, node_info, node_name, state_dir
 from manager.web import limit_request_size
-from settings.loader import environment_for
+from settings.loader import Settings, environment_for
 
 logger = logging.getLogger(__name__)
 ROLE = "manager"
 PROJECT = "crawlcluster"
 
 
-def state_dir(settings):
-    """This manager's directory: logs, the SQLite job queues, eggs."""
-    path = settings.getpath("CRAWLCLUSTER_STATE_DIR") / f"manager-{node_name(settings)}"
-    path.mkdir(parents=True, exist_ok=True)
-    return path
-
-
-def scrapyd_config(settings):
+def scrapyd_config(settings: Settings) -> Any:
     """scrapyd's Config for this node, from our settings only (no scrapyd.conf read)."""
     from scrapyd.config import Config
 
@@ -104,12 +98,7 @@ SERVICES = {
 }
 
 
-def metrics_dir(settings):
-    """Where this node's spider processes keep their Prometheus metrics (manager/metrics.py)."""
-    return state_dir(settings) / "metrics"
-
-
-def spider_environment(settings):
+def spider_environment(settings: Settings) -> dict[str, str]:
     """The environment spider processes start with: exactly the manager's settings, and
     the directory their metrics go to."""
     return environment_for(settings, CRAWLCLUSTER_NODE_NAME=node_name(settings),
@@ -117,15 +106,17 @@ def spider_environment(settings):
                            PROMETHEUS_MULTIPROC_DIR=str(metrics_dir(settings)))
 
 
-def main(settings):
+def main(settings: Settings) -> int:
     """Run the manager until SIGTERM/SIGINT (Twisted's reactor handles both)."""
     from twisted.application.service import IServiceCollection
-    from twisted.internet import reactor, task
+    from twisted.internet import reactor as twisted_reactor
+    from twisted.internet import task
     from twisted.python import log as twisted_log
 
     from settings.clients import redis_client, stop_zookeeper, zookeeper_client
     from settings.process import exit_within
 
+    reactor: Any = twisted_reactor      # zope interfaces mypy cannot see through
     twisted_log.PythonLoggingObserver().start()
     redis = redis_client(settings, ROLE)
     zookeeper = zookeeper_client(settings, ROLE)
@@ -147,7 +138,7 @@ def main(settings):
     beat.start(registry.heartbeats.interval, now=False)
     watchdog = registry.heartbeats.watchdog(settings, ROLE, registry.info["node"])
     task.LoopingCall(watchdog.beat).start(1.0)      # a blocked reactor misses them
-    services = IServiceCollection(app)
+    services: Any = IServiceCollection(app)
     services.startService()
     start_configured_spiders(app, settings)
     host, port = listen_address(settings)
@@ -156,7 +147,7 @@ def main(settings):
                 "basic auth" if settings["CRAWLCLUSTER_MANAGER_USERNAME"] else "no auth",
                 Path(config.get("logs_dir")))
 
-    def shutdown():
+    def shutdown() -> None:
         beat.stop()
         try:
             registry.stop()
@@ -176,12 +167,15 @@ def main(settings):
     return 0
 
 
-def stop_spiders(launcher, timeout):
+def stop_spiders(launcher: Any, timeout: float) -> Any:
     """SIGTERM every spider this manager runs and wait until each has exited; SIGKILL
     those still there after ``timeout`` seconds (a spider ends by itself within
     ``CRAWLCLUSTER_SHUTDOWN_TIMEOUT``). The manager exits only then: a spider must not
     outlive it, still closing while the servers are stopped. Returns a Deferred."""
-    from twisted.internet import defer, reactor
+    from twisted.internet import defer
+    from twisted.internet import reactor as twisted_reactor
+
+    reactor: Any = twisted_reactor      # zope interfaces mypy cannot see through
 
     # scrapyd's launcher starts the next pending job as one ends: not while stopping;
     # nor does it start a spider that exited again.
@@ -193,7 +187,7 @@ def stop_spiders(launcher, timeout):
     for process in processes:
         _signal(process, "TERM")
 
-    def kill_the_rest():
+    def kill_the_rest() -> None:
         for process in processes:
             if not process.deferred.called:
                 logger.error("spider job %s (pid %s) still running %.0f s after SIGTERM: "
@@ -206,14 +200,14 @@ def stop_spiders(launcher, timeout):
     return ended
 
 
-def _signal(process, name):
+def _signal(process: Any, name: str) -> None:
     from twisted.internet.error import ProcessExitedAlready
 
     with contextlib.suppress(ProcessExitedAlready):
         process.transport.signalProcess(name)
 
 
-def start_configured_spiders(app, settings):
+def start_configured_spiders(app: Any, settings: Settings) -> None:
     """Queue the spiders ``CRAWLCLUSTER_MANAGER_SPIDERS`` asks for, once per start, as
     scrapyd's schedule.json would (they wait for work: no idle timeout)."""
     from scrapyd.interfaces import ISpiderScheduler
@@ -228,7 +222,7 @@ def start_configured_spiders(app, settings):
             logger.info("started %s as job %s", spider, jobid)
 
 
-def _beat_safely(registry):
+def _beat_safely(registry: NodeRegistry) -> None:
     import redis
     from kazoo.exceptions import KazooException
 

@@ -15,14 +15,16 @@ import json
 import re
 import threading
 from pathlib import Path
+from typing import Any
 
+from prometheus_client import CollectorRegistry
 from scrapyd import website
 from scrapyd.webservice import Schedule as ScrapydSchedule
 from scrapyd.webservice import WsResource, param
 from twisted.internet import threads
 from twisted.web import error, http, resource, server, static
 
-from manager.metrics import MetricsPage, node_registry
+from manager.metrics import MetricsPage, metrics_dir, node_registry
 from manager.registry import nodes_path
 from master.figures import FigureReader
 from master.frontier import Frontier
@@ -40,14 +42,14 @@ class Root(website.Root):
     """scrapyd's Root plus the web UI under ``/ui/`` and its ``submit`` endpoint;
     ``crawlcluster`` holds the clients the extra resources use."""
 
-    def __init__(self, config, app):
+    def __init__(self, config: Any, app: Any) -> None:
         super().__init__(config, app)
         self.putChild(b"ui", static.File(str(UI_DIR)))
         self.putChild(b"submit.json", Submit(self))
         self.putChild(b"metrics", NodeMetrics(self))
 
     @property
-    def crawlcluster(self):
+    def crawlcluster(self) -> dict[str, Any]:
         return self.app.crawlcluster
 
 
@@ -59,46 +61,51 @@ class SizeLimitedRequest(server.Request):
     refused = False
     received = 0
 
-    def gotLength(self, length):
+    def gotLength(self, length: int | None) -> None:
         if length is not None and length > self.max_body:
             self._refuse()
         else:
             super().gotLength(length)
 
-    def handleContentChunk(self, data):
+    def handleContentChunk(self, data: bytes) -> None:
         self.received += len(data)
         if not self.refused and self.received > self.max_body:
             self._refuse()
         if not self.refused:
             super().handleContentChunk(data)
 
-    def allContentReceived(self):
+    def allContentReceived(self) -> None:
         if not self.refused:
-            super().allContentReceived()
+            super().allContentReceived()  # type: ignore[misc]
 
-    def _refuse(self):
+    def _refuse(self) -> None:
         self.refused = True
         body = json.dumps({"status": "error", "message": f"request body over "
                            f"{self.max_body} bytes (CRAWLCLUSTER_MAX_MESSAGE_BYTES)"}).encode()
-        self.channel.transport.write(
+        transport: Any = self.channel.transport
+        transport.write(
             b"HTTP/1.1 413 Request Entity Too Large\r\nContent-Type: application/json\r\n"
             b"Connection: close\r\nContent-Length: %d\r\n\r\n%s" % (len(body), body))
-        self.channel.transport.loseConnection()
+        transport.loseConnection()
 
 
-def limit_request_size(app, max_body):
+def limit_request_size(app: Any, max_body: int) -> None:
     """Give the manager's web site ``SizeLimitedRequest``s of at most ``max_body``."""
     from twisted.application.service import IServiceCollection
 
-    limited = type("LimitedRequest", (SizeLimitedRequest,), {"max_body": max_body})
-    for service in IServiceCollection(app):
+    class LimitedRequest(SizeLimitedRequest):
+        pass
+
+    LimitedRequest.max_body = max_body
+    services: Any = IServiceCollection(app)
+    for service in services:
         for arg in getattr(service, "args", ()):
             if isinstance(arg, server.Site):
-                arg.requestFactory = limited
+                arg.requestFactory = LimitedRequest
 
 
 class Schedule(ScrapydSchedule):
-    def render_POST(self, txrequest):
+    def render_POST(self, txrequest: Any) -> Any:
         for name in CHECKED:
             if len(txrequest.args.get(name, ())) > 1:
                 raise error.Error(code=http.OK, message=(
@@ -116,11 +123,11 @@ class Schedule(ScrapydSchedule):
 class ClusterView(WsResource):
     """Every registered node (ZooKeeper) with its live jobs (the master's registry)."""
 
-    def render_GET(self, txrequest):
+    def render_GET(self, txrequest: Any) -> dict[str, Any]:
         clients = self.root.crawlcluster
         settings, zookeeper, redis = clients["settings"], clients["zookeeper"], clients["redis"]
         path = nodes_path(settings)
-        nodes = {}
+        nodes: dict[str, dict[str, Any]] = {}
         for name in sorted(zookeeper.get_children(path) if zookeeper.exists(path) else []):
             data, _ = zookeeper.get(f"{path}/{name}")
             nodes[name] = dict(json.loads(data), jobs={})
@@ -137,9 +144,9 @@ class Overview(WsResource):
     """What the Status page draws: the cluster's figures (``master.figures``), the same
     the exporter serves to Prometheus."""
 
-    reader = None
+    reader: FigureReader | None = None
 
-    def render_GET(self, txrequest):
+    def render_GET(self, txrequest: Any) -> dict[str, Any]:
         if self.reader is None:
             clients = self.root.crawlcluster
             self.reader = FigureReader(clients["redis"], clients["settings"])
@@ -150,16 +157,14 @@ class NodeMetrics(MetricsPage):
     """``/metrics``: this node's spider processes (their registry is made at the first
     scrape: the clients are attached to the app after the root is built)."""
 
-    def __init__(self, root):
+    def __init__(self, root: Root) -> None:
         resource.Resource.__init__(self)
         self.root = root
-        self._registry = None
+        self._registry: CollectorRegistry | None = None
 
     @property
-    def registry(self):
+    def registry(self) -> CollectorRegistry:  # type: ignore[override]
         if self._registry is None:
-            from manager.node import metrics_dir  # node imports this module
-
             self._registry = node_registry(metrics_dir(self.root.crawlcluster["settings"]))
         return self._registry
 
@@ -167,7 +172,7 @@ class NodeMetrics(MetricsPage):
 class Validate(WsResource):
     """Check a request as preprocess will (``POST`` JSON body): the reason and field."""
 
-    def render_POST(self, txrequest):
+    def render_POST(self, txrequest: Any) -> dict[str, Any]:
         try:
             kind, _ = validate(decode(txrequest.content.read(), MAX_FORM_BYTES))
         except RequestError as exc:
@@ -183,13 +188,13 @@ class Submit(resource.Resource):
 
     isLeaf = True
 
-    def __init__(self, root):
+    def __init__(self, root: Root) -> None:
         super().__init__()
         self.root = root
-        self._client = None
+        self._client: Any = None
         self._lock = threading.Lock()
 
-    def render_POST(self, txrequest):
+    def render_POST(self, txrequest: Any) -> Any:
         body = txrequest.content.read()
         deferred = threads.deferToThread(self._ask, body)
         deferred.addCallbacks(lambda reply: self._finish(txrequest, {"status": "ok",
@@ -198,7 +203,7 @@ class Submit(resource.Resource):
                                   "status": "error", "message": failure.getErrorMessage()}))
         return server.NOT_DONE_YET
 
-    def _ask(self, body):
+    def _ask(self, body: bytes) -> Any:
         from message_processing.client import RequestClient
 
         request = json.loads(body) if body.strip().startswith(b"{") else body
@@ -207,7 +212,7 @@ class Submit(resource.Resource):
                 self._client = RequestClient.from_settings(self.root.crawlcluster["settings"])
             return self._client.ask(request)
 
-    def _finish(self, txrequest, data):
+    def _finish(self, txrequest: Any, data: dict[str, Any]) -> None:
         data["node_name"] = self.root.node_name
         txrequest.setHeader("Content-Type", "application/json")
         txrequest.write(json.dumps(data).encode())
@@ -219,7 +224,7 @@ class CrawlControl(WsResource):
 
     @param("crawlid")
     @param("action")
-    def render_POST(self, txrequest, crawlid, action):
+    def render_POST(self, txrequest: Any, crawlid: str, action: str) -> dict[str, Any]:
         if action not in ("pause", "resume"):
             raise error.Error(code=http.OK, message=b"action must be pause or resume")
         if not _NAME.fullmatch(crawlid.encode()):

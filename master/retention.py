@@ -39,6 +39,7 @@ from settings.loader import Settings
 
 logger = logging.getLogger(__name__)
 FRESH = 60.0          # seconds a crawl is not taken as drained after it was submitted
+RETIRE_PER_PASS = 20  # crawls retired per pass at most: a pass runs in the dispatcher's loop
 Database = Any        # a pymongo Database
 
 
@@ -123,12 +124,12 @@ class Retention:
     def _retire_due(self) -> int:
         """Retire the crawls ended for the retention time; finish those half-retired."""
         retired = 0
-        for crawlid in self.client.zrange(self.keys.retiring_crawls(), 0, self.slice_size - 1):
+        for crawlid in self.client.zrange(self.keys.retiring_crawls(), 0, RETIRE_PER_PASS - 1):
             self._delete_state(crawlid)
             retired += 1
         due = self.client.zrangebyscore(self.keys.ended_crawls(), "-inf",
                                         self.clock() - self.retention, start=0,
-                                        num=self.slice_size, withscores=True)
+                                        num=RETIRE_PER_PASS, withscores=True)
         for crawlid, ended_at in due:
             if self._retire(crawlid, ended_at):
                 retired += 1

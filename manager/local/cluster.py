@@ -18,7 +18,9 @@ import sys
 import time
 import urllib.parse
 import urllib.request
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 from manager.local.crawl import cluster_env
 from manager.local.services import (
@@ -36,6 +38,7 @@ from manager.metrics import exporter_address
 from manager.registry import listen_address
 from settings.clients import ensure_topics
 from settings.errors import ServiceError
+from settings.loader import Settings
 
 ROLES = ("master", "preprocess", "monitor", "exporter")
 SPIDER_TYPES = ("universal", "precise")
@@ -44,8 +47,10 @@ ROOT = str(Path(__file__).resolve().parents[2])
 
 
 class LocalCluster:
-    def __init__(self, settings, nodes=1, procs=1, spider_types=SPIDER_TYPES, out=print,
-                 spider_settings=None, masters=1, network=None):
+    def __init__(self, settings: Settings, nodes: int = 1, procs: int = 1,
+                 spider_types: tuple[str, ...] = SPIDER_TYPES, out: Callable[..., None] = print,
+                 spider_settings: dict[int, dict[str, Any]] | None = None, masters: int = 1,
+                 network: Any = None) -> None:
         self.settings = settings
         self.network = network           # a manager.local.netns.NodeNetwork: nodes on own addresses
         self.masters = masters           # dispatchers sharing the frontier's shards
@@ -55,11 +60,11 @@ class LocalCluster:
         self.spider_types = spider_types
         self.out = out
         self.state = StateDir(settings.getpath("CRAWLCLUSTER_STATE_DIR"))
-        self.started_here = []           # what this object started: (kind, name)
+        self.started_here: list[tuple[str, str]] = []    # what this object started
 
     # --- up ----------------------------------------------------------------------------
 
-    def up(self):
+    def up(self) -> dict[str, Any]:
         """Start everything not running yet; return ``{name: address or pid}``. When
         something fails to start, what this call started is stopped before the error
         goes up: no half-started cluster is left running."""
@@ -69,7 +74,7 @@ class LocalCluster:
             self.down(only_started_here=True)
             raise
 
-    def _start_all(self):
+    def _start_all(self) -> dict[str, Any]:
         servers = LocalServers(self.settings, out=self.out).up()
         self.started_here += [("server", kind) for kind in servers]
         ensure_topics(self.settings, "up")
@@ -78,7 +83,7 @@ class LocalCluster:
             started[f"node{number}"] = self._start_node(number)
         return started
 
-    def start(self, role):
+    def start(self, role: str) -> Any:
         """Start one role of the cluster unless it runs (``master``, ``exporter``,
         ``manager-node2``, ...); its pid, or a node's manager URL."""
         if role.startswith("manager-node"):
@@ -89,12 +94,14 @@ class LocalCluster:
             return self._start_role(role, env, address=address)
         return self._start_role(role, cluster_env(self.settings, fast=False))
 
-    def roles(self):
+    def roles(self) -> list[str]:
         """The role processes' names: master, master-2, ..., preprocess, monitor."""
         extra = [f"master-{number}" for number in range(2, self.masters + 1)]
         return [ROLES[0], *extra, *ROLES[1:]]
 
-    def _start_role(self, name, env, wrap=None, arguments=(), **extra):
+    def _start_role(self, name: str, env: dict[str, str],
+                    wrap: Callable[[list[str]], list[str]] | None = None,
+                    arguments: tuple[str, ...] = (), **extra: Any) -> int:
         """Start ``crawlcluster <role> [arguments]`` (the role: the name up to its first
         ``-``) unless its record shows it running; ``wrap`` turns the command into the
         one to run (a namespace); ``extra`` goes into the record."""
@@ -109,7 +116,7 @@ class LocalCluster:
         self.started_here.append(("role", f"cluster-{name}"))
         return process.pid
 
-    def supervise(self):
+    def supervise(self) -> int:
         """Start ``crawlcluster supervisor`` for this cluster (manager/local/supervisor.py):
         it starts again the roles that die. Returns its pid."""
         arguments = ("--nodes", str(self.nodes), "--procs", str(self.procs),
@@ -119,7 +126,7 @@ class LocalCluster:
         return self._start_role("supervisor", cluster_env(self.settings, fast=False),
                                 arguments=arguments)
 
-    def exporter_address(self):
+    def exporter_address(self) -> str:
         """Where the exporter serves ``/metrics``: as recorded, else as configured, else
         (the port taken) a free port on the configured host."""
         record = self.state.recorded("cluster-exporter")
@@ -130,7 +137,7 @@ class LocalCluster:
             port = free_port((host,))
         return f"{host}:{port}"
 
-    def node_settings(self, number):
+    def node_settings(self, number: int) -> Settings:
         """The settings of the number-th node's manager (and its spiders)."""
         base_host, base_port = listen_address(self.settings)
         if self.network is not None:          # its own address; the port is its own too
@@ -148,7 +155,7 @@ class LocalCluster:
             CRAWLCLUSTER_NODE_NAME=f"node{number}",
             CRAWLCLUSTER_NODE_IP=f"127.0.0.{number}")
 
-    def _start_node(self, number):
+    def _start_node(self, number: int) -> str:
         settings = self.node_settings(number)
         name = f"manager-node{number}"
         fresh = self.state.recorded(f"cluster-{name}") is None
@@ -165,7 +172,7 @@ class LocalCluster:
 
     # --- down ----------------------------------------------------------------------------
 
-    def down(self, servers=True, only_started_here=False):
+    def down(self, servers: bool = True, only_started_here: bool = False) -> list[str]:
         """Stop what ``up`` started: managers (and their spiders), roles, servers; with
         ``only_started_here``, only what this object started (a demo leaves alone the
         cluster and servers it found running)."""
@@ -197,7 +204,7 @@ class LocalCluster:
             LocalServers(self.settings, out=self.out).down(kinds if only_started_here else None)
         return stopped
 
-    def _stop_leftovers(self):
+    def _stop_leftovers(self) -> None:
         """Stop the processes of this cluster no role took with it (a spider whose manager
         was killed, say), before the servers go: none outlives ``down``."""
         for pid, command in cluster_processes(self.state):
@@ -206,7 +213,7 @@ class LocalCluster:
                 self.out(f"stopped a leftover process of this cluster (pid {pid}, "
                          f"{ended_by}): {command}")
 
-    def describe(self, started):
+    def describe(self, started: dict[str, Any]) -> list[str]:
         """The lines ``up`` prints, one per role, node and topic, in aligned columns."""
         settings = self.settings
         topics = (f"requests {settings['CRAWLCLUSTER_KAFKA_REQUESTS_TOPIC']}, "
@@ -225,11 +232,12 @@ class LocalCluster:
         return [f"{label:<{width}}{text}" for label, text in rows]
 
 
-def manager_url(settings):
+def manager_url(settings: Settings) -> str:
     return f"http://{settings['CRAWLCLUSTER_MANAGER_ADDRESS']}/"
 
 
-def schedule(settings, spider, jobid, **spider_settings):
+def schedule(settings: Settings, spider: str, jobid: str,
+             **spider_settings: Any) -> dict[str, Any]:
     """Ask a node's manager to run a spider (its own API, as any scrapyd client)."""
     fields = [("project", PROJECT), ("spider", spider), ("jobid", jobid)]
     fields += [("setting", f"{key}={value}") for key, value in spider_settings.items()]
@@ -239,7 +247,8 @@ def schedule(settings, spider, jobid, **spider_settings):
     return reply
 
 
-def manager_call(settings, endpoint, fields=None):
+def manager_call(settings: Settings, endpoint: str,
+                 fields: list[tuple[str, str]] | None = None) -> Any:
     request = urllib.request.Request(manager_url(settings) + endpoint,
                                      data=urllib.parse.urlencode(fields).encode()
                                      if fields is not None else None)
@@ -247,7 +256,7 @@ def manager_call(settings, endpoint, fields=None):
         return json.loads(response.read())
 
 
-def _wait_port(host, port, log_path, timeout=60.0):
+def _wait_port(host: str, port: int, log_path: Path | str, timeout: float = 60.0) -> None:
     deadline = time.monotonic() + timeout
     while not port_open(host, port):
         if time.monotonic() > deadline:

@@ -8,17 +8,22 @@ a summary and a few items from MongoDB. Without ``--keep`` it takes down what
 it started.
 """
 
+import argparse
 import sys
 import time
 from collections import Counter
+from collections.abc import Callable
+from typing import Any
 
 from manager.local.cluster import LocalCluster, manager_url
 from manager.local.services import StaticSite, free_port
 from manager.local.sitegen import DEFAULT_HOSTS, SiteSpec, generate_site
 from master.siteconfig import domain_of
 from message_processing.client import RequestClient
+from message_processing.requests import Message
 from settings.clients import mongo_client
 from settings.errors import CrawlClusterError
+from settings.loader import Settings
 
 # Rules for the generated site (manager/local/sitegen.py).
 UNIVERSAL_RULE = {"rules": [
@@ -35,6 +40,8 @@ PRECISE_RULE = {
     "next_page_xpath": "//a[@class='next']/@href",
 }
 BAR = 24
+Manifest = dict[str, Any]             # a generated site's manifest (sitegen)
+Out = Callable[..., None]              # print, or what the CLI gives
 DEMO_HITS, DEMO_WINDOW = 100, 5.0      # per host and spider type
 
 
@@ -42,19 +49,20 @@ class DemoFailed(CrawlClusterError):
     pass
 
 
-def serve_demo_site(cluster):
+def serve_demo_site(cluster: LocalCluster) -> tuple[Manifest, StaticSite]:
     """Generate the demo site under the state directory and serve it; recorded so
     ``crawlcluster down`` stops it too."""
     root = cluster.state.root / "demo-site"
     spec = SiteSpec(port=free_port(DEFAULT_HOSTS), details_per_host=20)
     manifest = generate_site(root, spec)
     site = StaticSite(root / "www", spec.hosts, spec.port, root / "run").start()
+    assert site.process is not None           # started
     cluster.state.record("cluster-demo-site", site.process.pid, ["nginx"])
     cluster.started_here.append(("role", "cluster-demo-site"))
     return manifest, site
 
 
-def crawl_requests(manifest, stamp):
+def crawl_requests(manifest: Manifest, stamp: str) -> dict[str, Message]:
     spec = manifest["spec"]
     return {
         "precise": {"type": "crawl", "userid": "demo", "crawlid": f"demo-precise-{stamp}",
@@ -66,7 +74,7 @@ def crawl_requests(manifest, stamp):
     }
 
 
-def progress_line(infos):
+def progress_line(infos: dict[str, Message]) -> str:
     parts = []
     for name, info in infos.items():
         finished = info.get("done", 0) + info.get("failed", 0)
@@ -76,7 +84,8 @@ def progress_line(infos):
     return "  ".join(parts)
 
 
-def wait_until_drained(client, requests, timeout, out):
+def wait_until_drained(client: RequestClient, requests: dict[str, Message], timeout: float,
+                       out: Out) -> dict[str, Message]:
     deadline = time.monotonic() + timeout
     while True:
         infos = {name: client.ask({"type": "info", "userid": "demo",
@@ -93,7 +102,7 @@ def wait_until_drained(client, requests, timeout, out):
         time.sleep(1.0)
 
 
-def node_shares(crawl_records):
+def node_shares(crawl_records: list[dict[str, Any]]) -> dict[str, int]:
     """Pages each node fetched for these crawls, from their records in MongoDB."""
     shares: Counter[str] = Counter()
     for record in crawl_records:
@@ -101,7 +110,8 @@ def node_shares(crawl_records):
     return dict(shares)
 
 
-def crawl_records(database, requests, pages, timeout=10.0):
+def crawl_records(database: Any, requests: dict[str, Message], pages: int,
+                  timeout: float = 10.0) -> list[dict[str, Any]]:
     """The crawls' records once they count ``pages`` pages (the spiders write them about
     every second), or as they are after ``timeout`` seconds."""
     crawlids = [request["crawlid"] for request in requests.values()]
@@ -114,7 +124,8 @@ def crawl_records(database, requests, pages, timeout=10.0):
         time.sleep(0.5)
 
 
-def run_demo(settings, nodes=2, procs=1, keep=False, timeout=600.0, out=print):
+def run_demo(settings: Settings, nodes: int = 2, procs: int = 1, keep: bool = False,
+             timeout: float = 600.0, out: Out = print) -> int:
     started_at = time.monotonic()
     cluster = LocalCluster(settings, nodes=nodes, procs=procs, out=out)
     try:
@@ -139,7 +150,8 @@ def run_demo(settings, nodes=2, procs=1, keep=False, timeout=600.0, out=print):
     return 0 if all(crawl["items"] for crawl in summary["crawls"].values()) else 1
 
 
-def _crawl(settings, cluster, manifest, timeout, out):
+def _crawl(settings: Settings, cluster: LocalCluster, manifest: Manifest, timeout: float,
+           out: Out) -> dict[str, Any]:
     mongo = mongo_client(settings, "demo")
     client = RequestClient.from_settings(settings)
     try:
@@ -159,7 +171,7 @@ def _crawl(settings, cluster, manifest, timeout, out):
         database = mongo[settings["CRAWLCLUSTER_MONGODB_DATABASE"]]
         pages = sum(info["done"] for info in infos.values())
         shares = node_shares(crawl_records(database, requests, pages))
-        crawls = {}
+        crawls: dict[str, dict[str, Any]] = {}
         for name, request in requests.items():
             items = database[f"items_{request['spider_type']}"]
             crawls[name] = {"crawlid": request["crawlid"], "pages": infos[name]["done"],
@@ -173,7 +185,7 @@ def _crawl(settings, cluster, manifest, timeout, out):
         mongo.close()
 
 
-def _print_summary(summary, out):
+def _print_summary(summary: dict[str, Any], out: Out) -> None:
     out("")
     out(f"{'crawl':<32}{'pages':>7}{'items':>7}{'failures':>10}")
     for crawl in summary["crawls"].values():
@@ -192,8 +204,8 @@ def _print_summary(summary, out):
             out(f"    {text[:70]}")
 
 
-def main(settings, args):
-    def out(text="", end="\n"):
+def main(settings: Settings, args: argparse.Namespace) -> int:
+    def out(text: str = "", end: str = "\n") -> None:
         print(text, end=end, file=sys.stdout, flush=True)
 
     return run_demo(settings, nodes=args.nodes, procs=args.procs, keep=args.keep, out=out)

@@ -21,6 +21,7 @@ without it ``NodeNetwork`` raises ``ServiceError`` saying so.
 import argparse
 import asyncio
 import ctypes
+import functools
 import os
 import random
 import select
@@ -28,15 +29,18 @@ import socket
 import subprocess
 import sys
 import uuid
+from collections.abc import Iterable
 from pathlib import Path
+from typing import IO, Any, Self
 
 from settings.errors import ServiceError
+from settings.loader import Settings
 
 CLONE_NEWNET = 0x40000000
 NETNS_DIR = Path("/var/run/netns")
 
 
-def ip(*args, check=True):
+def ip(*args: str, check: bool = True) -> str:
     """Run ``ip ARGS``; ServiceError with its message on failure."""
     done = subprocess.run(["ip", *args], capture_output=True, text=True, check=False)
     if check and done.returncode != 0:
@@ -44,7 +48,7 @@ def ip(*args, check=True):
     return done.stdout
 
 
-def free_subnet():
+def free_subnet() -> str:
     """A /24 of 198.18.0.0/15 no interface on this host has an address in."""
     used = ip("-4", "-o", "addr", "show")
     choices = [f"198.{18 + a}.{b}" for a in (0, 1) for b in range(256)]
@@ -55,7 +59,7 @@ def free_subnet():
     raise ServiceError("no free /24 left in 198.18.0.0/15")
 
 
-def server_ports(settings):
+def server_ports(settings: Settings) -> list[int]:
     """The ports of the servers the settings name (every node of a local Redis Cluster)."""
     from manager.local.services import REDIS_CLUSTER_NODES, listen_address
 
@@ -70,7 +74,8 @@ def server_ports(settings):
 
 
 class NodeNetwork:
-    def __init__(self, nodes, site_addresses=1, server_ports=(), log_path=None):
+    def __init__(self, nodes: int, site_addresses: int = 1, server_ports: Iterable[int] = (),
+                 log_path: Path | str | None = None) -> None:
         self.token = uuid.uuid4().hex[:6]
         self.net = free_subnet()
         self.bridge = f"cc{self.token}br"
@@ -78,7 +83,7 @@ class NodeNetwork:
         self.site_hosts = [f"{self.net}.{2 + n}" for n in range(site_addresses)]
         self.server_ports = sorted(set(server_ports))
         self.log_path = log_path
-        self.relay = None
+        self.relay: subprocess.Popen[str] | None = None
         try:
             self._make()
         except BaseException:
@@ -88,23 +93,23 @@ class NodeNetwork:
     # --- addresses -----------------------------------------------------------------------
 
     @property
-    def gateway(self):
+    def gateway(self) -> str:
         return f"{self.net}.1"
 
-    def address(self, number):
+    def address(self, number: int) -> str:
         """The source address of node ``number`` (1-based)."""
         return f"{self.net}.{10 + number}"
 
-    def namespace(self, number):
+    def namespace(self, number: int) -> str:
         return self.namespaces[number - 1]
 
-    def command(self, number, command):
+    def command(self, number: int, command: list[str]) -> list[str]:
         """``command`` run inside node ``number``'s namespace."""
         return ["ip", "netns", "exec", self.namespace(number), *command]
 
     # --- making and removing ---------------------------------------------------------------
 
-    def _make(self):
+    def _make(self) -> None:
         if os.geteuid() != 0:
             raise ServiceError("network namespaces need CAP_NET_ADMIN: run as root")
         ip("link", "add", self.bridge, "type", "bridge")
@@ -123,7 +128,7 @@ class NodeNetwork:
         if self.server_ports:
             self._start_relay()
 
-    def _start_relay(self, timeout=15.0):
+    def _start_relay(self, timeout: float = 15.0) -> None:
         """Start the relay and wait for its line saying every listener is bound."""
         command = [sys.executable, "-m", "manager.local.netns", "relay",
                    "--ports", *map(str, self.server_ports), "--namespaces", *self.namespaces]
@@ -133,38 +138,41 @@ class NodeNetwork:
                                           stdout=subprocess.PIPE, stderr=log, text=True,
                                           start_new_session=True,
                                           cwd=str(Path(__file__).resolve().parents[2]))
-        ready, _, _ = select.select([self.relay.stdout], [], [], timeout)
-        if not ready or not self.relay.stdout.readline().startswith("relaying"):
+        stdout = self.relay.stdout
+        assert stdout is not None           # Popen(stdout=PIPE)
+        ready, _, _ = select.select([stdout], [], [], timeout)
+        if not ready or not stdout.readline().startswith("relaying"):
             raise ServiceError(f"the server relay did not come up (log: {self.log_path})")
 
-    def close(self):
+    def close(self) -> None:
         if self.relay is not None:
             if self.relay.poll() is None:
                 self.relay.terminate()
                 self.relay.wait(timeout=10)
-            self.relay.stdout.close()
+            if self.relay.stdout is not None:
+                self.relay.stdout.close()
         for name in self.namespaces:
             if (NETNS_DIR / name).exists():
                 ip("netns", "del", name, check=False)     # takes its veth ends along
         ip("link", "del", self.bridge, check=False)
 
-    def __enter__(self):
+    def __enter__(self) -> Self:
         return self
 
-    def __exit__(self, *_):
+    def __exit__(self, *_: object) -> None:
         self.close()
 
 
 # --- the relay (a process of its own: ``python -m manager.local.netns relay``) -----------------
 
-def _setns(handle):
+def _setns(handle: IO[Any]) -> None:
     """Move this thread into the network namespace of the open file ``handle``."""
     libc = ctypes.CDLL(None, use_errno=True)
     if libc.setns(handle.fileno(), CLONE_NEWNET) != 0:
         raise OSError(ctypes.get_errno(), f"setns {handle.name}")
 
 
-def listeners_in(namespace, ports):
+def listeners_in(namespace: str, ports: list[int]) -> list[tuple[int, socket.socket]]:
     """Listening sockets on 127.0.0.1:<port> inside ``namespace`` (this thread returns to
     the namespace it was in)."""
     with open("/proc/thread-self/ns/net") as home, open(NETNS_DIR / namespace) as target:
@@ -183,7 +191,7 @@ def listeners_in(namespace, ports):
             _setns(home)
 
 
-async def _pipe(reader, writer):
+async def _pipe(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
     try:
         while data := await reader.read(65536):
             writer.write(data)
@@ -194,8 +202,9 @@ async def _pipe(reader, writer):
         writer.close()
 
 
-async def _relay(namespaces, ports):
-    async def forward(port, client_reader, client_writer):
+async def _relay(namespaces: list[str], ports: list[int]) -> None:
+    async def forward(port: int, client_reader: asyncio.StreamReader,
+                      client_writer: asyncio.StreamWriter) -> None:
         try:
             server_reader, server_writer = await asyncio.open_connection("127.0.0.1", port)
         except OSError:
@@ -208,12 +217,12 @@ async def _relay(namespaces, ports):
     for namespace in namespaces:
         for port, sock in listeners_in(namespace, ports):
             servers.append(await asyncio.start_server(
-                lambda r, w, port=port: forward(port, r, w), sock=sock))
+                functools.partial(forward, port), sock=sock))
     print(f"relaying ports {ports} into {namespaces}", flush=True)
     await asyncio.gather(*(server.serve_forever() for server in servers))
 
 
-def main(argv=None):
+def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(prog="python -m manager.local.netns")
     commands = parser.add_subparsers(dest="command", required=True)
     relay = commands.add_parser("relay", help="the host's servers on each namespace's loopback")

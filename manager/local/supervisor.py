@@ -15,9 +15,12 @@ import json
 import logging
 import threading
 import time
+from collections.abc import Callable
+from typing import Any
 
 from manager.local.cluster import LocalCluster
 from manager.local.services import StateDir
+from settings.loader import Settings
 from settings.process import stop_on_signals
 
 logger = logging.getLogger(__name__)
@@ -29,16 +32,17 @@ NAME = "cluster-supervisor"
 
 
 class Supervisor:
-    def __init__(self, cluster, clock=time.monotonic):
+    def __init__(self, cluster: LocalCluster,
+                 clock: Callable[[], float] = time.monotonic) -> None:
         self.cluster = cluster
         self.state: StateDir = cluster.state
         self.clock = clock
-        self.deaths = {}                   # role -> monotonic times it was found dead
-        self.due = {}                      # role -> when its restart is due
-        self.totals = {}                   # role -> its restarts since this `up`
+        self.deaths: dict[str, list[float]] = {}    # role -> times it was found dead
+        self.due: dict[str, float] = {}             # role -> when its restart is due
+        self.totals: dict[str, dict[str, Any]] = {}  # role -> its restarts since this `up`
         self.stopping = threading.Event()
 
-    def run(self, every=1.0):
+    def run(self, every: float = 1.0) -> None:
         logger.info("supervising the roles of %s", self.state.root)
         while not self.stopping.wait(every):
             try:
@@ -46,10 +50,10 @@ class Supervisor:
             except Exception as exc:  # noqa: BLE001 - the supervisor outlives any failure
                 logger.error("supervisor round failed (tried again): %s", exc)
 
-    def stop(self):
+    def stop(self) -> None:
         self.stopping.set()
 
-    def round(self):
+    def round(self) -> None:
         """Note the roles found dead; start again those whose backoff has passed."""
         now = self.clock()
         for name in self._dead_roles():
@@ -59,12 +63,12 @@ class Supervisor:
             del self.due[name]
             self._restart(name)
 
-    def _dead_roles(self):
+    def _dead_roles(self) -> list[str]:
         names = [kind for kind in self.state.recorded_kinds()
                  if kind.startswith("cluster-") and kind != NAME]
         return [name for name in names if self.state.recorded(name) is None]
 
-    def _schedule(self, name, now):
+    def _schedule(self, name: str, now: float) -> None:
         deaths = [at for at in self.deaths.get(name, []) if now - at < RESTART_WINDOW]
         deaths.append(now)
         self.deaths[name] = deaths
@@ -79,7 +83,7 @@ class Supervisor:
                        "%.0f s)", name, delay, len(deaths), RESTART_WINDOW)
         self.due[name] = now + delay
 
-    def _restart(self, name):
+    def _restart(self, name: str) -> None:
         try:
             self.cluster.start(name.removeprefix("cluster-"))
         except Exception as exc:  # noqa: BLE001 - counted; the next round looks again
@@ -88,10 +92,10 @@ class Supervisor:
         logger.info("%s started again%s", name, f" (pid {record['pid']})" if record else "")
         self._count(name)
 
-    def _given_up(self, name):
-        return self.totals.get(name.removeprefix("cluster-"), {}).get("given_up", False)
+    def _given_up(self, name: str) -> bool:
+        return bool(self.totals.get(name.removeprefix("cluster-"), {}).get("given_up", False))
 
-    def _count(self, name, given_up=False):
+    def _count(self, name: str, given_up: bool = False) -> None:
         role = name.removeprefix("cluster-")
         entry = self.totals.setdefault(role, {"restarts": 0, "given_up": False})
         if given_up:
@@ -102,7 +106,7 @@ class Supervisor:
         self.state.restarts_path().write_text(json.dumps(self.totals, sort_keys=True))
 
 
-def main(settings, nodes, procs, masters):
+def main(settings: Settings, nodes: int, procs: int, masters: int) -> int:
     """``crawlcluster supervisor``: until SIGTERM/SIGINT."""
     cluster = LocalCluster(settings, nodes=nodes, procs=procs, masters=masters,
                            out=lambda line: logger.info("%s", line))

@@ -1,0 +1,200 @@
+"""Soak: a local cluster crawling a large generated site to the end, every role's memory
+sampled on the way.
+
+  python bench/soak.py [--pages 1000000] [--hosts 50] [--large-share 0.02] [--nodes 2]
+
+The site (``manager/local/sitegen.py``): ``--pages`` detail pages over ``--hosts``
+loopback hosts, served by nginx, each detail linking 5 others on any host, and a
+``--large-share`` of them 50-500 KB long (their comments), as real pages can be. A
+local cluster (``crawlcluster up``: master, preprocess, monitor, exporter, ``--nodes``
+nodes of one universal spider each, unthrottled) crawls it from the first host's start
+page through Kafka. Every 100,000 pages done (``--every``) it samples the resident
+memory (``VmRSS``) of every process: each role, each manager, each spider, Redis. At
+the end it checks MongoDB against the site's ground truth: every detail page stored,
+once.
+
+Per role: ``rss_max_mb`` (the most at any sample) and ``rss_growth_mb_per_100k`` (the
+growth from the first sample to the last, per 100,000 pages: what a month-long crawl
+adds). Targets: growth at most 10 MB per 100,000 pages, no spider above 250 MB. The
+last line is one JSON object with ``pages``, ``missing``, ``duplicates`` and those per
+role.
+"""
+
+import argparse
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from bench.cluster import cluster_settings  # noqa: E402
+from bench.common import bench_settings, drop_bench_database, finish, machine  # noqa: E402
+from bench.crawl import COMMON  # noqa: E402
+from manager.local.cluster import LocalCluster  # noqa: E402
+from manager.local.demo import UNIVERSAL_RULE  # noqa: E402
+from manager.local.services import StateDir, StaticSite, free_port  # noqa: E402
+from manager.local.sitegen import SiteSpec, generate_site  # noqa: E402
+from message_processing.client import RequestClient  # noqa: E402
+from settings.clients import mongo_client  # noqa: E402
+
+CRAWLID = "soak"
+
+
+def rss_mb(pid):
+    """A process's resident memory in MB, or None if it is gone."""
+    try:
+        for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1]) / 1024
+    except OSError:
+        return None
+    return None
+
+
+def children(pid):
+    try:
+        return [int(child) for child in
+                Path(f"/proc/{pid}/task/{pid}/children").read_text().split()]
+    except OSError:
+        return []
+
+
+def processes(cluster, servers):
+    """``{name: pid}``: the cluster's roles and managers, each manager's spiders, Redis
+    (``servers``: the StateDir of the local servers)."""
+    found = {}
+    redis = servers.recorded("redis")
+    if redis:
+        found["redis"] = redis["pid"]
+    for kind in cluster.state.recorded_kinds():
+        record = cluster.state.recorded(kind)
+        if record and kind.startswith("cluster-"):
+            name = kind.removeprefix("cluster-")
+            found[name] = record["pid"]
+            if name.startswith("manager-"):
+                for number, child in enumerate(children(record["pid"]), start=1):
+                    found[f"spider-{name.removeprefix('manager-')}-{number}"] = child
+    return found
+
+
+def sample(cluster, servers):
+    return {name: rss_mb(pid) for name, pid in processes(cluster, servers).items()}
+
+
+def make_site(work, pages, hosts, large_share):
+    host_names = tuple(f"127.0.{1 + n // 250}.{1 + n % 250}" for n in range(hosts))
+    spec = SiteSpec(port=free_port(host_names[:1]), hosts=host_names,
+                    details_per_host=max(1, pages // hosts), related_links=5, seed=5,
+                    gbk_page=False, large_share=large_share)
+    started = time.monotonic()
+    manifest = generate_site(work / "site", spec)
+    print(f"  site: {len(manifest['pages']):,} pages over {hosts} hosts generated in "
+          f"{time.monotonic() - started:.0f} s", flush=True)
+    return spec, manifest
+
+
+def crawl(cluster, servers, settings, manifest, every):
+    """Submit the crawl, wait for it to drain; RSS samples at every ``every`` pages."""
+    client = RequestClient.from_settings(settings, timeout=60)
+    samples = []
+    try:
+        reply = client.ask({"type": "crawl", "userid": "bench", "crawlid": CRAWLID,
+                            "spider_type": "universal", "url": manifest["start_url"],
+                            "rule": UNIVERSAL_RULE, "maxdepth": 10_000})
+        if reply.get("status") != "accepted":
+            raise SystemExit(f"crawl refused: {reply}")
+        started, next_sample = time.monotonic(), every
+        while True:
+            info = client.ask({"type": "info", "userid": "bench", "crawlid": CRAWLID})
+            done = info.get("done", 0)
+            if done >= next_sample:
+                samples.append((done, sample(cluster, servers)))
+                next_sample += every
+            rate = done / max(1e-9, time.monotonic() - started)
+            print(f"\r  {done:,} pages done, {info['total_pending']:,} pending, "
+                  f"{rate:.0f} pages/s", end="", flush=True)
+            if info["total_pending"] == 0 and done:
+                samples.append((done, sample(cluster, servers)))
+                print(flush=True)
+                return info, samples, time.monotonic() - started
+            time.sleep(2.0)
+    finally:
+        client.close()
+
+
+def check_items(settings, manifest):
+    """``(missing, duplicates)``: detail pages not stored, and stored more than once."""
+    mongo = mongo_client(settings, "bench")
+    try:
+        items = mongo[settings["CRAWLCLUSTER_MONGODB_DATABASE"]]["items_universal"]
+        stored: dict[str, int] = {}
+        for item in items.find({"crawlid": CRAWLID}, {"url": 1, "_id": 0}):
+            stored[item["url"]] = stored.get(item["url"], 0) + 1
+    finally:
+        mongo.close()
+    details = {page["url"] for page in manifest["pages"] if page["kind"] == "detail"}
+    return (len(details - set(stored)),
+            sum(count - 1 for count in stored.values() if count > 1))
+
+
+def per_role(samples, every):
+    """``{role: {"rss_max_mb", "rss_growth_mb_per_100k"}}`` (spiders of a node as one
+    role each; a process restarted on the way counts from its new start)."""
+    roles = {}
+    names = {name for _, values in samples for name in values}
+    for name in sorted(names):
+        points = [(done, values[name]) for done, values in samples
+                  if values.get(name) is not None]
+        if not points:
+            continue
+        (first_done, first), (last_done, last) = points[0], points[-1]
+        growth = (last - first) * 100_000 / max(1, last_done - first_done)
+        roles[name] = {"rss_max_mb": round(max(rss for _, rss in points), 1),
+                       "rss_growth_mb_per_100k": round(growth, 2)}
+    return roles
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--pages", type=int, default=1_000_000)
+    parser.add_argument("--hosts", type=int, default=50)
+    parser.add_argument("--large-share", type=float, default=0.02)
+    parser.add_argument("--nodes", type=int, default=2)
+    parser.add_argument("--every", type=int, default=100_000)
+    args = parser.parse_args()
+    print(f"soak: {args.pages:,} pages over {args.hosts} hosts ({args.large_share:.0%} of "
+          f"50-500 KB), {args.nodes} nodes; {machine()}", flush=True)
+    settings = bench_settings(("redis", "kafka", "zookeeper", "mongodb"))
+    servers = StateDir(settings.getpath("CRAWLCLUSTER_STATE_DIR"))
+    with tempfile.TemporaryDirectory() as folder:
+        work = Path(folder)
+        spec, manifest = make_site(work, args.pages, args.hosts, args.large_share)
+        settings = cluster_settings(settings, work)
+        cluster = LocalCluster(settings, nodes=args.nodes, procs=1,
+                               spider_types=("universal",), out=lambda *_: None,
+                               spider_settings=dict.fromkeys(range(1, args.nodes + 1), COMMON))
+        with StaticSite(work / "site" / "www", spec.hosts, spec.port, work / "run"):
+            cluster.up()
+            try:
+                info, samples, took = crawl(cluster, servers, settings, manifest, args.every)
+            finally:
+                cluster.down(servers=False)
+        missing, duplicates = check_items(settings, manifest)
+        drop_bench_database(settings)
+    roles = per_role(samples, args.every)
+    for name, figures in roles.items():
+        print(f"  {name:<22} max {figures['rss_max_mb']:7.1f} MB, growth "
+              f"{figures['rss_growth_mb_per_100k']:6.2f} MB per 100,000 pages")
+    details = sum(1 for page in manifest["pages"] if page["kind"] == "detail")
+    print(f"  {info['done']:,} pages in {took:.0f} s; {details - missing:,} of {details:,} "
+          f"detail pages stored, {missing} missing, {duplicates} twice", flush=True)
+    finish({"pages": info["done"], "seconds": took, "missing": missing,
+            "duplicates": duplicates, "roles": roles,
+            "spider_rss_max_mb": max((f["rss_max_mb"] for name, f in roles.items()
+                                      if name.startswith("spider-")), default=None)})
+
+
+if __name__ == "__main__":
+    main()

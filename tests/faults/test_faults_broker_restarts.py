@@ -1,0 +1,140 @@
+"""The Kafka broker restarted 30 times in a row while requests flow.
+
+kafka-python 3.0.12's poll can block for good after a broker restart
+(dpkp/kafka-python#3121); the roles' watchdogs and the supervisor are the cure
+(docs/operations.md). Here a local cluster, supervised as ``crawlcluster up`` runs
+it, takes crawl requests and info queries from a client that keeps sending while
+the broker (its topics kept in an S3 store) is stopped and started 30 times. Every
+request the broker confirmed is answered exactly once, no request is answered
+twice, every crawl accepted is stored, and no role stays stuck longer than its
+watchdog bound (a stuck one is ended by its watchdog and started again by the
+supervisor: the requests still get their answers).
+"""
+
+import json
+import threading
+import time
+import uuid
+from collections import Counter
+
+import pytest
+
+from master.keys import Keys
+from message_processing.client import NotDelivered, RequestClient
+from settings.clients import kafka_consumer, redis_client
+from tests.faults.test_faults_processes import make_cluster
+from tests.faults.test_faults_servers import private_kafka  # noqa: F401 - a fixture
+
+pytestmark = pytest.mark.faults
+RESTARTS = 30
+
+
+class Sender:
+    """Sends an info query or a one-page crawl every 50 ms until stopped, each with a
+    uuid of its own; notes which the broker confirmed."""
+
+    def __init__(self, settings, start_url):
+        self.client = RequestClient.from_settings(settings, timeout=5)
+        self.start_url = start_url
+        self.confirmed: dict[str, dict] = {}
+        self.unconfirmed: list[str] = []
+        self.stop = threading.Event()
+        self.thread = threading.Thread(target=self.run, daemon=True)
+
+    def run(self):
+        number = 0
+        while not self.stop.is_set():
+            number += 1
+            request = {"uuid": uuid.uuid4().hex, "userid": "faults"}
+            if number % 3:
+                request |= {"type": "info", "crawlid": "broker-restarts-0"}
+            else:
+                request |= {"type": "crawl", "crawlid": f"broker-restarts-{number}",
+                            "url": self.start_url, "spider_type": "universal",
+                            "maxdepth": 0}
+            try:
+                self.client.send(request)
+                self.confirmed[request["uuid"]] = request
+            except NotDelivered:
+                self.unconfirmed.append(request["uuid"])
+            time.sleep(0.05)
+
+    def close(self):
+        self.stop.set()
+        self.thread.join(timeout=60)
+        self.client.close()
+
+
+def all_replies(settings, wanted, timeout=240):
+    """``Counter(uuid -> replies)`` on the replies topic, read from its start until every
+    uuid of ``wanted`` has one (or the timeout)."""
+    consumer = kafka_consumer(settings, "test", settings["CRAWLCLUSTER_KAFKA_REPLIES_TOPIC"],
+                              group_id=None, enable_auto_commit=False)
+    counts: Counter = Counter()
+    replies = {}
+    deadline = time.monotonic() + timeout
+    try:
+        while time.monotonic() < deadline:
+            for records in consumer.poll(timeout_ms=500).values():
+                for record in records:
+                    reply = json.loads(record.value)
+                    counts[reply.get("uuid")] += 1
+                    replies[reply.get("uuid")] = reply
+            if all(key in counts for key in wanted):
+                # read on a little: a second reply to any of them would show now
+                end = time.monotonic() + 5
+                while time.monotonic() < end:
+                    for records in consumer.poll(timeout_ms=500).values():
+                        for record in records:
+                            counts[json.loads(record.value).get("uuid")] += 1
+                break
+    finally:
+        consumer.close()
+    return counts, replies
+
+
+def test_broker_restarts_30_times_with_requests_flowing(test_settings, private_kafka,  # noqa: F811
+                                                         zookeeper, redis, mongo_db, site,
+                                                         tmp_path):
+    kafka_settings, servers = private_kafka
+    settings = test_settings.copy_with(
+        CRAWLCLUSTER_KAFKA_BOOTSTRAP=kafka_settings["CRAWLCLUSTER_KAFKA_BOOTSTRAP"])
+    cluster = make_cluster(settings, tmp_path)
+    cluster.supervise()                          # as `crawlcluster up` runs it
+    manifest, _ = site
+    sender = Sender(cluster.settings, manifest["start_url"])
+    sender.thread.start()
+    started = time.monotonic()
+    try:
+        for _ in range(RESTARTS):
+            time.sleep(1.0)                      # requests flow between restarts
+            servers.down(["kafka"])
+            time.sleep(0.5)
+            servers.up(["kafka"])
+        time.sleep(3.0)
+    finally:
+        sender.close()
+    try:
+        took = time.monotonic() - started
+        counts, replies = all_replies(cluster.settings, sender.confirmed)
+        unanswered = [key for key in sender.confirmed if counts[key] == 0]
+        twice = {key: n for key, n in counts.items() if n > 1}
+        restarts = cluster.state.restarts()
+        print(f"\n{RESTARTS} broker restarts in {took:.0f} s: {len(sender.confirmed)} requests "
+              f"confirmed, {len(sender.unconfirmed)} not (the broker down), "
+              f"{len(unanswered)} unanswered, {len(twice)} answered twice; "
+              f"roles started again by the supervisor: {restarts or 'none'}")
+        assert len(sender.confirmed) > 10 * RESTARTS
+        assert unanswered == [], unanswered[:5]
+        assert twice == {}
+        accepted = [request["crawlid"] for key, request in sender.confirmed.items()
+                    if request["type"] == "crawl" and replies[key].get("status") == "accepted"]
+        assert len(accepted) == sum(1 for r in sender.confirmed.values() if r["type"] == "crawl")
+        client = redis_client(cluster.settings, "test")
+        try:
+            keys = Keys.from_settings(cluster.settings)
+            assert all(client.exists(keys.crawl(crawlid)) for crawlid in accepted)
+        finally:
+            client.close()
+    finally:
+        cluster.down(servers=False)
