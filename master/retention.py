@@ -93,10 +93,16 @@ class Retention:
         self._cursor = 0 if len(index) < self.slice_size else self._cursor + len(index)
         if not index:
             return 0
-        noted = self.client.zmscore(self.keys.ended_crawls(), [crawlid for crawlid, _ in index])
-        # Noted ones are looked at again when due (``_retire``), and taken out if running.
-        running = {crawlid: submitted for (crawlid, submitted), ended_at
-                   in zip(index, noted, strict=True) if ended_at is None}
+        crawlids = [crawlid for crawlid, _ in index]
+        pipe = self.client.pipeline(transaction=False)
+        pipe.zmscore(self.keys.ended_crawls(), crawlids)
+        pipe.zmscore(self.keys.retiring_crawls(), crawlids)
+        noted, retiring = pipe.execute()
+        # Noted ones are looked at again when due (``_retire``), and taken out if running;
+        # retiring ones are on their way out.
+        running = {crawlid: submitted for (crawlid, submitted), ended_at, going
+                   in zip(index, noted, retiring, strict=True)
+                   if ended_at is None and going is None}
         now = self.clock()
         newly = {crawlid: now for crawlid, over in self._ended(running, now).items() if over}
         if newly:
@@ -215,6 +221,7 @@ class Retention:
         if config.get("userid"):
             pipe.srem(keys.user_crawls(config["userid"]), crawlid)
         pipe.zrem(keys.retiring_crawls(), crawlid)
+        pipe.zrem(keys.ended_crawls(), crawlid)
         pipe.execute()
         self.crawls.forget(crawlid)
 

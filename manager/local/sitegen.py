@@ -158,8 +158,9 @@ def _detail(spec: SiteSpec, host: str, number: int, rng: random.Random) -> Page:
     title = f"{rng.choice(_TOPICS)}{rng.choice(_EVENTS)}（{host.rsplit('.', 1)[-1]}-{number}号）"
     paragraphs = ["".join(rng.choice(_WORDS) for _ in range(rng.randint(25, 45))) + "。"
                   for _ in range(rng.randint(3, 6))]
-    fields = {"title": title, "date": f"2026-{rng.randint(1, 12):02d}-{rng.randint(1, 28):02d}",
-              "author": rng.choice(_AUTHORS), "content": paragraphs}
+    date = f"2026-{rng.randint(1, 12):02d}-{rng.randint(1, 28):02d}"
+    fields: dict[str, Any] = {"title": title, "date": date, "author": rng.choice(_AUTHORS),
+                              "content": paragraphs}
     related = [f"{spec.base(rng.choice(spec.hosts))}/news/"
                f"{rng.randint(1, spec.details_per_host)}.html"
                for _ in range(spec.related_links)]

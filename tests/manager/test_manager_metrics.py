@@ -228,7 +228,7 @@ def test_metrics_of_a_real_crawl_match_mongodb_and_nginx(cluster, site, mongo_db
     rules = json.loads(urllib.request.urlopen(
         f"{prometheus}/api/v1/rules", timeout=10).read())["data"]["groups"]
     assert {rule["name"] for group in rules for rule in group["rules"]} >= {
-        "CrawlStalled", "RoleDown", "SpiderFailureRatioHigh", "BloomFilterPastCapacity",
+        "CrawlStalled", "RoleDown", "SpiderFailureRatioHigh", "BloomFilterErrorAboveConfigured",
         "IntakeFailingRequests"}
     assert all(rule["health"] == "ok" for group in rules for rule in group["rules"]), rules
 
