@@ -19,6 +19,7 @@ from collections import Counter
 
 import pytest
 
+from manager.local.demo import UNIVERSAL_RULE
 from master.keys import Keys
 from message_processing.client import NotDelivered, RequestClient
 from settings.clients import kafka_consumer, redis_client
@@ -51,7 +52,7 @@ class Sender:
             else:
                 request |= {"type": "crawl", "crawlid": f"broker-restarts-{number}",
                             "url": self.start_url, "spider_type": "universal",
-                            "maxdepth": 0}
+                            "rule": UNIVERSAL_RULE, "maxdepth": 0}
             try:
                 self.client.send(request)
                 self.confirmed[request["uuid"]] = request
