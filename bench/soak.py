@@ -102,7 +102,7 @@ def crawl(cluster, servers, settings, manifest, every):
     try:
         reply = client.ask({"type": "crawl", "userid": "bench", "crawlid": CRAWLID,
                             "spider_type": "universal", "url": manifest["start_url"],
-                            "rule": UNIVERSAL_RULE, "maxdepth": 10_000})
+                            "rule": UNIVERSAL_RULE, "maxdepth": 1000})
         if reply.get("status") != "accepted":
             raise SystemExit(f"crawl refused: {reply}")
         started, next_sample = time.monotonic(), every
