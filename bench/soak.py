@@ -89,7 +89,7 @@ def make_site(work, pages, hosts, large_share):
                     details_per_host=max(1, pages // hosts), related_links=5, seed=5,
                     gbk_page=False, large_share=large_share)
     started = time.monotonic()
-    manifest = generate_site(work / "site", spec)
+    manifest = generate_site(work / "site", spec, lean=True)
     print(f"  site: {len(manifest['pages']):,} pages over {hosts} hosts generated in "
           f"{time.monotonic() - started:.0f} s", flush=True)
     return spec, manifest

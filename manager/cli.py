@@ -11,12 +11,14 @@ import logging
 import sys
 import time
 from collections.abc import Callable
-from typing import Any
+from typing import Any, TypeVar
 
 from settings.clients import SERVER_KINDS, check_server, server_address
 from settings.errors import CrawlClusterError
 from settings.loader import Settings, load_settings
 from settings.reference import settings_table
+
+T = TypeVar("T")
 
 EXIT_FAILED = 1
 EXIT_ERROR = 2
@@ -51,7 +53,7 @@ def cmd_master(args: argparse.Namespace, settings: Settings) -> int:
     """Run the dispatcher until SIGTERM/SIGINT."""
     from master.dispatcher import main as run_dispatcher
 
-    return run_dispatcher(settings)
+    return _when_reachable(settings, lambda: run_dispatcher(settings))
 
 
 def cmd_up(args: argparse.Namespace, settings: Settings) -> int:
@@ -101,14 +103,14 @@ def cmd_manager(args: argparse.Namespace, settings: Settings) -> int:
     """Run this node's scrapyd-compatible spider manager until SIGTERM/SIGINT."""
     from manager.node import main as run_manager
 
-    return run_manager(settings)
+    return _when_reachable(settings, lambda: run_manager(settings))
 
 
 def cmd_preprocess(args: argparse.Namespace, settings: Settings) -> int:
     """Run the Kafka intake until SIGTERM/SIGINT."""
     from message_processing.preprocess.service import Preprocess
 
-    Preprocess.from_settings(settings).run()
+    _when_reachable(settings, lambda: Preprocess.from_settings(settings)).run()
     return 0
 
 
@@ -116,15 +118,23 @@ def cmd_exporter(args: argparse.Namespace, settings: Settings) -> int:
     """Serve the cluster's Prometheus metrics until SIGTERM/SIGINT."""
     from manager.metrics import main as run_exporter
 
-    return run_exporter(settings)
+    return _when_reachable(settings, lambda: run_exporter(settings))
 
 
 def cmd_monitor(args: argparse.Namespace, settings: Settings) -> int:
     """Answer stored queries and commands until SIGTERM/SIGINT."""
     from message_processing.monitor.service import Monitor
 
-    Monitor.from_settings(settings).run()
+    _when_reachable(settings, lambda: Monitor.from_settings(settings)).run()
     return 0
+
+
+def _when_reachable(settings: Settings, start: Callable[[], T]) -> T:
+    """A role's start, tried again while its servers are unreachable (for
+    CRAWLCLUSTER_STARTUP_WAIT seconds): its clients are made before it does anything."""
+    from settings.process import start_when_reachable
+
+    return start_when_reachable(start, settings.getfloat("CRAWLCLUSTER_STARTUP_WAIT"))
 
 
 def _with_client(settings: Settings, args: argparse.Namespace,

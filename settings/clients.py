@@ -241,9 +241,18 @@ class DeliveringProducer:
     A producer whose delivery failed is dropped with what it still buffered and made
     again on the next call: a broker that restarted without its state (Tansu's memory
     storage) no longer knows the old producer's id and would refuse it for good.
+
+    A broker that is stopping may acknowledge a message without an offset (-1), having
+    stored it or not: such a message is looked for among the partition's last
+    ``LOOK_BACK`` records once the broker answers again, and sent again if it is not
+    there. A plain resend would answer a request twice; trusting the acknowledgment
+    loses one now and then.
     """
 
+    LOOK_BACK = 2_000
+
     def __init__(self, settings: "Settings", role: str, **overrides: Any):
+        self.settings, self.role = settings, role
         self._make: Callable[[], Any] = lambda: kafka_producer(settings, role, **overrides)
         self.timeout = settings.getfloat("CRAWLCLUSTER_SOCKET_TIMEOUT")
         self.producer = self._make()
@@ -251,9 +260,34 @@ class DeliveringProducer:
     def deliver(self, topic: str, values: list[bytes], timeout: float | None = None) -> list[Any]:
         """Send ``values`` (bytes) to ``topic``; return their RecordMetadata.
         Raises a KafkaError (or ServerUnreachable) if any is not confirmed in time."""
-        from kafka.errors import KafkaError
+        from kafka.errors import KafkaTimeoutError
 
         timeout = timeout or self.timeout
+        deadline = time.monotonic() + 4 * timeout
+        results: list[Any] = [None] * len(values)
+        pending = list(range(len(values)))
+        while pending:
+            sent = self._send(topic, [values[n] for n in pending], timeout)
+            unsure = []
+            for n, metadata in zip(pending, sent, strict=True):
+                offset = metadata.offset if metadata.offset >= 0 else \
+                    self._find(metadata, values[n], timeout)
+                if offset is None:
+                    unsure.append(n)
+                else:
+                    results[n] = metadata._replace(offset=offset)
+            if unsure:
+                logger.warning("%d of %d messages to %s acknowledged without an offset and "
+                               "not found on the topic: sending them again", len(unsure),
+                               len(values), topic)
+                if time.monotonic() > deadline:
+                    raise KafkaTimeoutError(f"{len(unsure)} messages to {topic} not stored")
+            pending = unsure
+        return results
+
+    def _send(self, topic: str, values: list[bytes], timeout: float) -> list[Any]:
+        from kafka.errors import KafkaError
+
         if self.producer is None:
             self.producer = self._make()
         try:
@@ -267,6 +301,30 @@ class DeliveringProducer:
             self.producer.close(timeout=0)
             self.producer = None
             raise
+
+    def _find(self, metadata: Any, value: bytes, timeout: float) -> int | None:
+        """The offset of ``value`` among the last records of the partition it was
+        acknowledged on, or None. Raises a KafkaError if it cannot be read in time."""
+        from kafka import TopicPartition
+        from kafka.errors import KafkaTimeoutError
+
+        partition = TopicPartition(metadata.topic, metadata.partition)
+        consumer = kafka_consumer(self.settings, self.role, group_id=None)
+        try:
+            consumer.assign([partition])
+            end = consumer.end_offsets([partition])[partition]
+            consumer.seek(partition, max(0, end - self.LOOK_BACK))
+            deadline = time.monotonic() + timeout
+            while consumer.position(partition) < end:
+                if time.monotonic() > deadline:
+                    raise KafkaTimeoutError(f"could not read {partition} back in {timeout} s")
+                for records in consumer.poll(timeout_ms=500).values():
+                    for record in records:
+                        if record.value == value:
+                            return int(record.offset)
+            return None
+        finally:
+            consumer.close()
 
     def close(self) -> None:
         if self.producer is not None:

@@ -210,6 +210,10 @@ CRAWLCLUSTER_HEARTBEAT_TTL = 30.0
 # client waiting on a server that is down); `crawlcluster down` and a manager stopping its
 # spiders wait this long, plus 10 s, before SIGKILL.
 CRAWLCLUSTER_SHUTDOWN_TIMEOUT = 30.0
+# Seconds a role (master, preprocess, monitor, exporter, manager) keeps trying to reach
+# its servers when it starts before it gives up and exits: a role started while a server
+# restarts waits for it instead of dying (0: exit at once).
+CRAWLCLUSTER_STARTUP_WAIT = 60.0
 # Seconds a role's loop may go without coming round before its watchdog logs every
 # thread's stack, marks its heartbeat stalled and ends it for its supervisor to restart
 # (0: no watchdog). Well above what one round may wait: Redis calls time out after

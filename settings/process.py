@@ -11,8 +11,13 @@ import time
 import traceback
 from collections.abc import Callable
 from types import FrameType
+from typing import TypeVar
+
+from settings.errors import ServerUnreachable
 
 logger = logging.getLogger(__name__)
+
+T = TypeVar("T")
 
 # Exit status of a process the guard ended: told to stop, it had not within the bound.
 EXIT_STUCK = 70
@@ -164,3 +169,27 @@ class Watchdog:
                 self.on_stall()
         except Exception as exc:  # noqa: BLE001 - the process exits whatever this did
             logger.warning("could not mark the heartbeat stalled: %s", exc)
+
+
+def start_when_reachable(start: Callable[[], T], seconds: float,
+                         sleep: Callable[[float], None] = time.sleep,
+                         clock: Callable[[], float] = time.monotonic) -> T:
+    """``start()``, tried again while a server it needs is unreachable, for ``seconds``.
+
+    A role started by a supervisor (or a container's restart policy) while its broker
+    or Redis restarts would otherwise exit at once, be started again, exit again, and
+    soon be given up on. Each failed try is logged with what could not be reached;
+    after ``seconds`` the last ``ServerUnreachable`` is raised.
+    """
+    deadline = clock() + seconds
+    delay = 0.5
+    while True:
+        try:
+            return start()
+        except ServerUnreachable as exc:
+            if clock() + delay > deadline:
+                raise
+            logger.warning("%s; trying again in %.1f s (for up to %.0f s after start)",
+                           exc, delay, seconds)
+            sleep(delay)
+            delay = min(delay * 2, 5.0)

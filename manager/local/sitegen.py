@@ -71,26 +71,38 @@ class Page:
     fields: dict = field(default_factory=dict)
 
 
-def generate_site(root: str | Path, spec: SiteSpec) -> Manifest:
-    """Write the site under ``root``; return (and write) its manifest."""
+def generate_site(root: str | Path, spec: SiteSpec, lean: bool = False) -> Manifest:
+    """Write the site under ``root``; return (and write) its manifest.
+
+    ``lean``: the manifest's pages carry only their url, kind, host and depth, and the
+    pages' texts are not kept once written (a million-page site's full manifest, every
+    page's links and fields, would take tens of GB)."""
     root = Path(root)
     rng = random.Random(spec.seed)
     pages = []
     for host in spec.hosts:
-        pages.extend(_host_pages(spec, host, rng))
-    for page in pages:
-        _write_page(root / "www" / page.host, page, spec)
-    for host in spec.hosts:
-        robots = "User-agent: *\nDisallow: /private/\n"
-        if spec.crawl_delays.get(host):
-            robots += f"Crawl-delay: {spec.crawl_delays[host]}\n"
-        robots += f"Sitemap: {spec.base(host)}/sitemap.xml\n"
-        _write(root / "www" / host / "robots.txt", robots.encode())
-        _write_sources(root / "www" / host, spec.base(host),
-                       [page for page in pages if page.host == host and page.kind == "detail"])
-    manifest = _manifest(spec, pages)
-    _write(root / "site.json", json.dumps(manifest, ensure_ascii=False, indent=1).encode())
+        host_pages = _host_pages(spec, host, rng)
+        for page in host_pages:
+            _write_page(root / "www" / host, page, spec)
+        _write_host_files(root / "www" / host, spec, host,
+                          [page for page in host_pages if page.kind == "detail"])
+        if lean:
+            for page in host_pages:
+                page.fields = {}
+        pages.extend(host_pages)
+    manifest = _manifest(spec, pages, lean)
+    with open(root / "site.json", "w", encoding="utf-8") as out:
+        json.dump(manifest, out, ensure_ascii=False, indent=None if lean else 1)
     return manifest
+
+
+def _write_host_files(www: Path, spec: SiteSpec, host: str, details: list[Page]) -> None:
+    robots = "User-agent: *\nDisallow: /private/\n"
+    if spec.crawl_delays.get(host):
+        robots += f"Crawl-delay: {spec.crawl_delays[host]}\n"
+    robots += f"Sitemap: {spec.base(host)}/sitemap.xml\n"
+    _write(www / "robots.txt", robots.encode())
+    _write_sources(www, spec.base(host), details)
 
 
 def write_latest(root: str | Path, spec: SiteSpec, host: str, urls: list[str],
@@ -230,14 +242,16 @@ def _write(path: Path, data: bytes) -> None:
     path.write_bytes(data)
 
 
-def _manifest(spec: SiteSpec, pages: list[Page]) -> Manifest:
+def _manifest(spec: SiteSpec, pages: list[Page], lean: bool = False) -> Manifest:
     start = f"{spec.base(spec.hosts[0])}/"
     crawlable = [p for p in pages if p.kind != "private"]
     depths = _depths(start, crawlable, spec)
     return {
         "spec": asdict(spec),
         "start_url": start,
-        "pages": [{"url": p.url, "kind": p.kind, "host": p.host, "encoding": p.encoding,
+        "pages": [{"url": p.url, "kind": p.kind, "host": p.host, "depth": depths.get(p.url)}
+                  if lean else
+                  {"url": p.url, "kind": p.kind, "host": p.host, "encoding": p.encoding,
                    "depth": depths.get(p.url), "links": _page_links(p, spec), **p.fields}
                   for p in crawlable],
         "disallowed": [p.url for p in pages if p.kind == "private"],

@@ -32,6 +32,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from kafka import ConsumerRebalanceListener
+from kafka.errors import KafkaError
 from redis import RedisError
 
 from master.bloomgen import AgingBloomFilter
@@ -189,7 +190,14 @@ class Preprocess:
         """Handle one poll's messages; return how many were new to Redis."""
         self._heartbeat()
         self._rejoin_if_left_out()
-        batches = self.consumer.poll(timeout_ms=timeout_ms, max_records=self.batch)
+        try:
+            batches = self.consumer.poll(timeout_ms=timeout_ms, max_records=self.batch)
+        except KafkaError as exc:
+            # kafka-python 3.0 can raise a connection error out of poll while the broker
+            # restarts; the consumer reconnects on a later poll.
+            logger.warning("poll failed (polling again in 1 s): %s", exc)
+            time.sleep(1.0)
+            return 0
         fresh = 0
         offsets: dict[Any, int] = {}          # partition -> next offset to commit
         seen: list[tuple[str, str]] = []
@@ -392,7 +400,6 @@ class Preprocess:
             logger.warning("could not add %d seed URLs to their filters: %s", len(seen), exc)
 
     def _commit(self, offsets: dict[Any, int]) -> None:
-        from kafka.errors import KafkaError
         from kafka.structs import OffsetAndMetadata
 
         if not offsets:

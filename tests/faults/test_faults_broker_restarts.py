@@ -67,14 +67,20 @@ class Sender:
 
 
 def all_replies(settings, wanted, timeout=240):
-    """``(Counter(uuid -> replies), {uuid: reply})`` on the replies topic, read from its
-    start until every uuid of ``wanted`` has one, then 5 s more (a second reply would show).
+    """``TopicReader`` of the replies topic, read from its start until every uuid of
+    ``wanted`` has a reply, then 5 s more (a second reply would show)."""
+    return read_topic(settings, settings["CRAWLCLUSTER_KAFKA_REPLIES_TOPIC"], wanted, timeout)
+
+
+def read_topic(settings, topic, wanted, timeout=240):
+    """A ``TopicReader`` that read ``topic`` from its start until every uuid of
+    ``wanted`` was on it (or ``timeout``), then 5 s more.
     kafka-python 3.0.12's poll can block for good after a broker restart, this reader's
     too: a reader that stops making progress is left behind and a new one reads again
     from the start."""
     deadline = time.monotonic() + timeout
     while True:
-        reader = RepliesReader(settings)
+        reader = TopicReader(settings, topic)
         missing = len(wanted)
         reader.thread.start()
         last, stalled_since = -1, time.monotonic()
@@ -85,49 +91,64 @@ def all_replies(settings, wanted, timeout=240):
                 reader.done_at = time.monotonic()
             if reader.done_at is not None and time.monotonic() - reader.done_at > 5:
                 reader.stop.set()
-                return reader.counts, reader.replies
+                return reader
             if reader.polls != last:
                 last, stalled_since = reader.polls, time.monotonic()
             elif time.monotonic() - stalled_since > 20:
-                print(f"replies reader stuck in poll after {len(reader.counts)} replies: "
+                print(f"{topic} reader stuck in poll after {len(reader.counts)} messages: "
                       "a new one", flush=True)
                 break
         reader.stop.set()
         if time.monotonic() >= deadline:
-            print(f"replies: {missing} of {len(wanted)} still unanswered", flush=True)
-            return reader.counts, reader.replies
+            print(f"{topic}: {missing} of {len(wanted)} uuids not found", flush=True)
+            return reader
 
 
-class RepliesReader:
-    def __init__(self, settings):
+class TopicReader:
+    """Every message of a topic by uuid: how many carry it (``counts``), the last one
+    (``messages``) and where each was (``places``: ``partition/offset``)."""
+
+    def __init__(self, settings, topic):
         self.settings = settings
+        self.topic = topic
         self.counts: Counter = Counter()
-        self.replies: dict = {}
+        self.messages: dict = {}
+        self.places: dict = {}
         self.polls = 0
         self.done_at = None
         self.stop = threading.Event()
         self.thread = threading.Thread(target=self.run, daemon=True)
 
     def run(self):
-        topic = self.settings["CRAWLCLUSTER_KAFKA_REPLIES_TOPIC"]
-        consumer = kafka_consumer(self.settings, "test", topic, group_id=None)
+        consumer = kafka_consumer(self.settings, "test", self.topic, group_id=None)
         try:
             while not self.stop.is_set():
                 for records in consumer.poll(timeout_ms=500).values():
                     for record in records:
-                        reply = json.loads(record.value)
-                        self.counts[reply.get("uuid")] += 1
-                        self.replies[reply.get("uuid")] = reply
+                        message = json.loads(record.value)
+                        key = message.get("uuid")
+                        self.counts[key] += 1
+                        self.messages[key] = message
+                        self.places.setdefault(key, []).append(
+                            f"{record.partition}/{record.offset}")
                 self.polls += 1
         finally:
             consumer.close()
 
 
+def diagnose(settings, confirmed, unanswered, replies):
+    """Where the unanswered requests are on the requests topic, and which answered ones
+    are no longer on it (a broker that lost records it had confirmed and served)."""
+    requests = read_topic(settings, settings["CRAWLCLUSTER_KAFKA_REQUESTS_TOPIC"],
+                          unanswered, timeout=60)
+    gone = [key for key in confirmed if key not in requests.counts and replies.counts[key]]
+    print(f"  {len(gone)} answered requests no longer on the requests topic", flush=True)
+    for key in unanswered[:20]:
+        print(f"  unanswered {key} ({confirmed[key]['type']}): on the requests topic at "
+              f"{requests.places.get(key) or 'nowhere'}", flush=True)
+
+
 @pytest.mark.timeout(900)
-@pytest.mark.xfail(reason="open (issue 30): about 0.5% of the requests the broker confirmed "
-                   "during its restarts are never answered (14 of 2,582 on 2026-11-24); "
-                   "not yet known whether the broker loses them or the intake skips them",
-                   strict=False)
 def test_broker_restarts_30_times_with_requests_flowing(test_settings, private_kafka,  # noqa: F811
                                                          zookeeper, redis, mongo_db, site,
                                                          tmp_path):
@@ -151,7 +172,8 @@ def test_broker_restarts_30_times_with_requests_flowing(test_settings, private_k
         sender.close()
     try:
         took = time.monotonic() - started
-        counts, replies = all_replies(cluster.settings, sender.confirmed)
+        replies = all_replies(cluster.settings, sender.confirmed)
+        counts = replies.counts
         unanswered = [key for key in sender.confirmed if counts[key] == 0]
         twice = {key: n for key, n in counts.items() if n > 1}
         restarts = cluster.state.restarts()
@@ -160,10 +182,13 @@ def test_broker_restarts_30_times_with_requests_flowing(test_settings, private_k
               f"{len(unanswered)} unanswered, {len(twice)} answered twice; "
               f"roles started again by the supervisor: {restarts or 'none'}")
         assert len(sender.confirmed) > 10 * RESTARTS
+        if unanswered:
+            diagnose(cluster.settings, sender.confirmed, unanswered, replies)
         assert unanswered == [], unanswered[:5]
         assert twice == {}
         accepted = [request["crawlid"] for key, request in sender.confirmed.items()
-                    if request["type"] == "crawl" and replies[key].get("status") == "accepted"]
+                    if request["type"] == "crawl"
+                    and replies.messages[key].get("status") == "accepted"]
         assert len(accepted) == sum(1 for r in sender.confirmed.values() if r["type"] == "crawl")
         client = redis_client(cluster.settings, "test")
         try:

@@ -1,11 +1,15 @@
-"""Stopping a role on SIGTERM cannot deadlock on the event its loop waits on."""
+"""Stopping a role on SIGTERM cannot deadlock on the event its loop waits on; a role
+started while a server is down waits for it, within a bound."""
 
 import os
 import signal
 import threading
 import time
 
-from settings.process import stop_on_signals
+import pytest
+
+from settings.errors import ServerUnreachable
+from settings.process import start_when_reachable, stop_on_signals
 
 
 def test_a_signal_arriving_inside_event_wait_still_stops_the_loop():
@@ -56,3 +60,45 @@ def test_shutdown_of_a_process_held_by_a_thread_ends_within_the_bound():
     finally:
         process.kill()
         process.wait()
+
+
+class FakeTime:
+    def __init__(self):
+        self.now = 0.0
+        self.sleeps = []
+
+    def sleep(self, seconds):
+        self.sleeps.append(seconds)
+        self.now += seconds
+
+
+def unreachable_for(tries):
+    calls = []
+
+    def start():
+        calls.append(1)
+        if len(calls) <= tries:
+            raise ServerUnreachable("preprocess", "kafka", "127.0.0.1:9092", "refused", "check")
+        return "started"
+    return start, calls
+
+
+def test_a_role_started_while_its_broker_is_down_starts_once_it_is_back(caplog):
+    clock = FakeTime()
+    start, calls = unreachable_for(4)
+    assert start_when_reachable(start, 60, sleep=clock.sleep, clock=lambda: clock.now) \
+        == "started"
+    assert len(calls) == 5 and clock.sleeps == [0.5, 1.0, 2.0, 4.0]
+    assert "cannot reach kafka at 127.0.0.1:9092" in caplog.text
+
+
+def test_a_role_gives_up_after_the_startup_wait():
+    clock = FakeTime()
+    start, calls = unreachable_for(1_000)
+    with pytest.raises(ServerUnreachable):
+        start_when_reachable(start, 20, sleep=clock.sleep, clock=lambda: clock.now)
+    assert clock.now <= 20 and clock.sleeps[-1] == 5.0
+    start, calls = unreachable_for(1_000)
+    with pytest.raises(ServerUnreachable):
+        start_when_reachable(start, 0, sleep=clock.sleep, clock=lambda: clock.now)
+    assert len(calls) == 1
