@@ -1,8 +1,11 @@
 """Scrapy extensions of the crawler project."""
 
+import ctypes
+import ctypes.util
 import gc
 import logging
 import os
+from collections.abc import Callable
 
 from scrapy import signals
 from scrapy.crawler import Crawler
@@ -102,3 +105,51 @@ class LoopWatchdog:
             self.loop.stop()
         if self.watchdog is not None:
             self.watchdog.stop()
+
+
+def _malloc_trim() -> Callable[[], int] | None:
+    """glibc's ``malloc_trim(0)``, or None where the C library has none (musl, macOS)."""
+    name = ctypes.util.find_library("c")
+    try:
+        trim = ctypes.CDLL(name).malloc_trim if name else None
+    except (OSError, AttributeError):
+        return None
+    if trim is None:
+        return None
+    trim.argtypes, trim.restype = [ctypes.c_size_t], ctypes.c_int
+    return lambda: int(trim(0))
+
+
+class MemoryTrim:
+    """Gives the memory a spider freed back to the system every
+    ``CRAWLCLUSTER_MEMORY_TRIM_SECONDS`` (0: never).
+
+    A large page (hundreds of KB of HTML, its lxml tree, its text) takes memory that
+    Python frees after the page, but glibc's allocator keeps the freed pages mapped in
+    its heaps, so a spider's resident memory stayed at the high-water mark of its
+    largest pages for good. ``malloc_trim`` returns them (about 35 MB of 230 in a spider
+    after 100,000 pages, 2% of them 50-500 KB, in bench/soak.py) and takes a few
+    milliseconds.
+    """
+
+    def __init__(self, every: float, trim: Callable[[], int] | None) -> None:
+        self.every = every
+        self.trim = trim
+        self.loop: LoopingCall | None = None
+
+    @classmethod
+    def from_crawler(cls, crawler: Crawler) -> "MemoryTrim":
+        every = cluster_settings(crawler.settings).getfloat("CRAWLCLUSTER_MEMORY_TRIM_SECONDS")
+        extension = cls(every, _malloc_trim())
+        crawler.signals.connect(extension.engine_started, signal=signals.engine_started)
+        crawler.signals.connect(extension.engine_stopped, signal=signals.engine_stopped)
+        return extension
+
+    def engine_started(self) -> None:
+        if self.every > 0 and self.trim is not None:
+            self.loop = LoopingCall(self.trim)
+            self.loop.start(self.every, now=False)
+
+    def engine_stopped(self) -> None:
+        if self.loop is not None and self.loop.running:
+            self.loop.stop()

@@ -162,6 +162,10 @@ CRAWLCLUSTER_MONGODB_FLUSH_AFTER = 0.5
 # Allocations between Python's generation-0 garbage collections in a spider process,
 # after start-up objects are frozen (crawler/extensions.py; 0 = Python's defaults).
 CRAWLCLUSTER_GC_THRESHOLD = 20000
+# Seconds between a spider's returns of freed memory to the system (glibc malloc_trim;
+# crawler/extensions.py MemoryTrim): without them a spider stays at the high-water mark
+# of its largest pages (0 = never).
+CRAWLCLUSTER_MEMORY_TRIM_SECONDS = 30.0
 
 # --- proxy pool (crawler/proxy.py) -------------------------------------------------
 # Give every request a random proxy from the pool.
@@ -302,6 +306,7 @@ SCRAPY = {
         "crawler.metrics.SpiderMetrics": 0,
         "crawler.extensions.ShutdownGuard": 0,
         "crawler.extensions.LoopWatchdog": 0,
+        "crawler.extensions.MemoryTrim": 0,
     },
     "ITEM_PIPELINES": {
         "crawler.pipelines.EncodingPipeline": 100,
