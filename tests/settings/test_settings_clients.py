@@ -133,3 +133,59 @@ def test_a_cluster_url_may_name_several_nodes(cluster_settings):
         client.delete(Keys.from_settings(settings).prefix + ":several-nodes")
     finally:
         client.close()
+
+
+class AckWithoutOffset:
+    """The first send of each batch acknowledged as a stopping broker may: offset -1,
+    the messages stored (``stored=True``) or lost."""
+
+    def __init__(self, producer, stored):
+        self.producer, self.stored, self.real = producer, stored, producer._send
+        self.calls = 0
+
+    def __call__(self, topic, values, timeout):
+        self.calls += 1
+        if self.calls > 1:
+            return self.real(topic, values, timeout)
+        sent = self.real(topic, values, timeout) if self.stored else \
+            self.real(topic, [b"something else"] * len(values), timeout)
+        return [metadata._replace(offset=-1) for metadata in sent]
+
+
+def topic_values(settings, topic):
+    from kafka import TopicPartition
+
+    consumer = kafka_consumer(settings, "test", group_id=None)
+    try:
+        partitions = [TopicPartition(topic, n) for n in consumer.partitions_for_topic(topic)]
+        consumer.assign(partitions)
+        consumer.seek_to_beginning()
+        ends = consumer.end_offsets(partitions)
+        values = []
+        deadline = time.monotonic() + 30
+        while any(consumer.position(p) < ends[p] for p in partitions):
+            assert time.monotonic() < deadline
+            for records in consumer.poll(timeout_ms=500).values():
+                values += [record.value for record in records]
+        return values
+    finally:
+        consumer.close()
+
+
+@pytest.mark.parametrize("stored", [True, False], ids=["stored", "lost"])
+def test_a_message_acknowledged_without_an_offset_is_on_the_topic_once(
+        test_settings, kafka_topics, stored):
+    from settings.clients import DeliveringProducer
+
+    topic = kafka_topics[0]
+    producer = DeliveringProducer(test_settings, "test")
+    try:
+        producer._send = AckWithoutOffset(producer, stored)
+        values = [f"message {n}".encode() for n in range(5)]
+        sent = producer.deliver(topic, values)
+    finally:
+        producer.close()
+    assert producer._send.calls == (1 if stored else 2)
+    assert all(metadata.offset >= 0 for metadata in sent)
+    on_topic = topic_values(test_settings, topic)
+    assert sorted(value for value in on_topic if value.startswith(b"message")) == values
