@@ -60,7 +60,7 @@ def test_every_role_fails_the_same_way_on_a_dead_redis(local_servers):
 
     root = Path(__file__).resolve().parents[2]
     dead = {"CRAWLCLUSTER_REDIS_URL": "redis://127.0.0.1:1"}
-    master = run("master", **dead)
+    master = run("master", CRAWLCLUSTER_STARTUP_WAIT="0", **dead)
     full_env = {k: v for k, v in os.environ.items() if not k.startswith("CRAWLCLUSTER_")}
     spider = subprocess.run([sys.executable, "-m", "scrapy", "crawl", "universal"], cwd=root,
                             env=dict(full_env, **dead), capture_output=True, text=True,
@@ -71,3 +71,13 @@ def test_every_role_fails_the_same_way_on_a_dead_redis(local_servers):
         last = result.stderr.strip().splitlines()[-1]
         assert last.startswith(f"{prefix} cannot reach redis at redis://127.0.0.1:1")
         assert "Traceback" not in result.stderr
+
+
+def test_a_role_started_before_its_server_waits_for_it(local_servers):
+    result = run("master", CRAWLCLUSTER_REDIS_URL="redis://127.0.0.1:1",
+                 CRAWLCLUSTER_STARTUP_WAIT="3")
+    assert result.returncode == 2
+    tries = [line for line in result.stderr.splitlines() if "trying again in" in line]
+    assert len(tries) >= 2 and "cannot reach redis at redis://127.0.0.1:1" in tries[0]
+    assert result.stderr.strip().splitlines()[-1].startswith(
+        "crawlcluster master: master: cannot reach redis")
