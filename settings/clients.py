@@ -271,7 +271,7 @@ class DeliveringProducer:
             unsure = []
             for n, metadata in zip(pending, sent, strict=True):
                 offset = metadata.offset if metadata.offset >= 0 else \
-                    self._find(metadata, values[n], timeout)
+                    self._find_by(metadata, values[n], timeout, deadline)
                 if offset is None:
                     unsure.append(n)
                 else:
@@ -301,6 +301,22 @@ class DeliveringProducer:
             self.producer.close(timeout=0)
             self.producer = None
             raise
+
+    def _find_by(self, metadata: Any, value: bytes, timeout: float,
+                 deadline: float) -> int | None:
+        """``_find``, tried again until ``deadline`` while the partition cannot be read:
+        giving up would send the whole batch again, answering some requests twice."""
+        from kafka.errors import KafkaError
+
+        while True:
+            try:
+                return self._find(metadata, value, timeout)
+            except (KafkaError, ServerUnreachable) as exc:
+                if time.monotonic() > deadline:
+                    raise
+                logger.warning("could not look for a message acknowledged without an "
+                               "offset (trying again): %s", exc)
+                time.sleep(1.0)
 
     def _find(self, metadata: Any, value: bytes, timeout: float) -> int | None:
         """The offset of ``value`` among the last records of the partition it was
