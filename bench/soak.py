@@ -111,6 +111,9 @@ def crawl(cluster, servers, settings, manifest, every):
             done = info.get("done", 0)
             if done >= next_sample:
                 samples.append((done, sample(cluster, servers)))
+                print(f"\n  RSS at {done:,} pages: " + ", ".join(
+                    f"{name} {rss:.0f} MB" for name, rss in sorted(samples[-1][1].items())
+                    if rss is not None), flush=True)
                 next_sample += every
             rate = done / max(1e-9, time.monotonic() - started)
             print(f"\r  {done:,} pages done, {info['total_pending']:,} pending, "
