@@ -18,9 +18,14 @@ growth from the first sample to the last, per 100,000 pages: what a month-long c
 adds). Targets: growth at most 10 MB per 100,000 pages, no spider above 250 MB. The
 last line is one JSON object with ``pages``, ``missing``, ``duplicates`` and those per
 role.
+
+Run it with the local servers stopped (``crawlcluster services down``): it starts them,
+the MongoDB-wire server with an 8G storage cache (``CRAWLCLUSTER_MONGODB_LOCAL_CACHE``),
+where 1G stalled every write past a million items.
 """
 
 import argparse
+import os
 import sys
 import tempfile
 import time
@@ -169,6 +174,7 @@ def main():
     args = parser.parse_args()
     print(f"soak: {args.pages:,} pages over {args.hosts} hosts ({args.large_share:.0%} of "
           f"50-500 KB), {args.nodes} nodes; {machine()}", flush=True)
+    os.environ.setdefault("CRAWLCLUSTER_MONGODB_LOCAL_CACHE", "8G")
     settings = bench_settings(("redis", "kafka", "zookeeper", "mongodb"))
     servers = StateDir(settings.getpath("CRAWLCLUSTER_STATE_DIR"))
     with tempfile.TemporaryDirectory() as folder:

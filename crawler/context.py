@@ -85,8 +85,12 @@ class JobContext:
     def _robots_parsed(self, robotparser: Any, request: Request) -> None:
         agent = request.headers.get(b"User-Agent") or b"*"
         delay = robotparser.crawl_delay(agent)
+        domain = domain_of(request.url)
+        self.crawl_delays.pop(domain, None)       # read again: it may have none now
         if delay:
-            self.crawl_delays[domain_of(request.url)] = float(delay)
+            self.crawl_delays[domain] = float(delay)
+            if len(self.crawl_delays) > self.settings.getint("CRAWLCLUSTER_ROBOTS_HOSTS"):
+                del self.crawl_delays[next(iter(self.crawl_delays))]   # the oldest
 
     def revisit(self, config: dict[str, Any], task: Task) -> Revisit | None:
         """How the task's page is revisited, if it is a hub, sitemap or feed of a crawl

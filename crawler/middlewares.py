@@ -9,11 +9,14 @@ a page's links with their parent task and its items with their task, and
 tells the tracker when the page's output is all out. ``CharsetRepairMiddleware``
 reads a page whose declared charset garbles it with the charset that reads it.
 ``RedirectLoopMiddleware`` ends a redirect chain that comes back to a URL twice.
+``BoundedRobotsTxtMiddleware`` is Scrapy's robots.txt middleware with a bounded,
+expiring cache.
 """
 
 import ipaddress
 import random
 import socket
+import time
 from collections.abc import AsyncIterator, Iterable, Iterator
 from functools import lru_cache
 from importlib import resources
@@ -23,12 +26,16 @@ from urllib.parse import urlsplit
 from charset_normalizer import from_bytes
 from scrapy import Request, Spider
 from scrapy.crawler import Crawler
+from scrapy.downloadermiddlewares.robotstxt import RobotsTxtMiddleware
 from scrapy.exceptions import DownloadCancelledError, IgnoreRequest, NotConfigured
 from scrapy.http import Response, TextResponse
+from scrapy.robotstxt import RobotParser
 from scrapy.statscollectors import StatsCollector
+from scrapy.utils.httpobj import urlparse_cached
+from twisted.internet.defer import Deferred
 from w3lib.encoding import html_body_declared_encoding, resolve_encoding
 
-from crawler.context import ClusterComponent, TaskTracker
+from crawler.context import ClusterComponent, TaskTracker, cluster_settings
 from master.crawls import HUB_SPAN
 from master.frontier import outcome_for_status
 
@@ -245,3 +252,43 @@ def private_addresses(host: str) -> tuple[str, ...]:
     return tuple(sorted(str(a) for a in addresses
                         if a.is_private or a.is_loopback or a.is_link_local or a.is_reserved
                         or a.is_multicast or a.is_unspecified))
+
+
+class BoundedRobotsTxtMiddleware(RobotsTxtMiddleware):
+    """Scrapy's robots.txt middleware, keeping the rules of at most
+    ``CRAWLCLUSTER_ROBOTS_HOSTS`` hosts, each read again after
+    ``CRAWLCLUSTER_ROBOTS_MAX_AGE`` seconds.
+
+    Scrapy keeps the parsed robots.txt of every host it met for the life of the process
+    and never reads one again: a spider that runs for months would hold the rules of
+    every host of the web it crawled, and obey rules a site changed long ago. Here the
+    host read longest ago is forgotten first (its robots.txt is fetched again when its
+    next URL comes).
+    """
+
+    def __init__(self, crawler: Crawler) -> None:
+        super().__init__(crawler)
+        settings = cluster_settings(crawler.settings)
+        self.max_hosts = max(1, settings.getint("CRAWLCLUSTER_ROBOTS_HOSTS"))
+        self.max_age = settings.getfloat("CRAWLCLUSTER_ROBOTS_MAX_AGE")
+        self.read_at: dict[str, float] = {}       # netloc -> when its robots.txt was asked for
+
+    async def robot_parser(self, request: Request) -> RobotParser | None:
+        netloc = urlparse_cached(request).netloc
+        read_at = self.read_at.get(netloc)
+        if read_at is not None and time.monotonic() - read_at > self.max_age:
+            self._forget(netloc)
+        if netloc not in self._parsers:
+            self.read_at.pop(netloc, None)
+            self.read_at[netloc] = time.monotonic()
+            while len(self.read_at) > self.max_hosts and self._forget(next(iter(self.read_at))):
+                pass
+        return await super().robot_parser(request)
+
+    def _forget(self, netloc: str) -> bool:
+        """Drop a host's rules unless its robots.txt is being fetched (others wait on it)."""
+        if isinstance(self._parsers.get(netloc), Deferred):
+            return False
+        self._parsers.pop(netloc, None)
+        self.read_at.pop(netloc, None)
+        return True

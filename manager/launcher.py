@@ -5,9 +5,10 @@ for work (no idle timeout: the node's configured spiders) is meant to run for go
 when one exits non-zero (it crashed, was killed, or its watchdog ended it as stuck) it
 is started again, as the same spider with the same settings and arguments, after a
 backoff that doubles each time. One that dies ``RESTART_LIMIT`` times within
-``RESTART_WINDOW`` seconds is reported and left stopped. Jobs with an idle timeout
-(``CRAWLCLUSTER_IDLE_TIMEOUT``, the node's or the job's own), and spiders that end
-cleanly, are not restarted.
+``RESTART_WINDOW`` seconds is reported and left stopped. One that closed past its
+memory bound (exit status ``EXIT_RECYCLE``) is started again at once, uncounted. Jobs
+with an idle timeout (``CRAWLCLUSTER_IDLE_TIMEOUT``, the node's or the job's own), and
+spiders that end cleanly, are not restarted.
 """
 
 import logging
@@ -18,6 +19,8 @@ from typing import Any
 from scrapyd.interfaces import IEnvironment, ISpiderScheduler
 from scrapyd.launcher import Launcher, ScrapyProcessProtocol, get_crawl_args
 from twisted.internet import reactor
+
+from settings.process import EXIT_RECYCLE
 
 logger = logging.getLogger(__name__)
 
@@ -65,7 +68,10 @@ class SupervisingLauncher(Launcher):
         process = self.processes[slot]
         super()._process_finished(result, slot)
         if process.exit_code != 0 and not self.stopping and self._long_running(process):
-            self._restart(process)
+            if process.exit_code == EXIT_RECYCLE:
+                self._recycle(process)
+            else:
+                self._restart(process)
 
     def _long_running(self, process: ExitRecordingProtocol) -> bool:
         """Whether a job waits for work for good (no idle timeout)."""
@@ -92,6 +98,14 @@ class SupervisingLauncher(Launcher):
                        "(restart %d in %.0f s)", process.job, process.exit_code,
                        process.spider, job, delay, len(times), RESTART_WINDOW)
         reactor.callLater(delay, self._schedule_again, process, job)
+
+    def _recycle(self, process: ExitRecordingProtocol) -> None:
+        first = self.first_job.pop(process.job, process.job)
+        job = f"{first}-m{int(time.time())}"
+        self.first_job[job] = first
+        logger.info("spider job %s closed past its memory bound: starting %s again as %s",
+                    process.job, process.spider, job)
+        self._schedule_again(process, job)
 
     def _schedule_again(self, process: ExitRecordingProtocol, job: str) -> None:
         if self.stopping:

@@ -65,6 +65,9 @@ CRAWLCLUSTER_SERVICES_INSTALL = True
 CRAWLCLUSTER_SERVICES_START_TIMEOUT = 60.0
 # Storage of the local Kafka-API broker: memory:// (lost when it stops) or s3://bucket/ (kept).
 CRAWLCLUSTER_KAFKA_STORAGE = "memory://tansu/"
+# Storage cache of the local MongoDB-wire server (WiredTiger's cache_size: 512M, 1G, 8G).
+# Millions of items want more than the default: bench/soak.py runs it with 8G.
+CRAWLCLUSTER_MONGODB_LOCAL_CACHE = "1G"
 
 # --- counters ----------------------------------------------------------------
 # Default window (s) of rolling counters (plugin counts, status codes).
@@ -163,9 +166,18 @@ CRAWLCLUSTER_MONGODB_FLUSH_AFTER = 0.5
 # after start-up objects are frozen (crawler/extensions.py; 0 = Python's defaults).
 CRAWLCLUSTER_GC_THRESHOLD = 20000
 # Seconds between a spider's returns of freed memory to the system (glibc malloc_trim;
-# crawler/extensions.py MemoryTrim): without them a spider stays at the high-water mark
-# of its largest pages (0 = never).
-CRAWLCLUSTER_MEMORY_TRIM_SECONDS = 30.0
+# crawler/extensions.py MemoryBound): without them a spider stays at the high-water mark
+# of its largest pages (0 = never, and no memory bound either).
+CRAWLCLUSTER_MEMORY_TRIM_SECONDS = 5.0
+# Resident MB past which a long-running spider (no idle timeout) closes after a trim, as
+# on SIGTERM, losing nothing, and its manager starts it again at once (0 = no bound).
+CRAWLCLUSTER_SPIDER_MEMORY_LIMIT_MB = 512.0
+
+# Hosts whose robots.txt rules a spider keeps (the host read longest ago is forgotten
+# first, and read again when its next URL comes; crawler/middlewares.py).
+CRAWLCLUSTER_ROBOTS_HOSTS = 10000
+# Seconds a host's robots.txt is obeyed before it is read again (Google: 24 hours).
+CRAWLCLUSTER_ROBOTS_MAX_AGE = 86400.0
 
 # --- proxy pool (crawler/proxy.py) -------------------------------------------------
 # Give every request a random proxy from the pool.
@@ -288,6 +300,8 @@ SCRAPY = {
         "crawler.middlewares.RedirectLoopMiddleware": 70,
         # after decompression (590): repairs the charset of the body the spider reads
         "crawler.middlewares.CharsetRepairMiddleware": 100,
+        "scrapy.downloadermiddlewares.robotstxt.RobotsTxtMiddleware": None,
+        "crawler.middlewares.BoundedRobotsTxtMiddleware": 100,
         "scrapy.downloadermiddlewares.useragent.UserAgentMiddleware": None,
         # The cluster retries a failed download (another job, counted per URL, up to
         # CRAWLCLUSTER_MAX_RETRIES); Scrapy's own retries on top would fetch a failing
@@ -306,7 +320,7 @@ SCRAPY = {
         "crawler.metrics.SpiderMetrics": 0,
         "crawler.extensions.ShutdownGuard": 0,
         "crawler.extensions.LoopWatchdog": 0,
-        "crawler.extensions.MemoryTrim": 0,
+        "crawler.extensions.MemoryBound": 0,
     },
     "ITEM_PIPELINES": {
         "crawler.pipelines.EncodingPipeline": 100,

@@ -108,6 +108,9 @@ def guard_signals(bound: float, what: str) -> None:
 
 # Exit status of a process whose watchdog found its loop stuck.
 EXIT_STALLED = 75
+# Exit status of a spider that closed past its memory bound, to be started again at once
+# (crawler/extensions.py MemoryBound).
+EXIT_RECYCLE = 76
 
 
 class Watchdog:

@@ -177,7 +177,8 @@ class ServerSpec:
                     "--storage-engine", settings["CRAWLCLUSTER_KAFKA_STORAGE"]]
         return [sys.executable, "-c", "import sys; from secantus.cli import main; sys.exit(main())",
                 "--host", host, "--port", str(port), "--storage-path", str(data_dir),
-                "--standalone", "--log-level", "WARNING"]
+                "--standalone", "--log-level", "WARNING",
+                "--cache-size", settings["CRAWLCLUSTER_MONGODB_LOCAL_CACHE"]]
 
 
 def _write_zoo_cfg(host: str, port: int, data_dir: Path) -> Path:

@@ -126,6 +126,25 @@ def test_universal_crawl_every_page_exactly_once(frontier_settings, mongo_db, bi
     assert refused["rule"] == len(manifest["disallowed"])     # no rule takes /private/ here
 
 
+def test_robots_rules_of_one_host_at_a_time_are_read_again_and_obeyed(
+        test_settings, mongo_db, static_site, tmp_path):
+    """A spider keeping one host's robots.txt rules: the crawl moves between the site's
+    four hosts, so their robots.txt is read again and again, and still obeyed."""
+    manifest, site = static_site
+    since = len(site.access_log())
+    rule = {"rules": [*UNIVERSAL_RULE["rules"], {"allow": [r"/private/"], "follow": False}]}
+    submit(test_settings, {"crawlid": "robots", "spider_type": "universal",
+                           "url": manifest["start_url"], "rule": rule})
+    assert run_crawl(test_settings, "universal", tmp_path, CRAWLCLUSTER_ROBOTS_HOSTS=1) == [0]
+
+    robots = Counter(e["host"] for e in site.access_log()[since:]
+                     if e["path"].endswith("robots.txt"))
+    assert set(robots) == set(manifest["spec"]["hosts"])
+    assert sum(robots.values()) > 2 * len(robots), robots
+    assert not set(fetched(site, since)) & set(manifest["disallowed"])
+    assert link_counts(test_settings, "robots")["refused"]["robots"] == len(manifest["disallowed"])
+
+
 def test_links_out_of_scope_for_their_port_are_counted_and_explained(
         test_settings, mongo_db, static_site, tmp_path):
     # Scrapy matches allow_domains against host:port: a site on a non-default port

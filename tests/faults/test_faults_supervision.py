@@ -1,7 +1,7 @@
 """Roles that heal themselves: a loop stuck on a server is found by its role's watchdog
 (every thread's stack logged, the heartbeat says "stalled", the process exits non-zero)
 and ``crawlcluster supervisor`` starts the role again; a spider that dies is started
-again by its manager."""
+again by its manager, and one past its memory bound closes and is started afresh."""
 
 import os
 import signal
@@ -14,6 +14,7 @@ from manager.local.cluster import manager_call
 from master.keys import Keys
 from master.registry import Heartbeats
 from settings.process import EXIT_STALLED, Watchdog
+from tests.faults.siteowner import CrawlWatch, fetch_counts
 from tests.faults.test_faults_processes import make_cluster
 from tests.faults.test_faults_servers import PrivateRedis
 
@@ -116,3 +117,33 @@ def test_a_spider_that_died_is_started_again_by_its_manager_supervised(
         assert f"spider job {job['id']} exited with None: starting universal again" in log
     finally:
         cluster.down(servers=False)
+
+
+def test_spiders_recycled_past_their_memory_bound_lose_and_refetch_nothing_supervised(
+        test_settings, redis, kafka_topics, zookeeper, mongo_db, site, tmp_path):
+    """A bound every spider is past: each closes at its first check (4 s in), as on
+    SIGTERM, and its manager starts it again at once, over and over through the crawl.
+    nginx serves every page exactly once and every detail page is stored once."""
+    settings = test_settings.copy_with(CRAWLCLUSTER_SPIDER_MEMORY_LIMIT_MB=1.0,
+                                       CRAWLCLUSTER_MEMORY_TRIM_SECONDS=4.0)
+    manifest, served = site
+    cluster = make_cluster(settings, tmp_path)
+    watch = CrawlWatch(cluster.settings, "recycled")
+    since = len(served.access_log())
+    try:
+        watch.submit(manifest)
+        info = watch.wait_drained(timeout=240)
+    finally:
+        watch.close()
+        cluster.down(servers=False)
+    fetched = fetch_counts(manifest, served, "recycled", since)
+    assert set(fetched) == {page["url"] for page in manifest["pages"]}
+    assert max(fetched.values()) == 1, fetched.most_common(5)
+    assert info["failed"] == 0, info
+    details = {page["url"] for page in manifest["pages"] if page["kind"] == "detail"}
+    stored = [item["url"] for item in mongo_db["items_universal"].find({"crawlid": "recycled"})]
+    assert sorted(stored) == sorted(details)
+    recycles = sum(cluster.state.log_path(f"cluster-manager-node{n}").read_text(
+        errors="replace").count("closed past its memory bound") for n in (1, 2))
+    print(f"\n{len(fetched)} pages, each served once, over {recycles} recycled spiders")
+    assert recycles >= 2
