@@ -204,6 +204,9 @@ class Dispatcher:
             logger.info("job %s stopped beating: %d queued tasks back to the pools, %d of "
                         "its leased tasks re-issued, %d failed for good", job, work.queued,
                         reissued, failed)
+        for job, work in self.registry.requeue_orphans().items():
+            logger.info("job %s had left when tasks were queued for it: %d back to the "
+                        "pools", job, work.queued)
         self._upkeep_slice = (self._upkeep_slice + 1) % UPKEEP_SLICES
         shards = held[self._upkeep_slice::UPKEEP_SLICES]
         requeued, failed = self.frontier.reap_leases(shards)

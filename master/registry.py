@@ -96,6 +96,23 @@ class JobRegistry:
         done = {job: self.requeue(job, cutoff) for job in dead}
         return {job: requeued for job, requeued in done.items() if requeued is not None}
 
+    def requeue_orphans(self) -> dict[str, Requeued]:
+        """Requeue the work of jobs dispatched to after they left the registry.
+
+        A dispatcher reads the live jobs, then moves tasks into their queues; a job
+        that closed in between (a spider recycled or stopped) had its queues emptied
+        already, and what came after would wait for good. The dispatcher counts each
+        job's tasks after moving them (``dispatched_by_job``), and a job leaving the
+        registry deletes its count: a count without its job is such work."""
+        counted = set(self.client.hkeys(self.keys.dispatched_by_job()))
+        if not counted:
+            return {}
+        registered = self.client.zmscore(self.keys.jobs(), sorted(counted))
+        orphans = [job for job, beat in zip(sorted(counted), registered, strict=True)
+                   if beat is None]
+        done = {job: self.requeue(job, cutoff=float("inf")) for job in orphans}
+        return {job: requeued for job, requeued in done.items() if requeued is not None}
+
     def requeue(self, job: str, cutoff: float) -> Requeued | None:
         """Move a job's queued tasks back to the pools and make its leases expire, in
         every shard, and remove it from the registry; None (nothing done) if it beat

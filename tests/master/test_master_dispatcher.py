@@ -76,6 +76,29 @@ def test_expired_job_returns_its_tasks_to_the_pool(redis, parts):
     assert not registry.heartbeat("dying")  # told to register again
 
 
+def test_tasks_queued_for_a_job_that_had_just_closed_go_back_to_the_pool(
+        redis, parts, monkeypatch):
+    """The dispatcher read the live jobs, the job closed (deregistered), then the
+    dispatcher queued tasks for it: its next upkeep finds them and puts them back."""
+    clock, keys, registry, frontier, dispatcher = (
+        parts.clock, parts.keys, parts.registry, parts.frontier, parts.dispatcher)
+    registry.register("alive", "universal", "n1", "10.0.0.1")
+    registry.register("closing", "universal", "n2", "10.0.0.2")
+    frontier.push(tasks(100))
+    stale = registry.live_jobs()
+    registry.deregister("closing")
+    monkeypatch.setattr(registry, "live_jobs", lambda: stale)
+    dispatcher.tick()
+    assert queued(redis, keys, "closing") == 50           # nobody will take these
+    monkeypatch.undo()
+    clock.now += 5
+    registry.heartbeat("alive")
+    dispatcher.tick()                                     # upkeep, then dispatch
+    assert queued(redis, keys, "closing") == 0
+    assert queued(redis, keys, "alive") == 100
+    assert "closing" not in redis.hkeys(keys.dispatched_by_job())
+
+
 def test_a_dead_jobs_leases_are_reissued_at_its_heartbeat_ttl_not_its_lease(redis, parts):
     """Lease 60 s, heartbeat TTL 30 s: what a job that died had taken is re-issued (one
     attempt more) once it is declared dead, while a live job's leases stay its own."""
