@@ -496,7 +496,8 @@ class Keys:
 
         Written by: dispatcher, after each tick; a job's field is removed with the job
         (`JobRegistry.requeue`)
-        Read by: the exporter, the Status page
+        Read by: the exporter, the Status page; the dispatcher's upkeep (a field without
+        its job: tasks queued after the job left, put back by `JobRegistry.requeue_orphans`)
         """
         return f"{self.prefix}:counter:dispatched_by_job"
 
