@@ -12,7 +12,7 @@ import socket
 import time
 from collections.abc import Callable, Iterable
 from functools import cache
-from typing import TYPE_CHECKING, Any, TypeAlias, TypeVar
+from typing import TYPE_CHECKING, Any, NamedTuple, TypeAlias, TypeVar
 from urllib.parse import urlsplit, urlunsplit
 
 from settings.errors import ServerUnreachable
@@ -234,6 +234,14 @@ def kafka_producer(settings: "Settings", role: str, **overrides: Any) -> Any:
     return _build_kafka(settings, role, lambda: KafkaProducer(**config))
 
 
+class Delivered(NamedTuple):
+    """Where a message is on its topic, when it was found there rather than confirmed."""
+
+    topic: str
+    partition: int
+    offset: int
+
+
 class DeliveringProducer:
     """A Kafka producer for messages that must arrive: ``deliver`` returns only once the
     broker has every one of them, or raises.
@@ -242,11 +250,12 @@ class DeliveringProducer:
     again on the next call: a broker that restarted without its state (Tansu's memory
     storage) no longer knows the old producer's id and would refuse it for good.
 
-    A broker that is stopping may acknowledge a message without an offset (-1), having
-    stored it or not: such a message is looked for among the partition's last
-    ``LOOK_BACK`` records once the broker answers again, and sent again if it is not
-    there. A plain resend would answer a request twice; trusting the acknowledgment
-    loses one now and then.
+    A message the broker did not confirm may be stored all the same: a broker that is
+    stopping acknowledges some without an offset (-1), and a delivery that timed out
+    may have reached it. Such messages are looked for among the last ``LOOK_BACK``
+    records of each of the topic's partitions once the broker answers again, and only
+    those not there are sent again. A plain resend would answer a request twice;
+    trusting the acknowledgment loses one now and then.
     """
 
     LOOK_BACK = 2_000
@@ -258,31 +267,40 @@ class DeliveringProducer:
         self.producer = self._make()
 
     def deliver(self, topic: str, values: list[bytes], timeout: float | None = None) -> list[Any]:
-        """Send ``values`` (bytes) to ``topic``; return their RecordMetadata.
-        Raises a KafkaError (or ServerUnreachable) if any is not confirmed in time."""
-        from kafka.errors import KafkaTimeoutError
+        """Send ``values`` (bytes) to ``topic``; return where each is (RecordMetadata or
+        ``Delivered``: ``topic``, ``partition``, ``offset``). Raises a KafkaError (or
+        ServerUnreachable) if any is not stored in time."""
+        from kafka.errors import KafkaError, KafkaTimeoutError
 
         timeout = timeout or self.timeout
         deadline = time.monotonic() + 4 * timeout
         results: list[Any] = [None] * len(values)
         pending = list(range(len(values)))
         while pending:
-            sent = self._send(topic, [values[n] for n in pending], timeout)
-            unsure = []
-            for n, metadata in zip(pending, sent, strict=True):
-                offset = metadata.offset if metadata.offset >= 0 else \
-                    self._find_by(metadata, values[n], timeout, deadline)
-                if offset is None:
-                    unsure.append(n)
-                else:
-                    results[n] = metadata._replace(offset=offset)
-            if unsure:
-                logger.warning("%d of %d messages to %s acknowledged without an offset and "
-                               "not found on the topic: sending them again", len(unsure),
-                               len(values), topic)
+            try:
+                sent = self._send(topic, [values[n] for n in pending], timeout)
+            except KafkaError as exc:
                 if time.monotonic() > deadline:
-                    raise KafkaTimeoutError(f"{len(unsure)} messages to {topic} not stored")
-            pending = unsure
+                    raise
+                logger.warning("%d messages to %s not confirmed (%s): looking for them on "
+                               "the topic", len(pending), topic, exc)
+                sent = [None] * len(pending)
+            for n, metadata in zip(pending, sent, strict=True):
+                if metadata is not None and metadata.offset >= 0:
+                    results[n] = metadata
+            unsure = [n for n in pending if results[n] is None]
+            if not unsure:
+                break
+            found = self._find_by(topic, {values[n] for n in unsure}, timeout, deadline)
+            for n in unsure:
+                if values[n] in found:
+                    results[n] = Delivered(topic, *found[values[n]])
+            pending = [n for n in unsure if results[n] is None]
+            if pending:
+                logger.warning("%d of %d messages to %s not confirmed and not on the topic: "
+                               "sending them again", len(pending), len(values), topic)
+                if time.monotonic() > deadline:
+                    raise KafkaTimeoutError(f"{len(pending)} messages to {topic} not stored")
         return results
 
     def _send(self, topic: str, values: list[bytes], timeout: float) -> list[Any]:
@@ -302,43 +320,50 @@ class DeliveringProducer:
             self.producer = None
             raise
 
-    def _find_by(self, metadata: Any, value: bytes, timeout: float,
-                 deadline: float) -> int | None:
-        """``_find``, tried again until ``deadline`` while the partition cannot be read:
+    def _find_by(self, topic: str, wanted: set[bytes], timeout: float,
+                 deadline: float) -> dict[bytes, tuple[int, int]]:
+        """``_find``, tried again until ``deadline`` while the topic cannot be read:
         giving up would send the whole batch again, answering some requests twice."""
         from kafka.errors import KafkaError
 
         while True:
             try:
-                return self._find(metadata, value, timeout)
+                return self._find(topic, wanted, timeout)
             except (KafkaError, ServerUnreachable) as exc:
                 if time.monotonic() > deadline:
                     raise
-                logger.warning("could not look for a message acknowledged without an "
-                               "offset (trying again): %s", exc)
+                logger.warning("could not look for messages not confirmed (trying again): "
+                               "%s", exc)
                 time.sleep(1.0)
 
-    def _find(self, metadata: Any, value: bytes, timeout: float) -> int | None:
-        """The offset of ``value`` among the last records of the partition it was
-        acknowledged on, or None. Raises a KafkaError if it cannot be read in time."""
+    def _find(self, topic: str, wanted: set[bytes], timeout: float) -> dict[bytes, tuple[int, int]]:
+        """``{value: (partition, offset)}`` of the ``wanted`` values among the last
+        records of the topic's partitions. Raises a KafkaError if it cannot read them
+        in time."""
         from kafka import TopicPartition
         from kafka.errors import KafkaTimeoutError
 
-        partition = TopicPartition(metadata.topic, metadata.partition)
         consumer = kafka_consumer(self.settings, self.role, group_id=None)
         try:
-            consumer.assign([partition])
-            end = consumer.end_offsets([partition])[partition]
-            consumer.seek(partition, max(0, end - self.LOOK_BACK))
-            deadline = time.monotonic() + timeout
-            while consumer.position(partition) < end:
-                if time.monotonic() > deadline:
-                    raise KafkaTimeoutError(f"could not read {partition} back in {timeout} s")
-                for records in consumer.poll(timeout_ms=500).values():
+            partitions = [TopicPartition(topic, number)
+                          for number in sorted(consumer.partitions_for_topic(topic) or ())]
+            if not partitions:
+                raise KafkaTimeoutError(f"the partitions of {topic} are not known yet")
+            consumer.assign(partitions)
+            ends = consumer.end_offsets(partitions)
+            for partition in partitions:
+                consumer.seek(partition, max(0, ends[partition] - self.LOOK_BACK))
+            found: dict[bytes, tuple[int, int]] = {}
+            stop = time.monotonic() + timeout
+            while len(found) < len(wanted) and any(
+                    consumer.position(partition) < ends[partition] for partition in partitions):
+                if time.monotonic() > stop:
+                    raise KafkaTimeoutError(f"could not read {topic} back in {timeout} s")
+                for partition, records in consumer.poll(timeout_ms=500).items():
                     for record in records:
-                        if record.value == value:
-                            return int(record.offset)
-            return None
+                        if record.value in wanted:
+                            found.setdefault(record.value, (partition.partition, record.offset))
+            return found
         finally:
             consumer.close()
 

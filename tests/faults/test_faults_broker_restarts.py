@@ -185,11 +185,9 @@ def test_broker_restarts_30_times_with_requests_flowing(test_settings, private_k
         if unanswered:
             diagnose(cluster.settings, sender.confirmed, unanswered, replies)
         assert unanswered == [], unanswered[:5]
-        if twice:
-            # Seen only with a second heavy job on the same 2 cores (0 of 1,572 alone):
-            # a delivery that timed out after the broker stored it is sent again.
-            pytest.xfail(f"open (issue 30): {len(twice)} of {len(sender.confirmed)} requests "
-                         "answered twice")
+        # A delivery that timed out after the broker stored it is looked for, not sent
+        # again (seen under load: 4-6 of ~1,050 answered twice before).
+        assert twice == {}, f"{len(twice)} of {len(sender.confirmed)} answered twice"
         accepted = [request["crawlid"] for key, request in sender.confirmed.items()
                     if request["type"] == "crawl"
                     and replies.messages[key].get("status") == "accepted"]

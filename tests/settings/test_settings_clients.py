@@ -189,3 +189,40 @@ def test_a_message_acknowledged_without_an_offset_is_on_the_topic_once(
     assert all(metadata.offset >= 0 for metadata in sent)
     on_topic = topic_values(test_settings, topic)
     assert sorted(value for value in on_topic if value.startswith(b"message")) == values
+
+
+class FailAfterSend:
+    """A ``_send`` whose first call raises a KafkaTimeoutError, as a flush that timed out
+    does, with the messages stored (``stored=True``) or not."""
+
+    def __init__(self, producer, stored):
+        self.producer, self.stored, self.real = producer, stored, producer._send
+        self.calls = 0
+
+    def __call__(self, topic, values, timeout):
+        from kafka.errors import KafkaTimeoutError
+
+        self.calls += 1
+        if self.calls > 1:
+            return self.real(topic, values, timeout)
+        if self.stored:
+            self.real(topic, values, timeout)
+        raise KafkaTimeoutError("flush timed out")
+
+
+@pytest.mark.parametrize("stored", [True, False], ids=["stored", "lost"])
+def test_a_delivery_that_timed_out_is_on_the_topic_once(test_settings, kafka_topics, stored):
+    from settings.clients import DeliveringProducer
+
+    topic = kafka_topics[0]
+    producer = DeliveringProducer(test_settings, "test")
+    try:
+        producer._send = FailAfterSend(producer, stored)
+        values = [f"timed out {n}".encode() for n in range(5)]
+        sent = producer.deliver(topic, values)
+    finally:
+        producer.close()
+    assert producer._send.calls == (1 if stored else 2)
+    assert all(metadata.offset >= 0 and metadata.topic == topic for metadata in sent)
+    on_topic = topic_values(test_settings, topic)
+    assert sorted(value for value in on_topic if value.startswith(b"timed out")) == values
