@@ -270,28 +270,29 @@ class DeliveringProducer:
         """Send ``values`` (bytes) to ``topic``; return where each is (RecordMetadata or
         ``Delivered``: ``topic``, ``partition``, ``offset``). Raises a KafkaError (or
         ServerUnreachable) if any is not stored in time."""
-        from kafka.errors import KafkaError, KafkaTimeoutError
+        from kafka.errors import KafkaTimeoutError
 
         timeout = timeout or self.timeout
         deadline = time.monotonic() + 4 * timeout
         results: list[Any] = [None] * len(values)
         pending = list(range(len(values)))
         while pending:
+            found: dict[bytes, tuple[int, int]] | None
             try:
                 sent = self._send(topic, [values[n] for n in pending], timeout)
-            except KafkaError as exc:
-                if time.monotonic() > deadline:
-                    raise
-                logger.warning("%d messages to %s not confirmed (%s): looking for them on "
-                               "the topic", len(pending), topic, exc)
+            except KafkaTimeoutError as exc:
+                found = self._look_once(topic, {values[n] for n in pending}, timeout, exc)
                 sent = [None] * len(pending)
+            else:
+                found = None                 # confirmed, or acknowledged without an offset
             for n, metadata in zip(pending, sent, strict=True):
                 if metadata is not None and metadata.offset >= 0:
                     results[n] = metadata
             unsure = [n for n in pending if results[n] is None]
             if not unsure:
                 break
-            found = self._find_by(topic, {values[n] for n in unsure}, timeout, deadline)
+            if found is None:
+                found = self._find_by(topic, {values[n] for n in unsure}, timeout, deadline)
             for n in unsure:
                 if values[n] in found:
                     results[n] = Delivered(topic, *found[values[n]])
@@ -319,6 +320,20 @@ class DeliveringProducer:
             self.producer.close(timeout=0)
             self.producer = None
             raise
+
+    def _look_once(self, topic: str, wanted: set[bytes], timeout: float,
+                   error: Exception) -> dict[bytes, tuple[int, int]]:
+        """After a delivery timed out: where those of ``wanted`` the broker stored are;
+        ``error`` raised again if the topic cannot be read (the broker is gone, and the
+        caller learns it within about twice its timeout)."""
+        from kafka.errors import KafkaError
+
+        logger.warning("%d messages to %s not confirmed (%s): looking for them on the "
+                       "topic", len(wanted), topic, error)
+        try:
+            return self._find(topic, wanted, timeout)
+        except (KafkaError, ServerUnreachable):
+            raise error from None
 
     def _find_by(self, topic: str, wanted: set[bytes], timeout: float,
                  deadline: float) -> dict[bytes, tuple[int, int]]:
