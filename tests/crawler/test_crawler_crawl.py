@@ -16,6 +16,10 @@ from master.crawls import CrawlStore
 from master.siteconfig import SiteConfig
 from settings.clients import redis_client
 
+# The demo's rules, and one taking the pages robots.txt forbids.
+PRIVATE_TOO_RULE = {"rules": [*UNIVERSAL_RULE["rules"],
+                              {"allow": [r"/private/"], "follow": False}]}
+
 
 @pytest.fixture(scope="module")
 def big_site(tmp_path_factory):
@@ -92,10 +96,8 @@ def test_universal_crawl_every_page_exactly_once(frontier_settings, mongo_db, bi
     test_settings = frontier_settings
     manifest, site = big_site
     since = len(site.access_log())
-    # The demo's rules, and one taking the pages robots.txt forbids.
-    rule = {"rules": [*UNIVERSAL_RULE["rules"], {"allow": [r"/private/"], "follow": False}]}
     submit(test_settings, {"crawlid": "all", "spider_type": "universal",
-                           "url": manifest["start_url"], "rule": rule})
+                           "url": manifest["start_url"], "rule": PRIVATE_TOO_RULE})
     assert run_crawl(test_settings, "universal", tmp_path, timeout=400) == [0]
 
     details = {p["url"] for p in manifest["pages"] if p["kind"] == "detail"}
@@ -132,9 +134,8 @@ def test_robots_rules_of_one_host_at_a_time_are_read_again_and_obeyed(
     four hosts, so their robots.txt is read again and again, and still obeyed."""
     manifest, site = static_site
     since = len(site.access_log())
-    rule = {"rules": [*UNIVERSAL_RULE["rules"], {"allow": [r"/private/"], "follow": False}]}
     submit(test_settings, {"crawlid": "robots", "spider_type": "universal",
-                           "url": manifest["start_url"], "rule": rule})
+                           "url": manifest["start_url"], "rule": PRIVATE_TOO_RULE})
     assert run_crawl(test_settings, "universal", tmp_path, CRAWLCLUSTER_ROBOTS_HOSTS=1) == [0]
 
     robots = Counter(e["host"] for e in site.access_log()[since:]
