@@ -120,6 +120,9 @@ def test_a_spider_that_died_is_started_again_by_its_manager_supervised(
         cluster.down(servers=False)
 
 
+@pytest.mark.xfail(strict=False, reason="open (issue 30): a job that deregisters while the "
+                   "dispatcher queues tasks for it can leave them orphaned (its count deleted "
+                   "before it is written); seen in 1 of 5 runs, the crawl stalls")
 def test_spiders_recycled_past_their_memory_bound_lose_and_refetch_nothing_supervised(
         test_settings, redis, kafka_topics, zookeeper, mongo_db, site, tmp_path):
     """A bound every spider is past: each closes at its first check (3 s in), as on
