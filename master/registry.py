@@ -104,12 +104,11 @@ class JobRegistry:
         already, and what came after would wait for good. The dispatcher counts each
         job's tasks after moving them (``dispatched_by_job``), and a job leaving the
         registry deletes its count: a count without its job is such work."""
-        counted = set(self.client.hkeys(self.keys.dispatched_by_job()))
-        if not counted:
-            return {}
-        registered = self.client.zmscore(self.keys.jobs(), sorted(counted))
-        orphans = [job for job, beat in zip(sorted(counted), registered, strict=True)
-                   if beat is None]
+        pipe = self.client.pipeline(transaction=False)
+        pipe.hkeys(self.keys.dispatched_by_job())
+        pipe.zrange(self.keys.jobs(), 0, -1)
+        counted, registered = pipe.execute()
+        orphans = sorted(set(counted) - set(registered))
         done = {job: self.requeue(job, cutoff=float("inf")) for job in orphans}
         return {job: requeued for job, requeued in done.items() if requeued is not None}
 
