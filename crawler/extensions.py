@@ -80,35 +80,30 @@ class ShutdownGuard:
 class LoopWatchdog:
     """A spider whose reactor does not come round for ``CRAWLCLUSTER_WATCHDOG_SECONDS``
     (``crawler``) logs every thread's stack and exits non-zero: its manager starts it
-    again (manager/launcher.py), and what it held comes back once its heartbeat is gone."""
+    again (manager/launcher.py), and what it held comes back once its heartbeat is gone.
+    It watches from the crawler's set-up on: the scheduler's first round (registering
+    the job, its first take) runs before the engine starts and may hang too."""
 
     def __init__(self, crawler: Crawler, bound: float) -> None:
         self.crawler = crawler
-        self.bound = bound
-        self.watchdog: Watchdog | None = None
-        self.loop: LoopingCall | None = None
+        self.watchdog = Watchdog(bound, f"spider {crawler.spidercls.name} (pid {os.getpid()})")
+        self.loop = LoopingCall(self.watchdog.beat)
 
     @classmethod
     def from_crawler(cls, crawler: Crawler) -> "LoopWatchdog":
         bound = float(cluster_settings(crawler.settings)["CRAWLCLUSTER_WATCHDOG_SECONDS"]
                       .get("crawler", 0))
         extension = cls(crawler, bound)
-        crawler.signals.connect(extension.engine_started, signal=signals.engine_started)
         crawler.signals.connect(extension.engine_stopped, signal=signals.engine_stopped)
+        if bound > 0:
+            extension.watchdog.start()
+            extension.loop.start(1.0)
         return extension
 
-    def engine_started(self) -> None:
-        spider = self.crawler.spider
-        self.watchdog = Watchdog(self.bound, f"spider {spider.name if spider else ''} "
-                                             f"(pid {os.getpid()})").start()
-        self.loop = LoopingCall(self.watchdog.beat)
-        self.loop.start(1.0)
-
     def engine_stopped(self) -> None:
-        if self.loop is not None and self.loop.running:
+        if self.loop.running:
             self.loop.stop()
-        if self.watchdog is not None:
-            self.watchdog.stop()
+        self.watchdog.stop()
 
 
 # glibc's mallopt parameters (malloc.h)

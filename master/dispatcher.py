@@ -305,18 +305,21 @@ class Dispatcher:
             pieces.append(piece)
             offset += take
             self.scripts.run("dispatch", [self.keys.pool(shard, spider_type),
-                                          self.keys.shard_owner(shard)],
+                                          self.keys.shard_owner(shard),
+                                          self.keys.closed_jobs(shard)],
                              [self.leases.instance, self.keys.queue_template(shard),
                               self.keys.job_domains_template(shard), take, *piece], pipe=pipe)
         replies = pipe.execute()[start:]
         robin.advance(weights, len(order))
-        for shard, piece, moved in zip(takes, pieces, replies, strict=True):
-            if moved < 0:               # the lease was lost since the upkeep
+        for shard, piece, reply in zip(takes, pieces, replies, strict=True):
+            if reply == -1:             # the lease was lost since the upkeep
                 self.leases.held.discard(shard)
                 takes[shard] = 0
                 continue
-            takes[shard] = moved
-            for job in piece[:moved]:
+            taken, closed = int(reply[0]), set(reply[1:])
+            moved_to = [job for job in piece[:taken] if job not in closed]
+            takes[shard] = len(moved_to)
+            for job in moved_to:
                 self._window_totals[job] = self._window_totals.get(job, 0) + 1
                 self._tick_moves[job] = self._tick_moves.get(job, 0) + 1
         logger.debug("dispatched %d tasks, weights %s", sum(takes.values()), weights)

@@ -125,6 +125,16 @@ class Keys:
     def job_domains_template(self, shard: int) -> str:
         return self.job_domains("%s", shard)
 
+    def closed_jobs(self, shard: int) -> str:
+        """hash job -> when it left the registry, per shard: its queues in the shard were
+        emptied, and a dispatch that read it as live before queues nothing more for it
+        here (fields older than ``CLOSED_JOB_SECONDS`` are pruned at the next close).
+
+        Written by: `requeue_job.lua`; a job's field is removed when it registers (again)
+        Read by: `dispatch.lua`
+        """
+        return f"{self.shard_tag(shard)}:closed_jobs"
+
     def throttle(self, kind: str, who: str, domain: str) -> str:
         """zset of hit times: the sliding window of (spider type | ip, domain).
 

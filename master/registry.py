@@ -26,6 +26,9 @@ from settings.process import Watchdog
 
 JobInfo = dict[str, Any]     # what a job registered: spider_type, host, ip, node, ...
 STALLED = "stalled:"         # a heartbeat's value once its role's watchdog fired
+# How long a closed job is remembered in each shard, so dispatchers queue nothing for it:
+# far longer than a dispatch tick, from its read of the live jobs to its moves, can last.
+CLOSED_JOB_SECONDS = 600
 
 
 @dataclass(frozen=True)
@@ -59,9 +62,11 @@ class JobRegistry:
         check_name("job id", job)
         record = dict(info, job=job, spider_type=spider_type, host=host, ip=ip,
                       registered=self.clock())
-        pipe = self.client.pipeline()
+        pipe = self.client.pipeline(transaction=False)
         pipe.set(self.keys.job_info(job), json.dumps(record))
         pipe.zadd(self.keys.jobs(), {job: self.clock()})
+        for shard in self.keys.all_shards():    # a job declared dead that beats again
+            pipe.hdel(self.keys.closed_jobs(shard), job)
         pipe.execute()
 
     def heartbeat(self, job: str) -> bool:
@@ -97,13 +102,15 @@ class JobRegistry:
         return {job: requeued for job, requeued in done.items() if requeued is not None}
 
     def requeue_orphans(self) -> dict[str, Requeued]:
-        """Requeue the work of jobs dispatched to after they left the registry.
+        """Clear up after jobs dispatched to as they left the registry.
 
         A dispatcher reads the live jobs, then moves tasks into their queues; a job
-        that closed in between (a spider recycled or stopped) had its queues emptied
-        already, and what came after would wait for good. The dispatcher counts each
-        job's tasks after moving them (``dispatched_by_job``), and a job leaving the
-        registry deletes its count: a count without its job is such work."""
+        that closes in between (a spider recycled or stopped) has its queues emptied
+        shard by shard. ``dispatch.lua`` queues nothing in a shard the job was closed in
+        already, so no task waits in a closed job's queue; but the dispatcher counts each
+        job's tasks after moving them (``dispatched_by_job``), and a count written after
+        the job left has no job. Requeueing such a job again (it finds nothing, unless a
+        marker expired early) removes the count."""
         pipe = self.client.pipeline(transaction=False)
         pipe.hkeys(self.keys.dispatched_by_job())
         pipe.zrange(self.keys.jobs(), 0, -1)
@@ -124,9 +131,12 @@ class JobRegistry:
         for shard in self.keys.all_shards():
             self.scripts.run("requeue_job", [self.keys.job_domains(job, shard),
                                              self.keys.leases(shard),
-                                             self.keys.lease_owners(shard)],
+                                             self.keys.lease_owners(shard),
+                                             self.keys.closed_jobs(shard)],
                              [self.keys.queue_template(shard), job,
-                              self.keys.pool_template(shard)], pipe=pipe)
+                              self.keys.pool_template(shard), self.clock(),
+                              CLOSED_JOB_SECONDS],
+                             pipe=pipe)
         replies = dict(zip(self.keys.all_shards(), pipe.execute(), strict=True))
         moved = {shard: int(reply[0]) for shard, reply in replies.items()}
         pipe = self.client.pipeline(transaction=False)

@@ -97,6 +97,56 @@ def test_watchdog_of_every_role_stuck_on_a_stopped_redis_and_supervisor_restarts
         cluster.down(servers=False)
 
 
+def test_watchdog_of_a_spider_stuck_on_a_stopped_redis_and_its_manager_restarts_it(
+        test_settings, stuck_redis, kafka_topics, zookeeper, mongo_db, tmp_path):
+    """Only the spiders' bound is short (5 s): with Redis SIGSTOPped, a spider's
+    reactor waits in its scheduler's call, its watchdog logs the stacks and ends it with
+    EXIT_STALLED; once Redis is back, its manager (still the same process) starts it
+    again as a restart of the same job."""
+    settings = test_settings.copy_with(
+        CRAWLCLUSTER_REDIS_URL=f"redis://127.0.0.1:{stuck_redis.port}/0",
+        CRAWLCLUSTER_SOCKET_TIMEOUT=60.0,
+        CRAWLCLUSTER_WATCHDOG_SECONDS={"master": 300.0, "preprocess": 300.0,
+                                       "monitor": 300.0, "exporter": 300.0,
+                                       "manager": 300.0, "crawler": 5.0})
+    cluster = make_cluster(settings, tmp_path)
+    try:
+        node = cluster.node_settings(1)
+        running = lambda: manager_call(node, "listjobs.json?project=crawlcluster")["running"]  # noqa: E731
+        wait_for(running, 30, "the node's spider did not start")
+        [job] = running()
+        [log] = tmp_path.glob(f"**/{job['id']}.log")
+        wait_for(lambda: "registered" in log.read_text(errors="replace"), 30,
+                 "the spider did not register")              # past its start-up
+        manager = pid_of(cluster, "manager-node1")
+        os.kill(stuck_redis.process.pid, signal.SIGSTOP)
+        wait_for(lambda: not pid_alive(job["pid"]), 30, "the stuck spider did not exit")
+        os.kill(stuck_redis.process.pid, signal.SIGCONT)
+        text = log.read_text(errors="replace")
+        assert "stalled, exiting for its supervisor to start it again" in text
+        assert "its threads:" in text and "--- MainThread" in text
+        wait_for(lambda: any(again["id"].startswith(f"{job['id']}-r1-") for again in running()),
+                 60, "the manager did not start its stalled spider again")
+        assert pid_of(cluster, "manager-node1") == manager
+        manager_log = cluster.state.log_path("cluster-manager-node1").read_text(errors="replace")
+        assert f"spider job {job['id']} exited with {EXIT_STALLED}" in manager_log
+    finally:
+        os.kill(stuck_redis.process.pid, signal.SIGCONT)
+        cluster.down(servers=False)
+
+
+def pid_alive(pid):
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    try:
+        with open(f"/proc/{pid}/stat") as stat:      # a zombie not yet reaped is gone too
+            return stat.read().rsplit(")", 1)[1].split()[0] != "Z"
+    except OSError:
+        return False
+
+
 def test_a_spider_that_died_is_started_again_by_its_manager_supervised(
         test_settings, redis, kafka_topics, zookeeper, mongo_db, tmp_path):
     cluster = make_cluster(test_settings, tmp_path)
@@ -120,9 +170,6 @@ def test_a_spider_that_died_is_started_again_by_its_manager_supervised(
         cluster.down(servers=False)
 
 
-@pytest.mark.xfail(strict=False, reason="open (issue 30): a job that deregisters while the "
-                   "dispatcher queues tasks for it can leave them orphaned (its count deleted "
-                   "before it is written); seen in 1 of 5 runs, the crawl stalls")
 def test_spiders_recycled_past_their_memory_bound_lose_and_refetch_nothing_supervised(
         test_settings, redis, kafka_topics, zookeeper, mongo_db, site, tmp_path):
     """A bound every spider is past: each closes at its first check (3 s in), as on

@@ -76,10 +76,11 @@ def test_expired_job_returns_its_tasks_to_the_pool(redis, parts):
     assert not registry.heartbeat("dying")  # told to register again
 
 
-def test_tasks_queued_for_a_job_that_had_just_closed_go_back_to_the_pool(
+def test_a_job_that_closed_after_the_dispatcher_read_it_gets_no_tasks(
         redis, parts, monkeypatch):
-    """The dispatcher read the live jobs, the job closed (deregistered), then the
-    dispatcher queued tasks for it: its next upkeep finds them and puts them back."""
+    """The dispatcher read the live jobs, the job closed (deregistered: its queues
+    emptied, shard by shard), then the dispatcher moved tasks: what its order gave the
+    closed job stays in the pool, and goes to the live job next."""
     clock, keys, registry, frontier, dispatcher = (
         parts.clock, parts.keys, parts.registry, parts.frontier, parts.dispatcher)
     registry.register("alive", "universal", "n1", "10.0.0.1")
@@ -88,15 +89,41 @@ def test_tasks_queued_for_a_job_that_had_just_closed_go_back_to_the_pool(
     stale = registry.live_jobs()
     registry.deregister("closing")
     monkeypatch.setattr(registry, "live_jobs", lambda: stale)
-    dispatcher.tick()
-    assert queued(redis, keys, "closing") == 50           # nobody will take these
+    assert dispatcher.tick() == 50
+    assert queued(redis, keys, "closing") == 0
+    assert len(pool_members(redis, keys)) == 50
+    assert redis.hkeys(keys.dispatched_by_job()) == ["alive"]
     monkeypatch.undo()
     clock.now += 5
     registry.heartbeat("alive")
-    dispatcher.tick()                                     # upkeep, then dispatch
-    assert queued(redis, keys, "closing") == 0
+    dispatcher.tick()
     assert queued(redis, keys, "alive") == 100
-    assert "closing" not in redis.hkeys(keys.dispatched_by_job())
+
+
+def test_a_job_declared_dead_that_registers_again_gets_tasks_again(redis, parts):
+    clock, keys, registry, frontier, dispatcher = (
+        parts.clock, parts.keys, parts.registry, parts.frontier, parts.dispatcher)
+    registry.register("slow", "universal", "n1", "10.0.0.1")
+    clock.now += 40
+    dispatcher.tick()                                     # upkeep: "slow" is dead
+    assert not registry.heartbeat("slow")
+    registry.register("slow", "universal", "n1", "10.0.0.1")
+    frontier.push(tasks(10))
+    assert dispatcher.tick() == 10
+    assert queued(redis, keys, "slow") == 10
+
+
+def test_orphaned_dispatch_counts_are_cleared(redis, parts):
+    """A count written after its job left (the tick's moves are counted after them)
+    goes at the next upkeep."""
+    clock, keys, registry, dispatcher = (
+        parts.clock, parts.keys, parts.registry, parts.dispatcher)
+    registry.register("alive", "universal", "n1", "10.0.0.1")
+    redis.hincrby(keys.dispatched_by_job(), "gone", 3)
+    clock.now += 5
+    registry.heartbeat("alive")
+    dispatcher.tick()
+    assert "gone" not in redis.hkeys(keys.dispatched_by_job())
 
 
 def test_a_dead_jobs_leases_are_reissued_at_its_heartbeat_ttl_not_its_lease(redis, parts):
