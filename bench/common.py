@@ -80,6 +80,32 @@ def redis_cpu_seconds(client):
     return cpu["used_cpu_user"] + cpu["used_cpu_sys"]
 
 
+def redis_commands(client):
+    """Commands the Redis server ran so far, from INFO commandstats: a script call counts,
+    and so does every command the script runs."""
+    return sum(entry["calls"] for entry in client.info("commandstats").values())
+
+
+class RedisWork:
+    """What the Redis server did from ``start()`` on: CPU seconds (user + system) and
+    commands, read from its INFO (every client's work, this process's or not)."""
+
+    def __init__(self, client):
+        self.client = client
+        self.cpu = self.commands = 0.0
+
+    def start(self):
+        self.cpu, self.commands = redis_cpu_seconds(self.client), redis_commands(self.client)
+        return self
+
+    def per(self, units):
+        """``(CPU microseconds, commands)`` per unit of work since ``start()``; the INFO
+        calls of the readings themselves (2 commands) are left out."""
+        cpu = redis_cpu_seconds(self.client) - self.cpu
+        commands = redis_commands(self.client) - self.commands - 2
+        return cpu * 1e6 / max(units, 1), commands / max(units, 1)
+
+
 class CpuClock:
     """CPU time spent from ``start()`` on, by this process (all its threads) and by the
     Redis server: what a measured piece of work costs beyond its wall time."""

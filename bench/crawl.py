@@ -12,7 +12,12 @@ Pages/s is pages fetched over the time from the first to the last fetch in
 nginx's log (start-up and idle shut-down are not counted). The four runs are
 repeated ``--rounds`` times (default 5), interleaved (this kind of VM drifts in speed from
 minute to minute); each ratio is the median of the rounds' ratios. The last
-line is one JSON object. Each round first measures what the machine gives two
+line is one JSON object. Redis's work is read from the server's INFO around each whole
+run (start-up and idle shut-down included, every process's calls: the dispatcher's too)
+and divided by the pages fetched: ``redis_cpu_us_per_page`` (user + system CPU) and
+``redis_cmds_per_page`` (a script's commands counted), for one spider process and for
+scrapy-redis, and ``redis_cpu_vs_scrapy_redis`` (median of the rounds' ratios); the
+bench's Redis serves nothing else meanwhile. Each round first measures what the machine gives two
 CPU-bound processes at once (``machine_two_proc_scaling``: 2.0 on two idle
 cores; a shared VM often gives less), the ceiling of ``two_proc_scaling``.
 """
@@ -32,6 +37,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from bench.common import (  # noqa: E402
+    RedisWork,
     bench_redis,
     bench_settings,
     drop_bench_database,
@@ -63,13 +69,17 @@ PEER_COMPONENTS = {
 }
 
 
-def measure(site, since, label, pages_expected):
+def measure(site, since, label, pages_expected, redis_work):
+    """``(pages/s, Redis CPU us per page, Redis commands per page)`` of one run."""
     entries = [e for e in site.access_log()[since:] if not e["path"].endswith("robots.txt")]
     span = entries[-1]["time"] - entries[0]["time"]
     rate = len(entries) / span
+    cpu, commands = redis_work.per(len(entries))
     print(f"  {label:<34} {len(entries):>6} pages in {span:6.1f} s: {rate:7.1f} pages/s"
+          + (f", Redis {cpu:6.1f} CPU us and {commands:5.1f} commands a page" if commands >= 1
+             else "")
           + ("" if len(entries) == pages_expected else f"  (expected {pages_expected})"))
-    return rate
+    return rate, cpu, commands
 
 
 def run_peer(settings, site, manifest, rule_file, scheduler, log, crawlid):
@@ -146,7 +156,7 @@ def main():
     print(f"bench/crawl.py on {machine()}: {pages} pages on {len(spec.hosts)} hosts, "
           f"20 related links per detail page, {args.rounds} rounds")
     rounds = []
-    with bench_redis(settings), \
+    with bench_redis(settings) as client, \
             StaticSite(work / "site" / "www", spec.hosts, spec.port, work / "run") as site:
         for number in range(1, args.rounds + 1):
             runs = round_runs(settings, site, manifest, rule, work, number)
@@ -156,8 +166,10 @@ def main():
             for key, label, run in runs:
                 since = len(site.access_log())
                 started = time.monotonic()
+                redis_work = RedisWork(client).start()
                 run()
-                results[key] = measure(site, since, label, pages)
+                results[key], results[f"{key}_redis_cpu"], results[f"{key}_redis_cmds"] = (
+                    measure(site, since, label, pages, redis_work))
                 print(f"    (whole run {time.monotonic() - started:.0f} s)")
             rounds.append(results)
             drop_bench_database(settings)
@@ -165,7 +177,9 @@ def main():
     summary = {key: statistics.median(r[key] for r in rounds) for key in rounds[0]}
     ratios = {"vs_scrapy": median_ratio(rounds, "ours_1", "vanilla"),
               "vs_scrapy_redis": median_ratio(rounds, "ours_1", "scrapy_redis"),
-              "two_proc_scaling": median_ratio(rounds, "ours_2", "ours_1")}
+              "two_proc_scaling": median_ratio(rounds, "ours_2", "ours_1"),
+              "redis_cpu_vs_scrapy_redis": median_ratio(rounds, "ours_1_redis_cpu",
+                                                        "scrapy_redis_redis_cpu")}
     print("medians: " + ", ".join(f"{name} {value:.2f}" for name, value in ratios.items())
           + " (rounds: " + "; ".join(
               ", ".join(f"{r['ours_1'] / r[b]:.2f}" for b in ("vanilla", "scrapy_redis"))
@@ -175,6 +189,11 @@ def main():
         "pages_per_s_two_procs": summary["ours_2"],
         "vanilla_scrapy_pages_per_s": summary["vanilla"],
         "scrapy_redis_pages_per_s": summary["scrapy_redis"],
+        "redis_cpu_us_per_page": summary["ours_1_redis_cpu"],
+        "scrapy_redis_redis_cpu_us_per_page": summary["scrapy_redis_redis_cpu"],
+        "redis_cmds_per_page": summary["ours_1_redis_cmds"],
+        "scrapy_redis_redis_cmds_per_page": summary["scrapy_redis_redis_cmds"],
+        "redis_cpu_us_per_page_two_procs": summary["ours_2_redis_cpu"],
         **ratios,
         "machine_two_proc_scaling": summary["machine_scaling"],
         "rounds": args.rounds,

@@ -46,6 +46,7 @@ from bench.common import (
     machine,
     parallel_scaling,
     rate,
+    redis_commands,
     redis_cpu_seconds,
 )
 from manager.local.services import (
@@ -88,8 +89,7 @@ class Masters:
         """``{node: (commands, cpu seconds, used memory bytes)}``."""
         found = {}
         for name, node in self.nodes.items():
-            stats = node.info("commandstats")
-            found[name] = (sum(entry["calls"] for entry in stats.values()),
+            found[name] = (redis_commands(node),
                            redis_cpu_seconds(node),
                            node.info("memory")["used_memory"])
         return found
