@@ -24,7 +24,7 @@ from scrapy.settings import BaseSettings
 from twisted.internet.defer import Deferred
 
 from master.bloomgen import AgingBloomFilter
-from master.counters import RollingTimeCounter, WindowCounts
+from master.counters import WindowCounts
 from master.crawls import HUB_SPAN, CrawlStore
 from master.figures import TOTAL
 from master.frontier import Frontier, Outcome, Revisit
@@ -143,13 +143,6 @@ def revisited_urls(config: dict[str, Any]) -> set[str]:
     return {url for name in ("hubs", "sitemaps", "feeds") for url in config.get(name) or ()}
 
 
-def status_counter(context: JobContext, status: int | str) -> RollingTimeCounter:
-    """Rolling counter of responses with ``status`` for this spider type (thesis table 4-8)."""
-    return RollingTimeCounter.from_settings(
-        context.redis, context.settings, f"status:{context.spider_type}:{status}",
-        scripts=context.scripts)
-
-
 class ClusterComponent:
     """Base of the Scrapy components that reach the job's context through the crawler
     (built lazily: middlewares exist before the scheduler opens the job)."""
@@ -246,7 +239,6 @@ class TaskTracker:
             pipe.zincrby(key, sum(throttled.values()), TOTAL)
         codes = context.frontier.finish_many(outcomes, pipe=pipe) if outcomes else None
         for status, count in statuses.items():
-            status_counter(context, status).increment(count, pipe=pipe)
             for name in (f"spider:{context.spider_type}:{status}",
                          f"machine:{context.host}:{status}"):
                 WindowCounts(context.redis, context.keys.window_counts(name),

@@ -1,14 +1,14 @@
 """Distributed counters on Redis sorted sets (thesis 4.1.1).
 
-``RollingTimeCounter`` counts events in the last ``window`` seconds (plugin
-request counts, status codes, pages a job finished). ``StepTimeCounter``
-counts events per fixed window aligned to the epoch (per hour by default).
+``RollingTimeCounter`` counts events in the last ``window`` seconds (the tasks a
+job finished: the dispatcher's weights), in per-second buckets with a running sum.
+``StepTimeCounter`` counts events per fixed window aligned to the epoch (per hour
+by default), one sorted-set member per event.
 
-Both keep one sorted-set member per event, scored by its time, and bound
-their size themselves: every write trims what left the window and sets an
-expiry, so an idle counter disappears and an active one holds at most the
-events of its window. Time comes from an injectable ``clock`` so behaviour
-over minutes is tested in simulated time.
+Both bound their size themselves: every write trims what left the window and
+sets an expiry, so an idle counter disappears and an active one holds at most
+its window. Time comes from an injectable ``clock`` so behaviour over minutes is
+tested in simulated time.
 """
 
 import math
@@ -30,7 +30,7 @@ def _call_id() -> str:
 
 
 class RollingTimeCounter:
-    """Events in the last ``window`` seconds."""
+    """Events in the last ``window`` seconds, exact to the second."""
 
     def __init__(self, client: RedisClient, key: str, window: float, clock: Clock = time.time,
                  scripts: LuaScripts | None = None) -> None:
@@ -60,10 +60,14 @@ class RollingTimeCounter:
         return int(self._run(0, None))
 
     def _run(self, count: int, pipe: Any) -> Any:
-        now = self.clock()
-        args = (repr(now), repr(now - self.window), math.ceil(self.window) + 1,
-                count, _call_id())
+        args = (repr(self.clock()), repr(self.window), math.ceil(self.window) + 1, count)
         return self.scripts.run("counter_rolling_add", [self.key], args, pipe=pipe)
+
+def events_since(buckets: dict[str, str], moment: float) -> int:
+    """Events in the seconds after ``moment``, from a rolling counter's hash as read
+    (``HGETALL``)."""
+    return sum(int(events) for field, events in buckets.items()
+               if field.isdigit() and int(field) > moment)
 
 
 class StepTimeCounter:

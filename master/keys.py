@@ -193,8 +193,8 @@ class Keys:
         return f"{self.shard_tag(shard)}:hub_state"
 
     def shard_owner(self, shard: int) -> str:
-        """string with a TTL: the dispatcher instance that holds the shard's lease (only
-        it dispatches the shard's pool).
+        """string: the dispatcher instance that holds the shard (only it dispatches the
+        shard's pool); taken over by a live one once its holder stops beating.
 
         Written by: `shard_claim.lua`
         Read by: `dispatch.lua` (only the holder dispatches)
@@ -438,11 +438,12 @@ class Keys:
 
     # --- counters (master/counters.py) -------------------------------------------
     def rolling_counter(self, name: str) -> str:
-        """zset of event times in a rolling window; member is a unique event id.
+        """hash of a rolling window's events: second -> events then, ``sum`` -> events in
+        the window, ``from`` -> the oldest second the sum may hold.
 
-        Written by: `RollingTimeCounter.increment` (plugin counts, `status:<spider
-        type>:<code>`, `job:<job>:done`)
-        Read by: stats, dispatcher weights
+        Written by: `RollingTimeCounter.increment` (`job:<job>:done`)
+        Read by: dispatcher weights, the exporter and Status page (tasks finished in the
+        last minute)
         """
         return f"{self.prefix}:counter:rolling:{name}"
 

@@ -15,7 +15,7 @@ import time
 from dataclasses import dataclass
 from typing import Any
 
-from master.counters import Clock, RollingTimeCounter
+from master.counters import Clock, RollingTimeCounter, events_since
 from master.keys import Keys
 from master.lua import LuaScripts
 from master.shards import mark_index
@@ -240,7 +240,8 @@ def finished_last_minute(client: RedisClient, keys: Keys, jobs: list[str],
                          clock: Clock = time.time) -> dict[str, int]:
     """``{job: tasks finished in the last 60 s}`` from the jobs' done counters."""
     pipe = client.pipeline(transaction=False)
-    since = clock() - 60
     for job in jobs:
-        pipe.zcount(keys.rolling_counter(keys.job_done(job)), f"({since!r}", "+inf")
-    return dict(zip(jobs, pipe.execute(), strict=True))
+        pipe.hgetall(keys.rolling_counter(keys.job_done(job)))
+    since = clock() - 60
+    return {job: events_since(buckets, since)
+            for job, buckets in zip(jobs, pipe.execute(), strict=True)}

@@ -97,9 +97,14 @@ def prefers(instance: str, shard: int, instances: Sequence[str]) -> bool:
 
 
 class ShardLeases:
-    """The shards one dispatcher holds: it beats in the dispatchers' registry, holds the
-    leases of the shards it ranks first for among the live dispatchers, renews them
-    well inside their TTL and gives back those another ranks first for."""
+    """The shards one dispatcher holds: it beats in the dispatchers' registry and holds
+    the shards it ranks first for among the live dispatchers (those that beat within
+    ``ttl``), taking over those of a dispatcher gone silent and giving back those another
+    ranks first for. Holding costs no call per shard while the dispatchers stay the same:
+    a shard is claimed when the live dispatchers change, when it is found not held, and
+    in a full pass every ``CLAIM_ALL_EVERY`` seconds."""
+
+    CLAIM_ALL_EVERY = 60.0
 
     def __init__(self, client: RedisClient, keys: Keys, instance: str, ttl: float = 10.0,
                  clock: Clock = time.time, scripts: LuaScripts | None = None) -> None:
@@ -110,7 +115,7 @@ class ShardLeases:
         self.clock = clock
         self.scripts = scripts or LuaScripts(client)
         self.held: set[int] = set()
-        self._renewed_at = -1e18
+        self._claimed_all_at = -1e18
         self._members: list[str] = []
 
     def live_dispatchers(self) -> list[str]:
@@ -118,9 +123,8 @@ class ShardLeases:
         return sorted(self.client.zrangebyscore(self.keys.dispatchers(), f"({cutoff!r}", "+inf"))
 
     def refresh(self) -> set[int]:
-        """Beat, then claim / renew / release as the live dispatchers rank; returns the
-        shards held. Renewing every shard costs one call per shard, so it happens a
-        third of a TTL apart unless the dispatchers changed or a shard is not held."""
+        """Beat, then claim / release as the live dispatchers rank; returns the shards
+        held."""
         now = self.clock()
         self.client.zadd(self.keys.dispatchers(), {self.instance: now})
         members = self.live_dispatchers()
@@ -128,26 +132,28 @@ class ShardLeases:
             members = sorted([*members, self.instance])
         mine = {shard for shard in self.keys.all_shards()
                 if prefers(self.instance, shard, members)}
-        due = (members != self._members or mine != self.held
-               or now - self._renewed_at >= self.ttl / 3)
-        if due:
-            self._claim(mine)
-            self._members, self._renewed_at = members, now
+        if members != self._members or now - self._claimed_all_at >= self.CLAIM_ALL_EVERY:
+            self._claim(mine, mine, members)
+            self._members, self._claimed_all_at = members, now
+        elif mine != self.held:
+            self._claim(mine, mine - self.held, members)
         return self.held
 
-    def _claim(self, mine: set[int]) -> None:
+    def _claim(self, mine: set[int], wanted: set[int], members: list[str]) -> None:
+        """Claim ``wanted`` (of ``mine``), give back what is held and not mine."""
         pipe = self.client.pipeline(transaction=False)
-        wanted, given_back = sorted(mine), sorted(self.held - mine)
-        for shard in wanted:
-            self._run(pipe, shard, "hold")
+        claimed, given_back = sorted(wanted), sorted(self.held - mine)
+        for shard in claimed:
+            self._run(pipe, shard, "hold", members)
         for shard in given_back:
             self._run(pipe, shard, "release")
         replies = pipe.execute()
-        self.held = {shard for shard, got in zip(wanted, replies, strict=False) if got == 1}
+        got = {shard for shard, reply in zip(claimed, replies, strict=False) if reply == 1}
+        self.held = (self.held & (mine - wanted)) | got
 
-    def _run(self, pipe: Any, shard: int, mode: str) -> None:
+    def _run(self, pipe: Any, shard: int, mode: str, members: Sequence[str] = ()) -> None:
         self.scripts.run("shard_claim", [self.keys.shard_owner(shard)],
-                         [self.instance, int(self.ttl * 1000), mode], pipe=pipe)
+                         [self.instance, mode, *members], pipe=pipe)
 
     def release_all(self) -> None:
         """A dispatcher stopping cleanly: its shards are free at once, not after a TTL."""

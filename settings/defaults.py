@@ -139,8 +139,8 @@ CRAWLCLUSTER_DISPATCH_HEADROOM = 1.25
 CRAWLCLUSTER_DISPATCH_DEFAULT_WEIGHT = 600
 # Tasks moved from one shard's pool per dispatcher call.
 CRAWLCLUSTER_DISPATCH_BATCH = 500
-# Seconds a dispatcher's shard lease lasts: one that dies has its shards taken over by
-# the others about this long after its last renewal.
+# Seconds a dispatcher's shards stay its own after its last beat: one that dies has its
+# shards taken over by the others about this long after it.
 CRAWLCLUSTER_DISPATCH_LEASE_SECONDS = 10.0
 # Seconds between the dispatcher's ticks (each moves all that the pools hold and pacing allows).
 CRAWLCLUSTER_DISPATCH_IDLE_SLEEP = 0.05

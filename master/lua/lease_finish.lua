@@ -3,7 +3,9 @@
 -- good now, e.g. 404/410) or "release" (not attempted: back to the pool as it was, e.g.
 -- the job is closing). A lease that already expired and was re-issued is left alone.
 -- A task of a stopped crawl that would go back to the pool is purged instead; one of a
--- paused crawl is parked. Every key is of the shard of KEYS[1].
+-- paused crawl is parked. Every key is of the shard of KEYS[1]. The leases are looked up,
+-- removed and their owners forgotten in one command each, and the counts are added once
+-- per crawl and domain, not per task.
 -- KEYS[1]  the shard's leases (zset of task JSON, score = lease expiry)
 -- KEYS[2]  the shard's lease owners (hash task JSON -> job)
 -- ARGV[1]  attempts allowed per URL
@@ -19,33 +21,68 @@
 -- 4 purged.
 local allowed = tonumber(ARGV[1])
 
-local function finish(member, outcome, reason)
-  if redis.call('ZREM', KEYS[1], member) == 0 then return 0 end
-  redis.call('HDEL', KEYS[2], member)
-  local task = cjson.decode(member)
-  local crawlid = task['crawlid']
-  local function finished(field, code)
-    local pending = string.format(ARGV[3], crawlid)
-    if redis.call('HINCRBY', pending, task['domain'], -1) <= 0 then
-      redis.call('HDEL', pending, task['domain'])
+-- command(key, args...) in pieces small enough for unpack.
+local function batched(command, key, args)
+  for start = 1, #args, 7000 do
+    redis.call(command, key, unpack(args, start, math.min(start + 6999, #args)))
+  end
+end
+
+local function add(totals, key, field, count)
+  totals[key] = totals[key] or {}
+  totals[key][field] = (totals[key][field] or 0) + count
+end
+
+local members = {}
+for i = 9, #ARGV, 3 do members[#members + 1] = ARGV[i] end
+local held, taken = {}, {}
+for start = 1, #members, 7000 do
+  local scores = redis.call('ZMSCORE', KEYS[1],
+                            unpack(members, start, math.min(start + 6999, #members)))
+  for n, score in ipairs(scores) do
+    local member = members[start + n - 1]
+    if score and not held[member] then
+      held[member] = true
+      taken[#taken + 1] = member
     end
-    redis.call('HINCRBY', string.format(ARGV[4], crawlid), field, 1)
+  end
+end
+batched('ZREM', KEYS[1], taken)
+batched('HDEL', KEYS[2], taken)
+
+local pending, counts, flags = {}, {}, {}   -- totals by key and field; crawl -> flags
+local function flags_of(crawlid)
+  if not flags[crawlid] then
+    flags[crawlid] = {stopped = redis.call('HEXISTS', ARGV[5], crawlid) == 1,
+                      paused = redis.call('HEXISTS', ARGV[6], crawlid) == 1}
+  end
+  return flags[crawlid]
+end
+
+local function finish(member, outcome, reason)
+  if not held[member] then return 0 end
+  held[member] = nil                        -- the same task twice in one call counts once
+  -- Tasks are canonical JSON: a done one needs two fields, read without decoding it.
+  local crawlid = string.match(member, '"crawlid":"([^"]*)"')
+  local domain = string.match(member, '"domain":"([^"]*)"')
+  local function finished(field, code)
+    add(pending, string.format(ARGV[3], crawlid), domain, -1)
+    add(counts, string.format(ARGV[4], crawlid), field, 1)
     return code
   end
   if outcome == 'done' then return finished('done', 1) end
-  local stopped = redis.call('HEXISTS', ARGV[5], crawlid) == 1
+  local task = cjson.decode(member)
+  local flag = flags_of(crawlid)
   local back = string.format(ARGV[8], task['spider_type'])
-  if redis.call('HEXISTS', ARGV[6], crawlid) == 1 then
-    back = string.format(ARGV[7], crawlid)
-  end
+  if flag.paused then back = string.format(ARGV[7], crawlid) end
   if outcome == 'release' then
-    if stopped then return finished('purged', 4) end
+    if flag.stopped then return finished('purged', 4) end
     redis.call('ZADD', back, -(task['priority'] or 0), member)
     return 2
   end
   task['attempts'] = (task['attempts'] or 0) + 1
   if outcome == 'retry' and task['attempts'] < allowed then
-    if stopped then return finished('purged', 4) end
+    if flag.stopped then return finished('purged', 4) end
     redis.call('ZADD', back, -(task['priority'] or 0), cjson.encode(task))
     return 2
   end
@@ -57,5 +94,13 @@ end
 local codes = {}
 for i = 9, #ARGV, 3 do
   codes[#codes + 1] = finish(ARGV[i], ARGV[i + 1], ARGV[i + 2])
+end
+for key, fields in pairs(pending) do
+  for domain, change in pairs(fields) do
+    if redis.call('HINCRBY', key, domain, change) <= 0 then redis.call('HDEL', key, domain) end
+  end
+end
+for key, fields in pairs(counts) do
+  for field, count in pairs(fields) do redis.call('HINCRBY', key, field, count) end
 end
 return codes

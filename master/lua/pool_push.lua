@@ -4,7 +4,8 @@
 -- dispatched) until the crawl resumes. A task with a digest (a spider's new link: its
 -- crawl and URL) pushed to the shard within the dedupe window already is not queued
 -- again: two jobs that both found the link new, or a push retried after a failed round,
--- queue it once. Every key is of the shard of KEYS[1].
+-- queue it once. Every key is of the shard of KEYS[1]. Digests and pool entries are looked
+-- up and written in one command per key, and the counts added once per crawl and domain.
 -- KEYS[1]  the shard's pool of the spider type (zset of task JSON, score -priority)
 -- KEYS[2]  the shard's recently pushed link digests (zset, score = when pushed)
 -- ARGV[1]  pending hash key template, string.format(template, crawlid)
@@ -17,41 +18,112 @@
 -- ARGV[8..] per task: score, task JSON, digest ("" for none: a seed, a hub)
 -- Returns: one letter per task: "q" queued (or parked), "s" refused because its crawl is
 -- stopped, "r" pushed within the window already, "d" in the pool already as it is.
-local codes, stopped, parked = {}, {}, {}
 local now, window = tonumber(ARGV[6]), tonumber(ARGV[7])
-local pruned = false
-local function pushed_before(digest)
-  if digest == '' then return false end
-  if not pruned then
-    redis.call('ZREMRANGEBYSCORE', KEYS[2], '-inf', now - window)
-    pruned = true
+
+-- command(key, args...) in pieces small enough for unpack.
+local function batched(command, key, args, ...)
+  local options = {...}
+  for start = 1, #args, 7000 do
+    local piece = {unpack(options)}
+    for n = start, math.min(start + 6999, #args) do piece[#piece + 1] = args[n] end
+    redis.call(command, key, unpack(piece))
   end
-  if redis.call('ZADD', KEYS[2], 'NX', now, digest) == 0 then return true end
-  return false
 end
+
+-- ZMSCORE of many members: found[member] = true for those in the zset.
+local function present(key, members)
+  local found = {}
+  for start = 1, #members, 7000 do
+    local scores = redis.call('ZMSCORE', key,
+                              unpack(members, start, math.min(start + 6999, #members)))
+    for n, score in ipairs(scores) do
+      if score then found[members[start + n - 1]] = true end
+    end
+  end
+  return found
+end
+
+local tasks, flags = {}, {}                  -- per task {crawlid, domain, ...}; per crawl
 for i = 8, #ARGV, 3 do
   local member = ARGV[i + 1]
   -- Tasks are canonical JSON; reading two fields beats decoding the whole task.
   local crawlid = string.match(member, '"crawlid":"([^"]*)"')
-  local domain = string.match(member, '"domain":"([^"]*)"')
-  if stopped[crawlid] == nil then
-    stopped[crawlid] = redis.call('HEXISTS', ARGV[3], crawlid) == 1
-    parked[crawlid] = redis.call('HEXISTS', ARGV[4], crawlid) == 1
+  if flags[crawlid] == nil then
+    flags[crawlid] = {stopped = redis.call('HEXISTS', ARGV[3], crawlid) == 1,
+                      parked = redis.call('HEXISTS', ARGV[4], crawlid) == 1}
   end
-  local target = KEYS[1]
-  if parked[crawlid] then target = string.format(ARGV[5], crawlid) end
-  local code = 'd'
-  if stopped[crawlid] then
-    code = 's'
-  elseif pushed_before(ARGV[i + 2]) then
-    code = 'r'
-  elseif redis.call('ZADD', target, ARGV[i], member) == 1 then
-    redis.call('HINCRBY', string.format(ARGV[1], crawlid), domain, 1)
-    redis.call('HINCRBY', string.format(ARGV[2], crawlid), 'queued', 1)
-    code = 'q'
-  end
-  codes[#codes + 1] = code
+  tasks[#tasks + 1] = {crawlid = crawlid, domain = string.match(member, '"domain":"([^"]*)"'),
+                       score = ARGV[i], member = member, digest = ARGV[i + 2]}
 end
+
+-- Links pushed within the window already: refused ("r").
+local digests = {}
+for _, task in ipairs(tasks) do
+  if not flags[task.crawlid].stopped and task.digest ~= '' then
+    digests[#digests + 1] = task.digest
+  end
+end
+local recent = {}
+if #digests > 0 then
+  redis.call('ZREMRANGEBYSCORE', KEYS[2], '-inf', now - window)
+  recent = present(KEYS[2], digests)
+end
+
+-- The rest go to the pool (or a paused crawl's parked set): "q" if new there, "d" if not.
+local targets, order = {}, {}                -- key -> {members, entries}; keys in order
+local codes, fresh_digests = {}, {}
+for n, task in ipairs(tasks) do
+  if flags[task.crawlid].stopped then
+    codes[n] = 's'
+  elseif task.digest ~= '' and recent[task.digest] then
+    codes[n] = 'r'
+  else
+    if task.digest ~= '' then
+      recent[task.digest] = true             -- the same link twice in one call: once
+      fresh_digests[#fresh_digests + 1] = now
+      fresh_digests[#fresh_digests + 1] = task.digest
+    end
+    local key = KEYS[1]
+    if flags[task.crawlid].parked then key = string.format(ARGV[5], task.crawlid) end
+    if not targets[key] then
+      targets[key] = {members = {}, entries = {}}
+      order[#order + 1] = key
+    end
+    local target = targets[key]
+    target.members[#target.members + 1] = task.member
+    target.entries[#target.entries + 1] = task.score
+    target.entries[#target.entries + 1] = task.member
+    task.target = key
+  end
+end
+batched('ZADD', KEYS[2], fresh_digests, 'NX')
+
+local pending, queued = {}, {}               -- totals by key and field
+for _, key in ipairs(order) do
+  local there = present(key, targets[key].members)
+  batched('ZADD', key, targets[key].entries)
+  targets[key].there = there
+end
+for n, task in ipairs(tasks) do
+  if not codes[n] then
+    local target = targets[task.target]
+    if target.there[task.member] then
+      codes[n] = 'd'
+    else
+      target.there[task.member] = true       -- the same task twice in one call: once
+      codes[n] = 'q'
+      local counts = string.format(ARGV[2], task.crawlid)
+      local domains = string.format(ARGV[1], task.crawlid)
+      pending[domains] = pending[domains] or {}
+      pending[domains][task.domain] = (pending[domains][task.domain] or 0) + 1
+      queued[counts] = (queued[counts] or 0) + 1
+    end
+  end
+end
+for key, fields in pairs(pending) do
+  for domain, count in pairs(fields) do redis.call('HINCRBY', key, domain, count) end
+end
+for key, count in pairs(queued) do redis.call('HINCRBY', key, 'queued', count) end
 -- A shard no spider pushes to any more keeps no digests beyond the window.
-if pruned then redis.call('EXPIRE', KEYS[2], math.ceil(window) + 1) end
+if #digests > 0 then redis.call('EXPIRE', KEYS[2], math.ceil(window) + 1) end
 return table.concat(codes)

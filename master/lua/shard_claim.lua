@@ -1,20 +1,24 @@
--- A dispatcher takes, keeps or gives back one shard's lease: only the holder dispatches
--- the shard's pool (dispatch.lua checks), so several masters share the shards and one
--- that dies has its shards taken over once its leases expire.
--- KEYS[1]  the shard's owner (string: the holder's instance id, with a TTL)
+-- A dispatcher takes, keeps or gives back one shard: only the holder dispatches the
+-- shard's pool (dispatch.lua checks), so several masters share the shards. A holder that
+-- is no longer among the live dispatchers (its beat older than the lease) loses the shard
+-- to the first live one that claims it. Holding costs nothing while nobody joins or
+-- leaves: the owner key has no TTL to renew.
+-- KEYS[1]  the shard's owner (string: the holder's instance id)
 -- ARGV[1]  this dispatcher's instance id
--- ARGV[2]  lease length in milliseconds
--- ARGV[3]  "hold" (take it if free, renew it if held) or "release" (give it back if held)
--- Returns: 1 if the caller holds the lease now, else 0.
+-- ARGV[2]  "hold" (take it if free or its holder is gone, keep it if held) or "release"
+--          (give it back if held)
+-- ARGV[3..] the live dispatchers' instance ids
+-- Returns: 1 if the caller holds the shard now, else 0.
 local owner = redis.call('GET', KEYS[1])
-if ARGV[3] == 'release' then
+if ARGV[2] == 'release' then
   if owner == ARGV[1] then redis.call('DEL', KEYS[1]) end
   return 0
 end
-if owner == ARGV[1] then
-  redis.call('PEXPIRE', KEYS[1], ARGV[2])
-  return 1
+if owner == ARGV[1] then return 1 end
+if owner then
+  for i = 3, #ARGV do
+    if ARGV[i] == owner then return 0 end
+  end
 end
-if owner then return 0 end
-redis.call('SET', KEYS[1], ARGV[1], 'PX', ARGV[2])
+redis.call('SET', KEYS[1], ARGV[1])
 return 1

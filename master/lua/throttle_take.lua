@@ -22,6 +22,13 @@
 -- JSON; or "wait:<seconds>" while a window is full; or 0 if the queue is empty}
 local now = tonumber(ARGV[1])
 
+-- command(key, args...) in pieces small enough for unpack (an even count each).
+local function batched(command, key, args)
+  for start = 1, #args, 7000 do
+    redis.call(command, key, unpack(args, start, math.min(start + 6999, #args)))
+  end
+end
+
 local function room(window, allowed, window_s)
   if allowed <= 0 then return 0, window_s end
   redis.call('ZREMRANGEBYSCORE', window, '-inf', now - window_s)
@@ -45,15 +52,22 @@ local function take(n, domain, hits, ip_hits, window_ms, wanted)
   local count = math.min(wanted, type_room, ip_room)
   if count <= 0 then return 'wait:' .. string.format('%.3f', math.max(type_wait, ip_wait)) end
   local popped = redis.call('ZPOPMIN', queue, count)
-  local tasks = {}
+  -- One command per key for all the tasks taken: hits in both windows, leases, owners.
+  local recorded, leases, owners, tasks = {}, {}, {}, {}
   for i = 1, #popped, 2 do
     local hit = ARGV[3] .. '.' .. n .. ':' .. i
-    redis.call('ZADD', by_type, ARGV[1], hit)
-    redis.call('ZADD', by_ip, ARGV[1], hit)
-    redis.call('ZADD', KEYS[1], ARGV[2], popped[i])
-    redis.call('HSET', KEYS[3], popped[i], ARGV[6])
+    recorded[#recorded + 1] = ARGV[1]
+    recorded[#recorded + 1] = hit
+    leases[#leases + 1] = ARGV[2]
+    leases[#leases + 1] = popped[i]
+    owners[#owners + 1] = popped[i]
+    owners[#owners + 1] = ARGV[6]
     tasks[#tasks + 1] = popped[i]
   end
+  batched('ZADD', by_type, recorded)
+  batched('ZADD', by_ip, recorded)
+  batched('ZADD', KEYS[1], leases)
+  batched('HSET', KEYS[3], owners)
   redis.call('PEXPIRE', by_type, window_ms)
   redis.call('PEXPIRE', by_ip, window_ms)
   return tasks

@@ -11,7 +11,7 @@ from manager.local.crawl import Crawl, run_crawl, submit
 from manager.local.demo import PRECISE_RULE, UNIVERSAL_RULE  # the rules for the generated site
 from manager.local.services import StaticSite, free_port
 from manager.local.sitegen import DEFAULT_HOSTS, SiteSpec, generate_site
-from master.counters import RollingTimeCounter
+from master.counters import WindowCounts
 from master.crawls import CrawlStore
 from master.siteconfig import SiteConfig
 from settings.clients import redis_client
@@ -86,8 +86,8 @@ def test_precise_crawl_stores_every_item_field_by_field(test_settings, mongo_db,
     assert record["pages"] == 33 and record["failures"] == 0      # 3 list pages, 30 details
     assert list(record["pages_by_node"].values()) == [33]        # one node ran the job
     assert record["started_at"] <= record["finished_at"] <= record["last_activity_at"]
-    ok = RollingTimeCounter.from_settings(redis, test_settings, "status:precise:200").value()
-    assert ok >= 30                  # status codes counted per spider type (table 4-8)
+    ok = WindowCounts.from_settings(redis, test_settings, "spider:precise:200").values()
+    assert ok["900"] >= 30           # status codes counted per spider type (table 4-8)
 
 
 @pytest.mark.parametrize("frontier_settings", ["redis", "redis-cluster"], indirect=True)
