@@ -258,7 +258,7 @@ class Frontier:
                     limit: int = 1000) -> tuple[int, int]:
         """Re-issue expired leases of ``shards`` (all by default); return (re-issued,
         failed for good or purged)."""
-        shards = self.keys.all_shards() if shards is None else shards
+        shards = self._due(self.keys.leases, self.keys.all_shards() if shards is None else shards)
         replies = self._per_shard("lease_reap", shards, lambda shard: (
             [self.keys.leases(shard), self.keys.lease_owners(shard)],
             [repr(self.clock()), limit, self.max_retries + 1,
@@ -406,7 +406,7 @@ class Frontier:
 
     def issue_due_hubs(self, shards: Iterable[int] | None = None, limit: int = 1000) -> int:
         """Issue the due hubs of ``shards`` (all by default); return how many."""
-        shards = self.keys.all_shards() if shards is None else shards
+        shards = self._due(self.keys.hubs, self.keys.all_shards() if shards is None else shards)
         replies = self._per_shard("hubs_due", shards, lambda shard: (
             [self.keys.hubs(shard), self.keys.hub_state(shard)],
             [repr(self.clock()), limit, *self._templates(shard, *CRAWL_STATE),
@@ -415,6 +415,17 @@ class Frontier:
         return int(sum(replies.values()))
 
     # --- helpers -------------------------------------------------------------------------
+
+    def _due(self, key_of: Callable[[int], str], shards: Iterable[int]) -> list[int]:
+        """The shards whose zset ``key_of(shard)`` (scored by when each entry is due)
+        holds an entry due now: one plain look per shard, so the script runs only
+        where there is work (most upkeep passes find none)."""
+        shards = list(shards)
+        now = repr(self.clock())
+        pipe = self.client.pipeline(transaction=False)
+        for shard in shards:
+            pipe.zrangebyscore(key_of(shard), "-inf", now, start=0, num=1)
+        return [shard for shard, due in zip(shards, pipe.execute(), strict=True) if due]
 
     def _per_shard(self, script: str, shards: Iterable[int],
                    keys_and_args: Callable[[int], tuple[list[str], list[Any]]]) -> dict[int, Any]:

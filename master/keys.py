@@ -126,11 +126,12 @@ class Keys:
         return self.job_domains("%s", shard)
 
     def closed_jobs(self, shard: int) -> str:
-        """hash job -> when it left the registry, per shard: its queues in the shard were
-        emptied, and a dispatch that read it as live before queues nothing more for it
-        here (fields older than ``CLOSED_JOB_SECONDS`` are pruned at the next close).
+        """zset job -> when it left the registry, in every shard: a dispatch that read it
+        as live before queues nothing more for it here (entries older than
+        ``CLOSED_JOB_SECONDS`` go at the next close).
 
-        Written by: `requeue_job.lua`; a job's field is removed when it registers (again)
+        Written by: `JobRegistry.requeue` (a closing or dead job); a job's entry is
+        removed when it registers (again)
         Read by: `dispatch.lua`
         """
         return f"{self.shard_tag(shard)}:closed_jobs"

@@ -66,7 +66,7 @@ class JobRegistry:
         pipe.set(self.keys.job_info(job), json.dumps(record))
         pipe.zadd(self.keys.jobs(), {job: self.clock()})
         for shard in self.keys.all_shards():    # a job declared dead that beats again
-            pipe.hdel(self.keys.closed_jobs(shard), job)
+            pipe.zrem(self.keys.closed_jobs(shard), job)
         pipe.execute()
 
     def heartbeat(self, job: str) -> bool:
@@ -127,17 +127,15 @@ class JobRegistry:
         if beat is not None and beat > cutoff:
             return None
         info = self.info(job)
+        shards = self._close_in_shards(job)
         pipe = self.client.pipeline(transaction=False)
-        for shard in self.keys.all_shards():
+        for shard in shards:
             self.scripts.run("requeue_job", [self.keys.job_domains(job, shard),
                                              self.keys.leases(shard),
-                                             self.keys.lease_owners(shard),
-                                             self.keys.closed_jobs(shard)],
+                                             self.keys.lease_owners(shard)],
                              [self.keys.queue_template(shard), job,
-                              self.keys.pool_template(shard), self.clock(),
-                              CLOSED_JOB_SECONDS],
-                             pipe=pipe)
-        replies = dict(zip(self.keys.all_shards(), pipe.execute(), strict=True))
+                              self.keys.pool_template(shard)], pipe=pipe)
+        replies = dict(zip(shards, pipe.execute(), strict=True))
         moved = {shard: int(reply[0]) for shard, reply in replies.items()}
         pipe = self.client.pipeline(transaction=False)
         refilled = [shard for shard, count in moved.items() if count]
@@ -153,6 +151,24 @@ class JobRegistry:
         pipe.execute()
         return Requeued(sum(moved.values()),
                         [shard for shard, reply in replies.items() if int(reply[1])])
+
+    def _close_in_shards(self, job: str) -> list[int]:
+        """Mark ``job`` closed in every shard (dispatchers queue nothing more for it
+        there; markers older than ``CLOSED_JOB_SECONDS`` go), then return the shards
+        where it has queues or where leases are held: only those need ``requeue_job``.
+        A dispatch before a shard's marker has added its queue's domain by the time
+        the shard is looked at (the same connection, in order, for a shard)."""
+        now = self.clock()
+        pipe = self.client.pipeline(transaction=False)
+        for shard in self.keys.all_shards():
+            closed = self.keys.closed_jobs(shard)
+            pipe.zremrangebyscore(closed, "-inf", repr(now - CLOSED_JOB_SECONDS))
+            pipe.zadd(closed, {job: now})
+            pipe.scard(self.keys.job_domains(job, shard))
+            pipe.hlen(self.keys.lease_owners(shard))
+        replies = pipe.execute()
+        return [shard for n, shard in enumerate(self.keys.all_shards())
+                if replies[4 * n + 2] or replies[4 * n + 3]]
 
     # --- finished tasks: the dispatcher's feedback ---------------------------------
 

@@ -7,7 +7,7 @@
 -- the pool.
 -- KEYS[1]  the shard's pool of one spider type (zset of task JSON, score -priority)
 -- KEYS[2]  the shard's owner (string: the dispatcher holding its lease)
--- KEYS[3]  the shard's closed jobs (hash job -> when it closed)
+-- KEYS[3]  the shard's closed jobs (zset job -> when it closed)
 -- ARGV[1]  this dispatcher's instance id
 -- ARGV[2]  queue key template, string.format(template, job, domain)
 -- ARGV[3]  job-domains set key template, string.format(template, job)
@@ -21,12 +21,12 @@ local popped = redis.call('ZPOPMIN', KEYS[1], tonumber(ARGV[4]))
 local queues, order = {}, {}      -- queue key -> {score, member, ...}, in first-seen order
 local domains = {}                -- job-domains key -> {domain = true}
 local closed, closed_list = {}, {}  -- job -> true if it left; the ones that did
-if #popped > 0 and redis.call('HLEN', KEYS[3]) > 0 then
+if #popped > 0 and redis.call('ZCARD', KEYS[3]) > 0 then
   local jobs, seen = {}, {}
   for n = 5, math.min(#ARGV, 4 + #popped / 2) do
     if not seen[ARGV[n]] then seen[ARGV[n]] = true; jobs[#jobs + 1] = ARGV[n] end
   end
-  local when = redis.call('HMGET', KEYS[3], unpack(jobs))
+  local when = redis.call('ZMSCORE', KEYS[3], unpack(jobs))
   for n, job in ipairs(jobs) do
     if when[n] then closed[job] = true; closed_list[#closed_list + 1] = job end
   end

@@ -1,30 +1,17 @@
 -- A job that stopped beating or closed: move its queued tasks of one shard back to the
 -- shard's pool (thesis 4.2.1.3) and forget its domains there, and make the leases it
 -- holds in the shard expire now (lease_reap.lua, run next by the caller, re-issues them
--- with one more attempt: they may have been fetched), atomically; and mark the job closed
--- in the shard, so a dispatch that read the job as live before queues nothing more for it
--- here (dispatch.lua). The caller does every shard, then removes the job from the
--- registry. Every key is of the shard of KEYS[1].
+-- with one more attempt: they may have been fetched), atomically. The caller first marks
+-- the job closed in every shard (dispatch.lua then queues nothing more for it), runs this
+-- in each shard where the job has queues or leases may be held, then removes the job
+-- from the registry. Every key is of the shard of KEYS[1].
 -- KEYS[1]  the job's domains in the shard (set)
 -- KEYS[2]  the shard's leases (zset of task JSON, score = lease expiry)
 -- KEYS[3]  the shard's lease owners (hash task JSON -> job)
--- KEYS[4]  the shard's closed jobs (hash job -> when it closed)
 -- ARGV[1]  queue key template, string.format(template, job, domain)
 -- ARGV[2]  the job id
 -- ARGV[3]  pool key template, string.format(template, spider type)
--- ARGV[4]  now (seconds)
--- ARGV[5]  seconds a closed job is remembered
 -- Returns: {tasks moved back to the pool, leases made to expire}
-local now = tonumber(ARGV[4])
-if redis.call('HLEN', KEYS[4]) > 0 then
-  local closed = redis.call('HGETALL', KEYS[4])
-  for i = 1, #closed, 2 do
-    if tonumber(closed[i + 1]) < now - tonumber(ARGV[5]) then
-      redis.call('HDEL', KEYS[4], closed[i])
-    end
-  end
-end
-redis.call('HSET', KEYS[4], ARGV[2], ARGV[4])
 local moved = 0
 for _, domain in ipairs(redis.call('SMEMBERS', KEYS[1])) do
   local queue = string.format(ARGV[1], ARGV[2], domain)
