@@ -65,7 +65,9 @@ class JobRegistry:
         pipe = self.client.pipeline(transaction=False)
         pipe.set(self.keys.job_info(job), json.dumps(record))
         pipe.zadd(self.keys.jobs(), {job: self.clock()})
-        for shard in self.keys.all_shards():    # a job declared dead that beats again
+        # A job id closed before: declared dead and beating again, or reused by a manager
+        # started again.
+        for shard in self.keys.all_shards():
             pipe.zrem(self.keys.closed_jobs(shard), job)
         pipe.execute()
 

@@ -156,7 +156,8 @@ class ShardLeases:
                          [self.instance, mode, *members], pipe=pipe)
 
     def release_all(self) -> None:
-        """A dispatcher stopping cleanly: its shards are free at once, not after a TTL."""
+        """A dispatcher stopping cleanly: its shards are free at once, not once its beat
+        is ``ttl`` old."""
         pipe = self.client.pipeline(transaction=False)
         for shard in sorted(self.held):
             self._run(pipe, shard, "release")
