@@ -30,15 +30,14 @@ from functools import cache
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from scrapy.utils.url import url_has_any_extension, url_is_from_any_domain
+from scrapy.utils.url import url_is_from_any_domain
 
+from crawler.links import ExtensionSet, page_urls, rule_urls
 from settings.errors import CrawlClusterError
 from settings.jsonschemas import SchemaChecker
 
 if TYPE_CHECKING:
     from scrapy.http import TextResponse
-    from scrapy.link import Link
-    from scrapy.linkextractors import LinkExtractor
 
 SCHEMA_DIR = Path(__file__).parent / "schemas"
 SPIDER_TYPES = ("precise", "universal")
@@ -181,19 +180,21 @@ class LinkRule:
             restrict_css=_as_list(spec.get("restrict_css")),
             deny_extensions=spec.get("deny_extensions", IGNORED_EXTENSIONS),
             unique=True)
+        self.extensions = ExtensionSet(self.extractor.deny_extensions)
 
-    def take(self, response: "TextResponse", every_link: list["Link"]) -> list["Link"]:
-        """The links of the page this rule takes, in page order, given all of them
-        (``every_link_extractor``): the same links its own extractor would give,
-        without a second pass over the page unless the rule restricts the regions."""
-        if self.extractor.restrict_xpaths:
-            return self.extractor.extract_links(response)
-        return [link for link in every_link if self.admits(link.url)]
+    def take(self, response: "TextResponse", every_url: list[str], lean: bool = True
+             ) -> list[str]:
+        """The URLs of the page's links this rule takes, in page order, given all of them
+        (``crawler.links.page_urls``): what its own ``LinkExtractor`` gives, without a
+        second pass over the page unless the rule restricts the regions. ``lean=False``:
+        by the ``LinkExtractor`` itself."""
+        if not lean:
+            return [link.url for link in self.extractor.extract_links(response)]
+        return rule_urls(response, self.extractor, every_url, self.extensions)
 
     def admits(self, url: str) -> bool:
-        extensions = self.extractor.deny_extensions
         return self.extractor.matches(url) and not (
-            extensions and url_has_any_extension(url, extensions))
+            self.extensions and self.extensions.denies(url))
 
     def admits_domain(self, url: str) -> bool:
         """Whether the URL's host is within this rule's domains, as Scrapy's link
@@ -204,12 +205,15 @@ class LinkRule:
         return not allow or url_is_from_any_domain(url, allow)
 
 
-@cache
-def every_link_extractor() -> "LinkExtractor":
-    """A link extractor taking every link of a page, to count those no rule takes."""
+def every_url(response: "TextResponse", lean: bool = True) -> list[str]:
+    """Every link of the page once, to count those no rule takes: ``page_urls``, or with
+    ``lean=False`` Scrapy's own ``LinkExtractor`` taking every link."""
+    if lean:
+        return page_urls(response)
     from scrapy.linkextractors import LinkExtractor
 
-    return LinkExtractor(deny_extensions=[], unique=True)
+    return [link.url for link in
+            LinkExtractor(deny_extensions=[], unique=True).extract_links(response)]
 
 
 def compile_universal(rule: Rule) -> list[LinkRule]:

@@ -169,6 +169,9 @@ CRAWLCLUSTER_GC_THRESHOLD = 20000
 # crawler/extensions.py MemoryBound): without them a spider stays at the high-water mark
 # of its largest pages (0 = never, and no memory bound either).
 CRAWLCLUSTER_MEMORY_TRIM_SECONDS = 5.0
+# The universal spider's links by crawler/links.py (the URLs Scrapy's LinkExtractor would
+# give, at about a quarter of its CPU); false: by LinkExtractor itself (to measure).
+CRAWLCLUSTER_LEAN_LINKS = True
 # Resident MB past which a long-running spider (no idle timeout) closes after a trim, as
 # on SIGTERM, losing nothing, and its manager starts it again at once (0 = no bound).
 CRAWLCLUSTER_SPIDER_MEMORY_LIMIT_MB = 512.0

@@ -14,10 +14,10 @@ from collections.abc import Iterator, Mapping
 from typing import Any
 from urllib.parse import urlparse
 
+from scrapy.crawler import Crawler
 from scrapy.http import Response, TextResponse
-from scrapy.link import Link
 
-from crawler.rules import LinkRule, compile_universal, every_link_extractor, field_selector
+from crawler.rules import LinkRule, compile_universal, every_url, field_selector
 from crawler.sources import Entry
 from crawler.spiders import ClusterSpider, Follow, css_value, first_value
 
@@ -28,6 +28,13 @@ class UniversalSpider(ClusterSpider):
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         self.port_hinted: set[str] = set()   # crawls told about a port outside their domains
+        self.lean_links = True               # CRAWLCLUSTER_LEAN_LINKS, once bound to a crawler
+
+    @classmethod
+    def from_crawler(cls, crawler: Crawler, *args: Any, **kwargs: Any) -> "UniversalSpider":
+        spider: UniversalSpider = super().from_crawler(crawler, *args, **kwargs)
+        spider.lean_links = crawler.settings.getbool("CRAWLCLUSTER_LEAN_LINKS")
+        return spider
 
     def parse(self, response: TextResponse) -> Iterator[Any]:  # type: ignore[override]
         info = self.crawl_info(response)
@@ -37,10 +44,9 @@ class UniversalSpider(ClusterSpider):
         if matched is not None and matched.fields:
             yield self.item(response, self._fields(response, matched.fields), page=True)
         if matched is None or matched.follow:
-            every_link = every_link_extractor().extract_links(response)
-            links = self._links(response, rules, every_link)
-            yield from self.follow(response, links,
-                                   self._refused(response, rules, every_link, links))
+            urls = every_url(response, self.lean_links)
+            links = self._links(response, rules, urls, self.lean_links)
+            yield from self.follow(response, links, self._refused(response, rules, urls, links))
 
     def entry_links(self, response: Response,
                     entries: list[Entry]) -> tuple[list[Follow], Mapping[str, int]]:
@@ -69,31 +75,31 @@ class UniversalSpider(ClusterSpider):
         return fields
 
     @staticmethod
-    def _links(response: TextResponse, rules: list[LinkRule],
-               every_link: list[Link]) -> list[Follow]:
+    def _links(response: TextResponse, rules: list[LinkRule], urls: list[str],
+               lean: bool) -> list[Follow]:
         """Every link of the page once, with the index of the first rule that takes it."""
         links: list[Follow] = []
         seen: set[str] = set()
         for index, rule in enumerate(rules):
-            for link in rule.take(response, every_link):
-                if link.url not in seen:
-                    seen.add(link.url)
-                    links.append(Follow(link.url, "parse", {"rule_index": index}))
+            for url in rule.take(response, urls, lean):
+                if url not in seen:
+                    seen.add(url)
+                    links.append(Follow(url, "parse", {"rule_index": index}))
         return links
 
-    def _refused(self, response: TextResponse, rules: list[LinkRule], every_link: list[Link],
+    def _refused(self, response: TextResponse, rules: list[LinkRule], urls: list[str],
                  taken: list[Follow]) -> Counter[str]:
         """The page's links no rule took, by why: ``scope`` or ``rule``."""
         taken_urls = {link.url for link in taken}
         refused: Counter[str] = Counter()
-        for link in every_link:
-            if link.url in taken_urls:
+        for url in urls:
+            if url in taken_urls:
                 continue
-            if any(rule.admits_domain(link.url) for rule in rules):
+            if any(rule.admits_domain(url) for rule in rules):
                 refused["rule"] += 1
             else:
                 refused["scope"] += 1
-                self._hint_port(response, link.url, rules)
+                self._hint_port(response, url, rules)
         return refused
 
     def _hint_port(self, response: TextResponse, url: str, rules: list[LinkRule]) -> None:

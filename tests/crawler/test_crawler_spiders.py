@@ -97,12 +97,13 @@ def test_a_port_outside_allow_domains_is_out_of_scope_and_said(caplog):
 
 
 def test_a_rule_takes_what_its_own_link_extractor_would():
-    from crawler.rules import LinkRule, every_link_extractor
+    from crawler.rules import LinkRule, every_url
 
     response = response_for(UNIVERSAL_RULE)
-    every_link = every_link_extractor().extract_links(response)
     for spec in ({}, {"allow": ["/news/"], "deny": [r"1\.html"]},
                  {"deny_extensions": ["html"]}, {"deny_domains": ["example.com"]},
                  {"restrict_xpaths": ["//li"]}, {"restrict_css": ["ul"], "allow": ["2"]}):
         rule = LinkRule(spec)
-        assert rule.take(response, every_link) == rule.extractor.extract_links(response), spec
+        expected = [link.url for link in rule.extractor.extract_links(response)]
+        for lean in (True, False):
+            assert rule.take(response, every_url(response, lean), lean) == expected, spec
