@@ -1,29 +1,42 @@
 """Crawl benchmark: crawlcluster's spiders against vanilla Scrapy and scrapy-redis.
 
-  python bench/crawl.py [--pages-per-host N]
+  python bench/crawl.py [--pages-per-host N] [--rounds N] [--shapes small real]
 
-One generated 4-host site served by nginx; the same universal rule, spider
-logic, pipelines and MongoDB inserts in every run:
-  1. vanilla Scrapy: one process, Scrapy's in-memory scheduler and dupefilter;
-  2. scrapy-redis: one process, its Redis scheduler and SADD dupefilter;
-  3. crawlcluster: the dispatcher and one spider process;
-  4. crawlcluster: the dispatcher and two spider processes.
-Pages/s is pages fetched over the time from the first to the last fetch in
-nginx's log (start-up and idle shut-down are not counted). The four runs are
-repeated ``--rounds`` times (default 5), interleaved (this kind of VM drifts in speed from
-minute to minute); each ratio is the median of the rounds' ratios. The last
-line is one JSON object. Redis's work is read from the server's INFO around each whole
-run (start-up and idle shut-down included, every process's calls: the dispatcher's too)
-and divided by the pages fetched: ``redis_cpu_us_per_page`` (user + system CPU) and
-``redis_cmds_per_page`` (a script's commands counted), for one spider process and for
-scrapy-redis, and ``redis_cpu_vs_scrapy_redis`` (median of the rounds' ratios); the
-bench's Redis serves nothing else meanwhile. Each round first measures what the machine gives two
-CPU-bound processes at once (``machine_two_proc_scaling``: 2.0 on two idle
-cores; a shared VM often gives less), the ceiling of ``two_proc_scaling``.
+Two generated 4-host sites served by nginx: ``small`` (4,404 small pages, 20 related
+links a detail page, detail pages not followed) and ``real`` (1,104 pages whose detail
+pages are 20-100 KB with 150 links each, and followed, as a crawl that finds articles
+through articles does). On each, every round runs in turn:
+  1. vanilla Scrapy as a Scrapy user runs it (bench/crawl_vanilla.py): a ``CrawlSpider``
+     with the rule's ``Rule``s and ``LinkExtractor``s, Scrapy's default settings and
+     components (outside the project; the same concurrency, log level INFO), items
+     inserted into MongoDB one by one as Scrapy's documentation shows; then the same with
+     ``trafilatura.extract`` for each item's main text;
+  2. crawlcluster's spider logic and pipelines (main text on) under Scrapy's own
+     scheduler, and under scrapy-redis's scheduler and dupefilter (bench/crawl_peers.py);
+  3. crawlcluster: the dispatcher and one spider process (main text on; then off; then
+     off with ``CRAWLCLUSTER_LEAN_LINKS=false``), and with two spider processes.
+Pages/s is pages fetched over the time from the first to the last fetch in nginx's log
+(start-up and idle shut-down are not counted). CPU per page fetched is every thread's
+user + system time over the whole run: the spider processes' (``cpu_ms``; a run of ours
+adds its dispatcher's as ``master_cpu_ms``), the MongoDB server's (/proc) and the Redis
+server's (INFO cpu: ``redis_cpu``, in us, with ``redis_cmds``, a script's commands
+counted). Runs are repeated ``--rounds`` times, interleaved (this kind of VM drifts in
+speed from minute to minute); each ratio is the median of the rounds' ratios. Each round
+first measures what the machine gives two CPU-bound processes at once
+(``machine_two_proc_scaling``: 2.0 on two idle cores), the ceiling of
+``two_proc_scaling``. The last line is one JSON object: the CPU figures of the real
+shape (``cpu_ms_per_page`` ours without main text, ``vanilla_cpu_ms_per_page``,
+``cpu_vs_vanilla``, ``cpu_vs_vanilla_trafilatura`` ours with main text over the
+CrawlSpider with trafilatura, ``lean_cpu_vs_not_lean``), the pages/s and Redis figures
+of the small shape as before (``vs_scrapy`` over the same-logic peer, ``vs_scrapy_redis``,
+``two_proc_scaling``, ``redis_cpu_vs_scrapy_redis``), and every figure of both shapes
+under ``shapes``.
 """
 
 import argparse
 import json
+import os
+import resource
 import statistics
 import subprocess
 import sys
@@ -48,8 +61,13 @@ from bench.common import (  # noqa: E402
     require_peers,
 )
 from manager.local.crawl import Crawl, cluster_env, submit  # noqa: E402
-from manager.local.services import StaticSite, free_port  # noqa: E402
+from manager.local.services import (  # noqa: E402
+    LocalServers,
+    StaticSite,
+    free_port,
+)
 from manager.local.sitegen import DEFAULT_HOSTS, SiteSpec, generate_site  # noqa: E402
+from settings.loader import default_scrapy_settings  # noqa: E402
 
 RULE = {"rules": [
     {"allow": [r"/$", r"/list/\d+\.html$"], "follow": True},
@@ -57,6 +75,19 @@ RULE = {"rules": [
      "fields": {"title": "//h1/text()", "date": "//span[@class='date']/text()",
                 "content": "//div[@class='content']/p/text()"}},
 ]}
+# The real-page shape: detail pages of 20-100 KB with 150 links each, and followed (a
+# crawl that finds articles through articles' links, as a news crawl does).
+RULE_FOLLOWING = {"rules": [RULE["rules"][0], dict(RULE["rules"][1], follow=True)]}
+SHAPES = {
+    "small": (lambda port, per_host: SiteSpec(port=port, details_per_host=per_host,
+                                              related_links=20), RULE),
+    "real": (lambda port, per_host: SiteSpec(port=port, details_per_host=per_host // 4,
+                                             related_links=150, large_share=1.0,
+                                             large_kb=(20, 100)), RULE_FOLLOWING),
+}
+# Our spider without main text (cpu_vs_vanilla compares it with a CrawlSpider without).
+NO_MAIN_TEXT = {"ITEM_PIPELINES": {**default_scrapy_settings()["ITEM_PIPELINES"],
+                                    "crawler.pipelines.MainTextPipeline": None}}
 COMMON = {"LOG_LEVEL": "INFO", "CONCURRENT_REQUESTS": "16", "CONCURRENT_ITEMS": "4"}
 PEER_COMPONENTS = {
     "DOWNLOADER_MIDDLEWARES": {"crawler.middlewares.TaskStatusMiddleware": None,
@@ -69,135 +100,229 @@ PEER_COMPONENTS = {
 }
 
 
-def measure(site, since, label, pages_expected, redis_work):
-    """``(pages/s, Redis CPU us per page, Redis commands per page)`` of one run."""
+def measure(site, since, label, pages_expected, redis_work, cpu):
+    """``{pages_per_s, redis_cpu, redis_cmds, cpu_ms, master_cpu_ms, mongodb_cpu_ms}`` of
+    one run (Redis in us and commands, the others in CPU ms, per page fetched)."""
     entries = [e for e in site.access_log()[since:] if not e["path"].endswith("robots.txt")]
     span = entries[-1]["time"] - entries[0]["time"]
-    rate = len(entries) / span
-    cpu, commands = redis_work.per(len(entries))
-    print(f"  {label:<34} {len(entries):>6} pages in {span:6.1f} s: {rate:7.1f} pages/s"
-          + (f", Redis {cpu:6.1f} CPU us and {commands:5.1f} commands a page" if commands >= 1
+    pages = len(entries)
+    redis_cpu, commands = redis_work.per(pages)
+    row = {"pages_per_s": pages / span, "redis_cpu": redis_cpu, "redis_cmds": commands,
+           **{name: seconds * 1e3 / pages for name, seconds in cpu.items()}}
+    print(f"  {label:<44} {pages:>6} pages in {span:6.1f} s: {row['pages_per_s']:7.1f} pages/s"
+          f", spiders {row['cpu_ms']:5.2f} CPU ms a page"
+          + (f" (+ dispatcher {row['master_cpu_ms']:.2f})" if row.get("master_cpu_ms") else "")
+          + f", MongoDB {row['mongodb_cpu_ms']:.2f}"
+          + (f", Redis {redis_cpu:6.1f} CPU us and {commands:5.1f} commands" if commands >= 1
              else "")
-          + ("" if len(entries) == pages_expected else f"  (expected {pages_expected})"))
-    return rate, cpu, commands
+          + ("" if pages == pages_expected else f"  (expected {pages_expected})"), flush=True)
+    return row
 
 
-def run_peer(settings, site, manifest, rule_file, scheduler, log, crawlid):
+def children_cpu_seconds():
+    """CPU seconds (user + system) of this process's children that have exited."""
+    usage = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return usage.ru_utime + usage.ru_stime
+
+
+def process_cpu_seconds(pid):
+    """CPU seconds (user + system, every thread) of a running process, from /proc."""
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    except OSError:
+        return 0.0
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def run_peer(settings, manifest, rule_file, scheduler, log, crawlid,
+             spider_args=(), vanilla=False):
     """One peer crawl; ``crawlid`` keeps its items apart from other runs' (a page stored
-    twice under one crawl id would be a duplicate-key error, not an insert)."""
-    scrapy_settings = dict(COMMON, **{k: json.dumps(v) for k, v in PEER_COMPONENTS.items()})
-    scrapy_settings.update(scheduler)
-    args = [sys.executable, "-m", "scrapy", "runspider", str(ROOT / "bench" / "crawl_peers.py"),
+    twice under one crawl id would be a duplicate-key error, not an insert). ``vanilla``:
+    the CrawlSpider with Scrapy's own settings (run outside the project, so none of its
+    settings apply) and ``scheduler`` as the only ones given. Returns its CPU seconds."""
+    if vanilla:
+        scrapy_settings = dict(scheduler)
+        spider, cwd = "crawl_vanilla.py", Path(tempfile.mkdtemp(prefix="vanilla-"))
+    else:
+        scrapy_settings = dict(COMMON, **{k: json.dumps(v) for k, v in PEER_COMPONENTS.items()})
+        scrapy_settings.update(scheduler)
+        spider, cwd = "crawl_peers.py", ROOT
+    args = [sys.executable, "-m", "scrapy", "runspider", str(ROOT / "bench" / spider),
             "-a", f"start={manifest['start_url']}", "-a", f"rule={rule_file}",
-            "-a", f"crawlid={crawlid}"]
+            "-a", f"crawlid={crawlid}", *spider_args]
     for name, value in scrapy_settings.items():
         args += ["-s", f"{name}={value}"]
-    env = cluster_env(settings, fast=False)
+    env = cluster_env(settings, fast=False, PYTHONPATH=str(ROOT))
+    before = children_cpu_seconds()
     with open(log, "w") as out:
-        subprocess.run(args, cwd=ROOT, env=env, stdin=subprocess.DEVNULL, stdout=out,
+        subprocess.run(args, cwd=cwd, env=env, stdin=subprocess.DEVNULL, stdout=out,
                        stderr=subprocess.STDOUT, check=True, timeout=1800)
+    return {"cpu_ms": children_cpu_seconds() - before}
 
 
-def run_ours(settings, manifest, processes, log_dir):
+def run_ours(settings, manifest, rule, processes, log_dir, **extra):
+    """One crawl of ours; its spiders' and its dispatcher's CPU seconds."""
     settings = settings.copy_with(  # a fresh frontier for each run
         CRAWLCLUSTER_KEY_PREFIX=f"{settings['CRAWLCLUSTER_KEY_PREFIX']}:{uuid.uuid4().hex[:6]}")
     crawlid = f"bench-{uuid.uuid4().hex[:6]}"
     submit(settings, {"crawlid": crawlid, "spider_type": "universal",
-                      "url": manifest["start_url"], "rule": RULE})
+                      "url": manifest["start_url"], "rule": rule})
+    before = children_cpu_seconds()
     crawl = Crawl(settings, "universal", log_dir, spiders=processes,
-                  CRAWLCLUSTER_IDLE_TIMEOUT=3, LOG_LEVEL="INFO")
-    codes = crawl.wait(timeout=1800)
+                  CRAWLCLUSTER_IDLE_TIMEOUT=3, LOG_LEVEL="INFO", **extra)
+    try:
+        for worker in crawl.workers:
+            worker.wait(1800)
+        master = process_cpu_seconds(crawl.master.pid)
+    finally:
+        crawl.stop()
+    codes = [worker.returncode for worker in crawl.workers]
     if any(codes):
         raise SystemExit(f"a spider failed ({codes}); see {log_dir}")
+    return {"cpu_ms": children_cpu_seconds() - before - master, "master_cpu_ms": master}
 
 
-def round_runs(settings, site, manifest, rule, work, number):
+def round_runs(settings, manifest, rule, work, number):
     """``(key, label, run)`` for each crawl of one round."""
-    vanilla = {"SCHEDULER": "scrapy.core.scheduler.Scheduler"}
+    rule_file = work / f"rule-{number}.json"
+    rule_file.write_text(json.dumps(rule))
+    plain = work / "no-main-text.json"
+    plain.write_text(json.dumps(NO_MAIN_TEXT))
+    vanilla_settings = {"CONCURRENT_REQUESTS": "16", "LOG_LEVEL": "INFO", "ITEM_PIPELINES":
+                        json.dumps({"bench.crawl_vanilla.VanillaMongoPipeline": 300})}
+    same_logic = {"SCHEDULER": "scrapy.core.scheduler.Scheduler"}
     scrapy_redis = {"SCHEDULER": "scrapy_redis.scheduler.Scheduler",
                     "DUPEFILTER_CLASS": "scrapy_redis.dupefilter.RFPDupeFilter",
                     "REDIS_URL": settings["CRAWLCLUSTER_REDIS_URL"],
                     "SCHEDULER_FLUSH_ON_START": "True"}
+    peer = partial(run_peer, settings, manifest, rule_file)
+    ours = partial(run_ours, settings, manifest, rule)
     return [
-        ("vanilla", "vanilla Scrapy (in-memory scheduler)",
-         partial(run_peer, settings, site, manifest, rule, vanilla, work / "v.log",
-                 f"vanilla-{number}")),
-        ("scrapy_redis", "scrapy-redis (Redis scheduler)",
-         partial(run_peer, settings, site, manifest, rule, scrapy_redis, work / "r.log",
-                 f"redis-{number}")),
+        ("vanilla_crawl", "vanilla Scrapy: CrawlSpider, insert_one",
+         partial(peer, vanilla_settings, work / "vc.log", f"vc-{number}", vanilla=True)),
+        ("vanilla_crawl_trafilatura", "  the same with trafilatura.extract",
+         partial(peer, vanilla_settings, work / "vt.log", f"vt-{number}",
+                 ["-a", "maintext=trafilatura"], vanilla=True)),
+        ("vanilla", "same spider logic, Scrapy's scheduler",
+         partial(peer, same_logic, work / "v.log", f"vanilla-{number}")),
+        ("scrapy_redis", "scrapy-redis (same spider logic)",
+         partial(peer, scrapy_redis, work / "r.log", f"redis-{number}")),
         ("ours_1", "crawlcluster, 1 spider process",
-         partial(run_ours, settings, manifest, 1, work)),
+         partial(ours, 1, work)),
+        ("ours_1_plain", "  the same without main text",
+         partial(ours, 1, work, CRAWLCLUSTER_SETTINGS_FILE=str(plain))),
+        ("ours_1_plain_not_lean", "  the same, LinkExtractor's links",
+         partial(ours, 1, work, CRAWLCLUSTER_SETTINGS_FILE=str(plain),
+                 CRAWLCLUSTER_LEAN_LINKS="false")),
         ("ours_2", "crawlcluster, 2 spider processes",
-         partial(run_ours, settings, manifest, 2, work)),
+         partial(ours, 2, work)),
     ]
 
 
-def median_ratio(rounds, top, bottom):
-    return statistics.median(r[top] / r[bottom] for r in rounds)
+def median_ratio(rounds, top, bottom, figure="pages_per_s"):
+    return statistics.median(r[top][figure] / r[bottom][figure] for r in rounds)
+
+
+def run_shape(settings, shape, per_host, rounds_wanted, work, mongodb_pid):
+    """Every round of one site shape: ``(pages, [{run key: figures}])``."""
+    make_spec, rule = SHAPES[shape]
+    spec = make_spec(free_port(DEFAULT_HOSTS), per_host)
+    manifest = generate_site(work / f"site-{shape}", spec)
+    pages = sum(1 for p in manifest["pages"] if p["kind"] in ("index", "list", "detail"))
+    print(f"{shape} pages: {pages} on {len(spec.hosts)} hosts, {spec.related_links} related "
+          f"links a detail page" + (", 20-100 KB each, followed" if shape == "real" else ""),
+          flush=True)
+    rounds = []
+    with bench_redis(settings) as client, \
+            StaticSite(work / f"site-{shape}" / "www", spec.hosts, spec.port,
+                       work / f"run-{shape}") as site:
+        for number in range(1, rounds_wanted + 1):
+            results = {"machine_scaling": parallel_scaling()}
+            print(f"round {number} (this machine runs two CPU-bound processes at "
+                  f"{results['machine_scaling']:.2f}x one)", flush=True)
+            for key, label, run in round_runs(settings, manifest, rule, work, number):
+                since = len(site.access_log())
+                started, mongodb = time.monotonic(), process_cpu_seconds(mongodb_pid)
+                redis_work = RedisWork(client).start()
+                cpu = run()
+                cpu["mongodb_cpu_ms"] = process_cpu_seconds(mongodb_pid) - mongodb
+                results[key] = measure(site, since, label, pages, redis_work, cpu)
+                print(f"    (whole run {time.monotonic() - started:.0f} s)", flush=True)
+            rounds.append(results)
+            drop_bench_database(settings)
+    return pages, rounds
+
+
+def shape_summary(pages, rounds):
+    """The medians of one shape's rounds: per run its figures, and the ratios."""
+    runs = [key for key in rounds[0] if key != "machine_scaling"]
+    medians = {key: {figure: statistics.median(r[key][figure] for r in rounds)
+                     for figure in rounds[0][key]} for key in runs}
+    return {
+        "pages": pages,
+        "runs": medians,
+        "cpu_ms_per_page": medians["ours_1_plain"]["cpu_ms"],
+        "vanilla_cpu_ms_per_page": medians["vanilla_crawl"]["cpu_ms"],
+        "cpu_vs_vanilla": median_ratio(rounds, "ours_1_plain", "vanilla_crawl", "cpu_ms"),
+        "cpu_vs_vanilla_trafilatura": median_ratio(rounds, "ours_1", "vanilla_crawl_trafilatura",
+                                                   "cpu_ms"),
+        "lean_cpu_vs_not_lean": median_ratio(rounds, "ours_1_plain", "ours_1_plain_not_lean",
+                                             "cpu_ms"),
+        "vs_vanilla_crawl": median_ratio(rounds, "ours_1_plain", "vanilla_crawl"),
+        "vs_scrapy": median_ratio(rounds, "ours_1", "vanilla"),
+        "vs_scrapy_redis": median_ratio(rounds, "ours_1", "scrapy_redis"),
+        "two_proc_scaling": median_ratio(rounds, "ours_2", "ours_1"),
+        "redis_cpu_vs_scrapy_redis": median_ratio(rounds, "ours_1", "scrapy_redis",
+                                                  "redis_cpu"),
+        "machine_two_proc_scaling": statistics.median(r["machine_scaling"] for r in rounds),
+    }
 
 
 def main():
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--pages-per-host", type=int, default=1000,
-                        help="detail pages per host (4 hosts)")
-    parser.add_argument("--rounds", type=int, default=5, help="interleaved rounds")
+                        help="detail pages per host (4 hosts; a quarter of it for the real "
+                             "shape)")
+    parser.add_argument("--rounds", type=int, default=3, help="interleaved rounds")
+    parser.add_argument("--shapes", nargs="+", choices=sorted(SHAPES), default=["small", "real"])
     args = parser.parse_args()
-    require_peers("scrapy_redis")
+    require_peers("scrapy_redis", "trafilatura")
     settings = bench_settings(("redis", "zookeeper", "mongodb"))
     settings = settings.copy_with(CRAWLCLUSTER_MONGODB_DATABASE="bench_"
                                   + settings["CRAWLCLUSTER_KEY_PREFIX"].split(":")[1])
+    mongodb_pid = LocalServers(settings).state.recorded("mongodb")["pid"]
     work = Path(tempfile.mkdtemp(prefix="crawlbench-"))
-    spec = SiteSpec(port=free_port(DEFAULT_HOSTS), details_per_host=args.pages_per_host,
-                    related_links=20)
-    manifest = generate_site(work / "site", spec)
-    pages = sum(1 for p in manifest["pages"] if p["kind"] in ("index", "list", "detail"))
-    rule = work / "rule.json"
-    rule.write_text(json.dumps(RULE))
-    print(f"bench/crawl.py on {machine()}: {pages} pages on {len(spec.hosts)} hosts, "
-          f"20 related links per detail page, {args.rounds} rounds")
-    rounds = []
-    with bench_redis(settings) as client, \
-            StaticSite(work / "site" / "www", spec.hosts, spec.port, work / "run") as site:
-        for number in range(1, args.rounds + 1):
-            runs = round_runs(settings, site, manifest, rule, work, number)
-            results = {"machine_scaling": parallel_scaling()}
-            print(f"round {number} (this machine runs two CPU-bound processes at "
-                  f"{results['machine_scaling']:.2f}x one)")
-            for key, label, run in runs:
-                since = len(site.access_log())
-                started = time.monotonic()
-                redis_work = RedisWork(client).start()
-                run()
-                results[key], results[f"{key}_redis_cpu"], results[f"{key}_redis_cmds"] = (
-                    measure(site, since, label, pages, redis_work))
-                print(f"    (whole run {time.monotonic() - started:.0f} s)")
-            rounds.append(results)
-            drop_bench_database(settings)
+    print(f"bench/crawl.py on {machine()}: shapes {', '.join(args.shapes)}, "
+          f"{args.rounds} rounds", flush=True)
+    shapes = {}
+    for shape in args.shapes:
+        shapes[shape] = shape_summary(*run_shape(settings, shape, args.pages_per_host,
+                                                 args.rounds, work, mongodb_pid))
+        print(f"{shape}: " + ", ".join(f"{name} {value:.2f}" for name, value
+                                      in shapes[shape].items()
+                                      if isinstance(value, float)), flush=True)
     drop_zookeeper_root(settings)
-    summary = {key: statistics.median(r[key] for r in rounds) for key in rounds[0]}
-    ratios = {"vs_scrapy": median_ratio(rounds, "ours_1", "vanilla"),
-              "vs_scrapy_redis": median_ratio(rounds, "ours_1", "scrapy_redis"),
-              "two_proc_scaling": median_ratio(rounds, "ours_2", "ours_1"),
-              "redis_cpu_vs_scrapy_redis": median_ratio(rounds, "ours_1_redis_cpu",
-                                                        "scrapy_redis_redis_cpu")}
-    print("medians: " + ", ".join(f"{name} {value:.2f}" for name, value in ratios.items())
-          + " (rounds: " + "; ".join(
-              ", ".join(f"{r['ours_1'] / r[b]:.2f}" for b in ("vanilla", "scrapy_redis"))
-              + f", {r['ours_2'] / r['ours_1']:.2f}" for r in rounds) + ")")
+    headline = shapes.get("real") or shapes[args.shapes[0]]
+    pages_shape = shapes.get("small") or headline
     finish({
-        "pages_per_s": summary["ours_1"],
-        "pages_per_s_two_procs": summary["ours_2"],
-        "vanilla_scrapy_pages_per_s": summary["vanilla"],
-        "scrapy_redis_pages_per_s": summary["scrapy_redis"],
-        "redis_cpu_us_per_page": summary["ours_1_redis_cpu"],
-        "scrapy_redis_redis_cpu_us_per_page": summary["scrapy_redis_redis_cpu"],
-        "redis_cmds_per_page": summary["ours_1_redis_cmds"],
-        "scrapy_redis_redis_cmds_per_page": summary["scrapy_redis_redis_cmds"],
-        "redis_cpu_us_per_page_two_procs": summary["ours_2_redis_cpu"],
-        **ratios,
-        "machine_two_proc_scaling": summary["machine_scaling"],
+        "cpu_ms_per_page": headline["cpu_ms_per_page"],
+        "vanilla_cpu_ms_per_page": headline["vanilla_cpu_ms_per_page"],
+        "cpu_vs_vanilla": headline["cpu_vs_vanilla"],
+        "cpu_vs_vanilla_trafilatura": headline["cpu_vs_vanilla_trafilatura"],
+        "lean_cpu_vs_not_lean": headline["lean_cpu_vs_not_lean"],
+        "pages_per_s": pages_shape["runs"]["ours_1"]["pages_per_s"],
+        "pages_per_s_two_procs": pages_shape["runs"]["ours_2"]["pages_per_s"],
+        "vs_scrapy": pages_shape["vs_scrapy"],
+        "vs_scrapy_redis": pages_shape["vs_scrapy_redis"],
+        "two_proc_scaling": pages_shape["two_proc_scaling"],
+        "redis_cpu_us_per_page": pages_shape["runs"]["ours_1"]["redis_cpu"],
+        "scrapy_redis_redis_cpu_us_per_page": pages_shape["runs"]["scrapy_redis"]["redis_cpu"],
+        "redis_cmds_per_page": pages_shape["runs"]["ours_1"]["redis_cmds"],
+        "scrapy_redis_redis_cmds_per_page": pages_shape["runs"]["scrapy_redis"]["redis_cmds"],
+        "redis_cpu_vs_scrapy_redis": pages_shape["redis_cpu_vs_scrapy_redis"],
+        "machine_two_proc_scaling": pages_shape["machine_two_proc_scaling"],
         "rounds": args.rounds,
-        "pages": pages,
+        "shapes": shapes,
         "machine": machine(),
     })
 

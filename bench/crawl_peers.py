@@ -1,10 +1,11 @@
-"""The peers of bench/crawl.py: crawlcluster's universal spider logic on one machine.
+"""Peers of bench/crawl.py running crawlcluster's spider logic (bench/crawl_vanilla.py
+is what a Scrapy user runs instead).
 
-``PeerUniversalSpider`` is crawler/spiders/universal.py with the rule and the
-start URL given as spider arguments instead of coming from the cluster; run
-with Scrapy's own scheduler it is "vanilla Scrapy", with scrapy-redis's
-scheduler and dupefilter it is "scrapy-redis". Items go through the same
-encoding and main-text pipelines and the same batched MongoDB inserts.
+``PeerUniversalSpider`` is crawler/spiders/universal.py with the rule and the start URL
+given as spider arguments instead of coming from the cluster; run with Scrapy's own
+scheduler it is "the same spider logic" peer, with scrapy-redis's scheduler and
+dupefilter it is "scrapy-redis". Items go through the same encoding and main-text
+pipelines and the same batched MongoDB inserts as the cluster's.
 """
 
 import json
@@ -64,3 +65,4 @@ class PeerMongoPipeline:
     def close_spider(self):
         self.flush()
         self.client.close()
+
