@@ -155,7 +155,7 @@ class ExtensionSet:
         return bool(self.extensions)
 
     def denies(self, url: str) -> bool:
-        path = urlparse(url).path.lower()
+        path = url_path(url).lower()
         if not self.dotted:
             return any(path.endswith(extension) for extension in self.extensions)
         dot = path.find(".")
@@ -164,6 +164,20 @@ class ExtensionSet:
                 return True
             dot = path.find(".", dot + 1)
         return False
+
+
+# A plain http(s) URL's path: after the host, up to the query or the fragment.
+_PLAIN_PATH = re.compile(r"https?://[^/?#]*([^?#]*)")
+
+
+def url_path(url: str) -> str:
+    """``urlparse(url).path``, without urllib for a printable ASCII http(s) URL with no
+    ``;params`` and no bracketed host."""
+    if url.isascii() and url.isprintable() and ";" not in url and "[" not in url:
+        found = _PLAIN_PATH.match(url)
+        if found is not None:
+            return found.group(1)
+    return urlparse(url).path
 
 
 def rule_urls(response: "TextResponse", extractor: "LinkExtractor",
