@@ -1,7 +1,8 @@
-"""crawler/links.py gives exactly the URLs Scrapy's LinkExtractor gives: on the real pages
-kept in tests/crawler/pages, on pages of generated ``href`` values (every shape the fast
-paths take or refuse), for every kind of rule (``python bench/links.py`` does the same on
-the 751 pages of the shared benchmarks)."""
+"""crawler/links.py gives exactly the URLs Scrapy's LinkExtractor gives, for every kind of
+rule: on the real pages kept in tests/crawler/pages, on the 751 pages of the shared
+main-text benchmarks when they sit beside the checkout (``../shared/benchmarks``, as
+bench/maintext.py reads them; ``python bench/links.py`` checks and times the same), and
+on pages of generated ``href`` values (every shape the fast paths take or refuse)."""
 
 import gzip
 from pathlib import Path
@@ -17,6 +18,7 @@ from scrapy.utils.url import url_has_any_extension
 from crawler.links import ExtensionSet, page_urls, rule_urls, url_path
 
 PAGES = Path(__file__).parent / "pages"
+BENCHMARKS = Path(__file__).resolve().parents[3] / "shared" / "benchmarks"
 RULES = [
     {"deny_extensions": []},
     {},
@@ -28,10 +30,17 @@ RULES = [
 ]
 
 
+URLS = ["https://www.example.com/news/2024/story.html", "http://blog.example.com:8080/a//b/../c"]
+
+
 def real_pages():
+    """``(name, body, url)``: the kept pages at two URLs, the benchmarks' at one."""
     for path in sorted(PAGES.rglob("*.htm*")):
         body = path.read_bytes()
-        yield path.name, gzip.decompress(body) if path.suffix == ".gz" else body
+        for url in URLS:
+            yield path.name, gzip.decompress(body) if path.suffix == ".gz" else body, url
+    for path in sorted(BENCHMARKS.glob("*/html/*.html.gz")):
+        yield path.name, gzip.decompress(path.read_bytes()), URLS[0]
 
 
 def scrapy_urls(response, spec):
@@ -44,9 +53,7 @@ def our_urls(response, spec):
                      ExtensionSet(extractor.deny_extensions))
 
 
-@pytest.mark.parametrize("name, body", list(real_pages()), ids=lambda v: str(v)[:24])
-@pytest.mark.parametrize("url", ["https://www.example.com/news/2024/story.html",
-                                 "http://blog.example.com:8080/a//b/../c"])
+@pytest.mark.parametrize("name, body, url", list(real_pages()), ids=lambda v: str(v)[:24])
 def test_real_pages_give_scrapys_links_for_every_rule(name, body, url):
     response = HtmlResponse(url=url, body=body)
     assert page_urls(response) == scrapy_urls(response, {"deny_extensions": []})
