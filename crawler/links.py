@@ -58,7 +58,13 @@ class _Base:
 
     def __init__(self, base_url: str) -> None:
         self.url = base_url
-        parts = urlparse(base_url)
+        try:
+            parts = urlparse(base_url)
+        except ValueError:                      # urljoin refuses every href: no fast path
+            self.usable = self.rooted = False
+            self.origin, self.directory = "", None
+            return
+        self.usable = True
         self.origin = f"{parts.scheme}://{parts.netloc}"
         plain = (parts.scheme in ("http", "https") and ";" not in base_url
                  and parts.path.startswith("/"))
@@ -70,7 +76,9 @@ class _Base:
     def join(self, href: str) -> tuple[str, bool]:
         """``(urljoin(base_url, href), whether that is SAFE_URL)``."""
         joined = None
-        if href.startswith(("http://", "https://")):
+        if not self.usable:
+            pass
+        elif href.startswith(("http://", "https://")):
             joined = href                       # urljoin gives a SAFE_URL back as it is
         elif href[:1] == "/":
             if self.rooted and href[1:2] != "/" and "/." not in href and ";" not in href:
