@@ -5,7 +5,8 @@
 -- crawl and URL) pushed to the shard within the dedupe window already is not queued
 -- again: two jobs that both found the link new, or a push retried after a failed round,
 -- queue it once. Every key is of the shard of KEYS[1]. Digests and pool entries are looked
--- up and written in one command per key, and the counts added once per crawl and domain.
+-- up and written in one command per key (a lone one by adding it: ZADD says whether it was
+-- there), and the counts added once per crawl and domain.
 -- KEYS[1]  the shard's pool of the spider type (zset of task JSON, score -priority)
 -- KEYS[2]  the shard's recently pushed link digests (zset, score = when pushed)
 -- ARGV[1]  pending hash key template, string.format(template, crawlid)
@@ -64,7 +65,15 @@ for _, task in ipairs(tasks) do
   end
 end
 local recent = {}
-if #digests > 0 then
+local one_digest_added = false              -- a lone digest is looked up by adding it
+if #digests == 1 then
+  redis.call('ZREMRANGEBYSCORE', KEYS[2], '-inf', now - window)
+  if redis.call('ZADD', KEYS[2], 'NX', now, digests[1]) == 0 then
+    recent[digests[1]] = true
+  else
+    one_digest_added = true
+  end
+elseif #digests > 1 then
   redis.call('ZREMRANGEBYSCORE', KEYS[2], '-inf', now - window)
   recent = present(KEYS[2], digests)
 end
@@ -96,13 +105,20 @@ for n, task in ipairs(tasks) do
     task.target = key
   end
 end
-batched('ZADD', KEYS[2], fresh_digests, 'NX')
+if not one_digest_added then batched('ZADD', KEYS[2], fresh_digests, 'NX') end
 
 local pending, queued = {}, {}               -- totals by key and field
 for _, key in ipairs(order) do
-  local there = present(key, targets[key].members)
-  batched('ZADD', key, targets[key].entries)
-  targets[key].there = there
+  local target = targets[key]
+  if #target.members == 1 then               -- ZADD answers whether it was there
+    target.there = {}
+    if redis.call('ZADD', key, unpack(target.entries)) == 0 then
+      target.there[target.members[1]] = true
+    end
+  else
+    target.there = present(key, target.members)
+    batched('ZADD', key, target.entries)
+  end
 end
 for n, task in ipairs(tasks) do
   if not codes[n] then

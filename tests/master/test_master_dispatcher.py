@@ -163,6 +163,7 @@ def test_a_link_pushed_twice_within_the_window_is_queued_once(redis, parts):
     clock.now += frontier.dedupe_seconds + 1
     assert frontier.push_links([dict(link, id="later")]) == "q"
     assert frontier.push([dict(link, id="seed")]) == [1, 0]       # seeds are not deduped
+    assert frontier.push([dict(link, id="seed")]) == [0, 0]       # in the pool already
 
 
 def test_expired_lease_is_reissued(redis, parts):
