@@ -223,3 +223,24 @@ def test_two_dispatchers_share_the_shards_and_one_takes_over_from_a_dead_one(
         time.sleep(0.1)
     owners = redis.mget([keys.shard_owner(shard) for shard in range(64)])
     assert set(owners) == {"second"}
+
+
+def test_dispatchers_that_saw_each_other_late_still_split_every_shard(redis, test_settings):
+    """"second" starts while "first"'s beat looks stale (a slow upkeep) and takes every
+    shard; once each has seen the other, an upkeep or two each leaves every shard held by
+    the one that ranks first for it."""
+    now = [100.0]
+    keys = Keys(test_settings["CRAWLCLUSTER_KEY_PREFIX"], 64)
+    first = ShardLeases(redis, keys, "first", ttl=1.0, clock=lambda: now[0])
+    second = ShardLeases(redis, keys, "second", ttl=1.0, clock=lambda: now[0])
+    assert first.refresh() == set(range(64))
+    now[0] += 2                                                   # first looks gone
+    assert second.refresh() == set(range(64))
+    for _ in range(2):
+        first.refresh()
+        second.refresh()
+        now[0] += 0.5
+    owners = redis.mget([keys.shard_owner(shard) for shard in range(64)])
+    assert set(owners) == {"first", "second"}
+    assert {s for s, o in enumerate(owners) if o == "first"} == first.held
+    assert {s for s, o in enumerate(owners) if o == "second"} == second.held
