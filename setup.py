@@ -65,7 +65,7 @@ setup(
         # The peers bench/ measures us against (pip install -e '.[bench]').
         "bench": [
             "scrapy-redis>=0.9",  # bench/crawl.py and bench/bloom.py
-            "trafilatura>=2",  # bench/maintext.py
+            "trafilatura>=2",  # bench/maintext.py, bench/crawl.py (the CrawlSpider peer)
             "lxml_html_clean",  # which trafilatura imports; lxml 6 no longer ships it
         ],
     },
