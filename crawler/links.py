@@ -6,11 +6,12 @@ anchor's text, and tests a link's extension against each of ~90 extensions in tu
 universal spider needs the URLs only. Here:
 
 - lxml finds the ``<a>`` and ``<area>`` elements (``iter`` with tag names, in C);
-- ``href`` is stripped and joined to the page's base as Scrapy does;
-- an absolute URL that w3lib and ``urljoin`` would return unchanged (``SAFE_URL``: an
-  http(s) URL of a lowercase ASCII host, an optional valid port, and only characters
-  w3lib never quotes) skips both; any other URL takes Scrapy's own path;
-- an extension is looked up in a set, once per dot of the path.
+- an ``href`` that is an absolute http(s) URL, or a path to join to a plain base, and
+  comes out as w3lib and ``urljoin`` would leave it (``SAFE_URL``: a lowercase ASCII
+  host, an optional valid port, only characters w3lib never quotes) skips urllib and
+  w3lib; any other ``href`` takes Scrapy's own steps;
+- an extension is looked up in a set, once per dot of the path, and a plain URL's path
+  is read by a regular expression.
 
 ``page_urls`` gives exactly ``[link.url for link in
 LinkExtractor(deny_extensions=[], unique=True).extract_links(response)]``, and

@@ -210,10 +210,14 @@ def every_url(response: "TextResponse", lean: bool = True) -> list[str]:
     ``lean=False`` Scrapy's own ``LinkExtractor`` taking every link."""
     if lean:
         return page_urls(response)
+    return [link.url for link in _every_link_extractor().extract_links(response)]
+
+
+@cache
+def _every_link_extractor() -> Any:
     from scrapy.linkextractors import LinkExtractor
 
-    return [link.url for link in
-            LinkExtractor(deny_extensions=[], unique=True).extract_links(response)]
+    return LinkExtractor(deny_extensions=[], unique=True)
 
 
 def compile_universal(rule: Rule) -> list[LinkRule]:
