@@ -108,7 +108,7 @@ def measure(site, since, label, pages_expected, redis_work, cpu):
     pages = len(entries)
     redis_cpu, commands = redis_work.per(pages)
     row = {"pages_per_s": pages / span, "redis_cpu": redis_cpu, "redis_cmds": commands,
-           **{name: seconds * 1e3 / pages for name, seconds in cpu.items()}}
+           **{f"{name}_ms": seconds * 1e3 / pages for name, seconds in cpu.items()}}
     print(f"  {label:<44} {pages:>6} pages in {span:6.1f} s: {row['pages_per_s']:7.1f} pages/s"
           f", spiders {row['cpu_ms']:5.2f} CPU ms a page"
           + (f" (+ dispatcher {row['master_cpu_ms']:.2f})" if row.get("master_cpu_ms") else "")
@@ -139,7 +139,8 @@ def run_peer(settings, manifest, rule_file, scheduler, log, crawlid,
     """One peer crawl; ``crawlid`` keeps its items apart from other runs' (a page stored
     twice under one crawl id would be a duplicate-key error, not an insert). ``vanilla``:
     the CrawlSpider with Scrapy's own settings (run outside the project, so none of its
-    settings apply) and ``scheduler`` as the only ones given. Returns its CPU seconds."""
+    settings apply) and ``scheduler`` as the only ones given. Returns its CPU seconds
+    (``cpu``)."""
     if vanilla:
         scrapy_settings = dict(scheduler)
         spider, cwd = "crawl_vanilla.py", Path(tempfile.mkdtemp(prefix="vanilla-"))
@@ -157,11 +158,12 @@ def run_peer(settings, manifest, rule_file, scheduler, log, crawlid,
     with open(log, "w") as out:
         subprocess.run(args, cwd=cwd, env=env, stdin=subprocess.DEVNULL, stdout=out,
                        stderr=subprocess.STDOUT, check=True, timeout=1800)
-    return {"cpu_ms": children_cpu_seconds() - before}
+    return {"cpu": children_cpu_seconds() - before}
 
 
 def run_ours(settings, manifest, rule, processes, log_dir, **extra):
-    """One crawl of ours; its spiders' and its dispatcher's CPU seconds."""
+    """One crawl of ours; its spiders' and its dispatcher's CPU seconds (``cpu``,
+    ``master_cpu``)."""
     settings = settings.copy_with(  # a fresh frontier for each run
         CRAWLCLUSTER_KEY_PREFIX=f"{settings['CRAWLCLUSTER_KEY_PREFIX']}:{uuid.uuid4().hex[:6]}")
     crawlid = f"bench-{uuid.uuid4().hex[:6]}"
@@ -179,7 +181,7 @@ def run_ours(settings, manifest, rule, processes, log_dir, **extra):
     codes = [worker.returncode for worker in crawl.workers]
     if any(codes):
         raise SystemExit(f"a spider failed ({codes}); see {log_dir}")
-    return {"cpu_ms": children_cpu_seconds() - before - master, "master_cpu_ms": master}
+    return {"cpu": children_cpu_seconds() - before - master, "master_cpu": master}
 
 
 def round_runs(settings, manifest, rule, work, number):
@@ -245,7 +247,7 @@ def run_shape(settings, shape, per_host, rounds_wanted, work, mongodb_pid):
                 started, mongodb = time.monotonic(), process_cpu_seconds(mongodb_pid)
                 redis_work = RedisWork(client).start()
                 cpu = run()
-                cpu["mongodb_cpu_ms"] = process_cpu_seconds(mongodb_pid) - mongodb
+                cpu["mongodb_cpu"] = process_cpu_seconds(mongodb_pid) - mongodb
                 results[key] = measure(site, since, label, pages, redis_work, cpu)
                 print(f"    (whole run {time.monotonic() - started:.0f} s)", flush=True)
             rounds.append(results)
