@@ -138,9 +138,10 @@ def _ascii_compatible(encoding: str) -> bool:
         return False
 
 
-def unique(urls: Iterable[str]) -> list[str]:
-    """``urls`` without repeats, in first-seen order."""
-    return list(dict.fromkeys(urls))
+def unique_valid(urls: Iterable[str]) -> list[str]:
+    """``urls`` of the schemes a link extractor keeps, without repeats, in first-seen
+    order."""
+    return list(dict.fromkeys(url for url in urls if url.split("://", 1)[0] in VALID_SCHEMES))
 
 
 def page_urls(response: "TextResponse") -> list[str]:
@@ -148,7 +149,7 @@ def page_urls(response: "TextResponse") -> list[str]:
     unique=True)``'s URLs."""
     urls = element_urls(response.selector.root, get_base_url(response), response.url,
                         response.encoding)
-    return unique(url for url in urls if url.split("://", 1)[0] in VALID_SCHEMES)
+    return unique_valid(urls)
 
 
 class ExtensionSet:
@@ -199,9 +200,8 @@ def rule_urls(response: "TextResponse", extractor: "LinkExtractor",
         if not all(isinstance(root, etree._Element) for root in regions):
             return [link.url for link in extractor.extract_links(response)]
         base_url = get_base_url(response)
-        every_url = unique(url for root in regions
-                           for url in element_urls(root, base_url, response.url,
-                                                   response.encoding)
-                           if url.split("://", 1)[0] in VALID_SCHEMES)
+        every_url = unique_valid(url for root in regions
+                                 for url in element_urls(root, base_url, response.url,
+                                                         response.encoding))
     return [url for url in every_url
             if extractor.matches(url) and not (extensions and extensions.denies(url))]

@@ -63,6 +63,7 @@ class RollingTimeCounter:
         args = (repr(self.clock()), repr(self.window), math.ceil(self.window) + 1, count)
         return self.scripts.run("counter_rolling_add", [self.key], args, pipe=pipe)
 
+
 def events_since(buckets: dict[str, str], moment: float) -> int:
     """Events in the seconds after ``moment``, from a rolling counter's hash as read
     (``HGETALL``)."""
