@@ -23,6 +23,7 @@ from twisted.internet.defer import Deferred
 from twisted.python.failure import Failure
 
 from crawler.context import ClusterComponent
+from crawler.firehose import Firehose
 from crawler.maintext import extract_main_text
 from crawler.rules import required_fields
 
@@ -78,29 +79,41 @@ def _add_progress(progress: Progress, more: Progress) -> None:
         progress.setdefault(crawlid, Counter()).update(counts)
 
 
-def insert_items(database: Any, items: list[Item], ensured: set[str]) -> None:
-    """Insert items into ``items_<spider type>`` in bulk, unordered; the unique index on
-    (crawlid, url) turns a page stored again (a task re-delivered after its lease ran
-    out) into a duplicate-key error, skipped. Inserts cost the server far less than
-    upserts. ``ensured`` remembers the collections whose index was created."""
+def insert_items(database: Any, items: list[Item], ensured: set[str],
+                 stamp: dict[str, Any] | None = None, by_job: bool = False) -> list[Item]:
+    """Insert items into ``items_<spider type>`` in bulk, unordered, each with ``stamp``'s
+    fields (``stored_at``, ``stored_by``); return the documents inserted. The unique
+    index on (crawlid, url) turns a page stored again (a task re-delivered after its
+    lease ran out) into a duplicate-key error, skipped. Inserts cost the server far less
+    than upserts. ``ensured`` remembers the collections whose indexes were created;
+    ``by_job`` adds the index the firehose reads a job's items back by."""
     from pymongo.errors import BulkWriteError
 
-    by_type: dict[str, Any] = {}
+    stamp = stamp or {"stored_at": time.time()}
+    by_type: dict[str, list[Item]] = {}
     for item in items:
         document = {k: v for k, v in item.items() if k not in INTERNAL}
-        document["stored_at"] = time.time()
+        document.update(stamp)
         by_type.setdefault(item["spider_type"], []).append(document)
+    inserted: list[Item] = []
     for spider_type, documents in by_type.items():
         collection = database[f"items_{spider_type}"]
         if spider_type not in ensured:
             collection.create_index([("crawlid", 1), ("url", 1)], unique=True)
+            if by_job:
+                collection.create_index([("stored_by", 1), ("stored_at", 1)])
             ensured.add(spider_type)
+        stored_before: set[int] = set()
         try:
             collection.insert_many(documents, ordered=False)
         except BulkWriteError as exc:
-            others = [e for e in exc.details.get("writeErrors", ()) if e.get("code") != 11000]
-            if others or exc.details.get("writeConcernErrors"):
+            errors = exc.details.get("writeErrors", ())
+            if exc.details.get("writeConcernErrors") or any(e.get("code") != 11000
+                                                             for e in errors):
                 raise
+            stored_before = {error["index"] for error in errors}
+        inserted += [d for n, d in enumerate(documents) if n not in stored_before]
+    return inserted
 
 
 class MongoPipeline(ClusterComponent):
@@ -121,9 +134,13 @@ class MongoPipeline(ClusterComponent):
         self.writing: Deferred[Any] | None = None     # the write in flight
         self.last_record = 0.0
         self.closing = False
+        self.stored_at = 0.0       # the last batch's; every batch gets a later one
+        self.firehose: Firehose | None = None
 
     def open_spider(self) -> None:
         self.context.periodic.append(self.flush)    # the scheduler's round flushes too
+        if self.context.settings.getbool("CRAWLCLUSTER_FIREHOSE"):
+            self.firehose = Firehose(self.context)
 
     @property
     def database(self) -> Any:
@@ -165,15 +182,23 @@ class MongoPipeline(ClusterComponent):
         self.writing.addBoth(self._written, batch, progress)
         return self.writing
 
-    def _write(self, batch: list[Item], progress: Progress) -> None:
+    def _write(self, batch: list[Item], progress: Progress) -> list[Item]:
+        """Store the batch, record the crawls; return the documents inserted."""
+        inserted: list[Item] = []
         if batch:
-            insert_items(self.database, batch, self.ensured)
+            self.stored_at = max(time.time(), self.stored_at + 1e-6)
+            stamp = {"stored_at": self.stored_at, "stored_by": self.context.job}
+            inserted = insert_items(self.database, batch, self.ensured, stamp,
+                                    by_job=self.firehose is not None)
         if progress:
             self._record_crawls(progress)
+        return inserted
 
     def _written(self, result: Any, batch: list[Item], progress: Progress) -> None:
         self.writing = None
         tracker = self.context.tracker
+        if self.firehose is not None and result and not isinstance(result, Failure):
+            self.firehose.put(result, result[0]["stored_at"])
         if isinstance(result, Failure):
             # Kept for the next flush; their tasks stay open, so nothing is acknowledged.
             logger.error("MongoDB write failed, %d items kept for the next try: %s",
@@ -199,7 +224,12 @@ class MongoPipeline(ClusterComponent):
             elif self.batch:
                 self.flush()
             else:
-                return
+                break
+        if self.firehose is not None:
+            from twisted.internet.threads import deferToThread
+
+            timeout = self.context.settings.getfloat("CRAWLCLUSTER_SHUTDOWN_TIMEOUT") / 2
+            await maybe_deferred_to_future(deferToThread(self.firehose.close, timeout))
 
     def _record_crawls(self, progress: Progress) -> None:
         """Seed 004's task table: per crawl its pages (in all and per node), items,

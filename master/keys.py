@@ -429,6 +429,24 @@ class Keys:
         """
         return f"{self.tag}:retention:lock"
 
+    def firehose_delivered(self) -> str:
+        """hash job -> JSON {"stored_at", "spider_type", "at"}: how far a job's stored items
+        are on Kafka (every batch stored up to ``stored_at``); the entry goes when the job
+        closes with nothing left to send.
+
+        Written by: jobs with the firehose on, the monitor sending a gone job's rest
+        Read by: monitor (`FirehoseResender`)
+        """
+        return f"{self.tag}:firehose:delivered"
+
+    def firehose_lock(self) -> str:
+        """string with a TTL: the monitor sending the items of gone jobs (one at a time).
+
+        Written by: monitors
+        Read by: monitors
+        """
+        return f"{self.tag}:firehose:lock"
+
     def user_crawls(self, userid: str) -> str:
         """set of the crawl ids a user (scrapy-cluster: appid) submitted.
 

@@ -417,14 +417,15 @@ def kafka_admin(settings: "Settings", role: str) -> Any:
     return _build_kafka(settings, role, lambda: KafkaAdminClient(**config))
 
 
-def ensure_topics(settings: "Settings", role: str) -> None:
-    """Create the requests and replies topics if the broker does not have them."""
+def ensure_topics(settings: "Settings", role: str, topics: dict[str, int] | None = None) -> None:
+    """Create ``topics`` ({name: partitions}; by default the requests and replies topics)
+    if the broker does not have them."""
     from kafka.admin import NewTopic
     from kafka.errors import TopicAlreadyExistsError
 
-    wanted = {settings["CRAWLCLUSTER_KAFKA_REQUESTS_TOPIC"]:
-              settings.getint("CRAWLCLUSTER_KAFKA_PARTITIONS"),
-              settings["CRAWLCLUSTER_KAFKA_REPLIES_TOPIC"]: 1}
+    wanted = topics or {settings["CRAWLCLUSTER_KAFKA_REQUESTS_TOPIC"]:
+                        settings.getint("CRAWLCLUSTER_KAFKA_PARTITIONS"),
+                        settings["CRAWLCLUSTER_KAFKA_REPLIES_TOPIC"]: 1}
     admin = kafka_admin(settings, role)
     try:
         missing = set(wanted) - set(admin.list_topics())

@@ -162,6 +162,23 @@ CRAWLCLUSTER_REFUSE_PRIVATE_ADDRESSES = False
 CRAWLCLUSTER_MONGODB_BATCH = 100
 # Seconds an item waits at most for its batch to fill before it is written.
 CRAWLCLUSTER_MONGODB_FLUSH_AFTER = 0.5
+
+# --- items firehose (crawler/firehose.py, message_processing/firehose.py) -------
+# Produce every item stored in MongoDB to Kafka as well (docs/requests.md, "Items on Kafka").
+CRAWLCLUSTER_FIREHOSE = False
+# Kafka topic of every stored item; a crawl's own topic is this topic, a dot and its userid.
+CRAWLCLUSTER_KAFKA_ITEMS_TOPIC = "crawl.items"
+# Give every crawl its user's own topic too, as scrapy-cluster's per-appid topics (a crawl
+# request can ask for it alone with "items_topic": true).
+CRAWLCLUSTER_FIREHOSE_USER_TOPICS = False
+# Message fields: "crawlcluster" (the stored item) or "scrapy-cluster" (its crawled firehose's).
+CRAWLCLUSTER_FIREHOSE_FORMAT = "crawlcluster"
+# Stored batches a spider holds for Kafka; past it (Kafka slow or down) they are read back
+# from MongoDB once Kafka answers again.
+CRAWLCLUSTER_FIREHOSE_QUEUE = 50
+# Seconds between a monitor's looks for items that spiders which are gone stored but did
+# not get onto Kafka.
+CRAWLCLUSTER_FIREHOSE_RESEND_EVERY = 10.0
 # Allocations between Python's generation-0 garbage collections in a spider process,
 # after start-up objects are frozen (crawler/extensions.py; 0 = Python's defaults).
 CRAWLCLUSTER_GC_THRESHOLD = 20000

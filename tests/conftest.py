@@ -62,6 +62,7 @@ def test_settings(local_servers):
         CRAWLCLUSTER_KEY_PREFIX=f"test:{token}",
         CRAWLCLUSTER_KAFKA_REQUESTS_TOPIC=f"test.{token}.requests",
         CRAWLCLUSTER_KAFKA_REPLIES_TOPIC=f"test.{token}.replies",
+        CRAWLCLUSTER_KAFKA_ITEMS_TOPIC=f"test.{token}.items",
         CRAWLCLUSTER_KAFKA_GROUP_ID=f"test-{token}",
         CRAWLCLUSTER_ZOOKEEPER_ROOT=f"/crawlcluster-test/{token}",
         CRAWLCLUSTER_MONGODB_DATABASE=f"test_{token}",

@@ -12,6 +12,7 @@ work thrown away: about a tenth of a page's CPU on bench/crawl.py's site (~23
 links a page). Under any other scheduler ``follow`` yields Requests as usual.
 """
 
+import time
 from collections import Counter
 from collections.abc import AsyncIterator, Callable, Iterable, Iterator, Mapping
 from typing import Any, NamedTuple
@@ -141,7 +142,8 @@ class ClusterSpider(scrapy.Spider):
         # what a sitemap or feed said of the page (lastmod, published), unless a rule says
         item = {**info["task"].get("entry", {}), **fields}
         item.update(url=url or response.url, crawlid=info["task"]["crawlid"],
-                    spider_type=self.name, depth=info["task"].get("depth", 0))
+                    spider_type=self.name, depth=info["task"].get("depth", 0),
+                    status=response.status, fetched_at=time.time())
         if page and info["config"]["rule"].get("main_text", True):
             item["_body"] = response.selector.root     # parsed already: not parsed again
         return item

@@ -22,6 +22,7 @@ from master.crawls import CrawlStore
 from master.frontier import Frontier
 from master.keys import Keys
 from master.registry import Heartbeats, JobRegistry
+from message_processing.firehose import FirehoseResender
 from message_processing.plugins import load_plugins, route_table
 from message_processing.replies import encode, reply_to
 from message_processing.requests import Message
@@ -108,6 +109,9 @@ class Monitor:
         self.instance = instance or f"{socket.gethostname()}:{os.getpid()}"
         self.stopping = threading.Event()
         self.last_beat = 0.0
+        context = self.context
+        self.resender = FirehoseResender(settings, redis, context.keys,
+                                         context.registry.live_jobs, context.crawls.load)
 
     @classmethod
     def from_settings(cls, settings: Settings) -> "Monitor":
@@ -128,6 +132,8 @@ class Monitor:
                 watchdog.beat()
                 try:
                     answered = self.run_once()
+                    if self.resender.due():
+                        self.resender.run_once()
                 except Exception as exc:  # noqa: BLE001 - the monitor outlives any failure
                     logger.error("monitor round failed, retrying: %s", exc)
                     answered = 0
@@ -148,6 +154,7 @@ class Monitor:
             logger.warning("could not clear the heartbeat: %s", exc)
         self.context.close()
         self.producer.close()
+        self.resender.close()
 
     def run_once(self, limit: int = 50) -> int:
         """Answer the entries due now; return how many."""
