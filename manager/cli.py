@@ -243,6 +243,44 @@ def cmd_watch(args: argparse.Namespace, settings: Settings) -> int:
                         lambda client: watch(client, request, args.every, as_json=args.json))
 
 
+def cmd_export(args: argparse.Namespace, settings: Settings) -> int:
+    """Write a crawl's stored items to a file (or stdout), with a progress bar on stderr."""
+    import os
+
+    from manager.export import CrawlItems, export_items, file_name, parse_since, progress_bar
+    from settings.clients import mongo_client
+
+    since = parse_since(args.since) if args.since else None
+    client = mongo_client(settings, "export")
+    try:
+        items = CrawlItems(client[settings["CRAWLCLUSTER_MONGODB_DATABASE"]], args.crawlid,
+                           since)
+        total = items.count()
+        if not total:
+            print(f"crawlcluster export: crawl {args.crawlid} has no items stored"
+                  + (f" since {args.since}" if args.since else ""), file=sys.stderr)
+            return EXIT_FAILED
+
+        def progress(done: int) -> None:
+            print(f"\rexporting {args.crawlid} {progress_bar(done, max(done, total))}",
+                  end="", file=sys.stderr, flush=True)
+
+        if args.output == "-":
+            count = export_items(items, args.format, sys.stdout.buffer, progress)
+            sys.stdout.buffer.flush()
+        else:
+            path = args.output or file_name(args.crawlid, args.format)
+            partial = f"{path}.partial"          # no half-written file under the name
+            with open(partial, "wb") as out:
+                count = export_items(items, args.format, out, progress)
+            os.replace(partial, path)
+        print(f"\n{count} items of {args.crawlid} written to "
+              f"{'stdout' if args.output == '-' else path} ({args.format})", file=sys.stderr)
+        return 0
+    finally:
+        client.close()
+
+
 def cmd_proxy(args: argparse.Namespace, settings: Settings) -> int:
     """Validate the proxy pool (once or every N seconds), or serve its API."""
     from crawler.proxy import ProxyPool
@@ -341,6 +379,17 @@ def build_parser() -> argparse.ArgumentParser:
     proxy.add_argument("--every", type=float, metavar="SECONDS",
                        help="validate again every SECONDS (default: once)")
     proxy.set_defaults(func=cmd_proxy)
+
+    export = commands.add_parser("export", help="write a crawl's stored items to a file: "
+                                 "JSON lines, CSV or Parquet")
+    export.add_argument("--crawlid", required=True)
+    export.add_argument("--format", choices=["jsonl", "csv", "parquet"], default="jsonl")
+    export.add_argument("--since", metavar="TIME",
+                        help="only items stored since TIME (epoch seconds or ISO 8601, UTC "
+                             "unless it names a zone)")
+    export.add_argument("-o", "--output", metavar="FILE",
+                        help="where to write (- for stdout; default <crawlid>.<format>)")
+    export.set_defaults(func=cmd_export)
 
     show = commands.add_parser("settings", help="print the effective settings")
     show.add_argument("--markdown", action="store_true",

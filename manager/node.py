@@ -95,6 +95,7 @@ SERVICES = {
     "overview.json": "manager.web.Overview",
     "validate.json": "manager.web.Validate",
     "crawl.json": "manager.web.CrawlControl",
+    "export": "manager.web.Export",
 }
 
 

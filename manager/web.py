@@ -11,7 +11,9 @@ and ``Submit`` serve the web UI (``manager/ui/``); ``/metrics`` this node's spid
 Prometheus metrics.
 """
 
+import io
 import json
+import logging
 import re
 import threading
 from pathlib import Path
@@ -32,6 +34,7 @@ from master.keys import Keys
 from master.registry import Heartbeats, JobRegistry
 from message_processing.requests import RequestError, decode, validate
 
+logger = logging.getLogger(__name__)
 UI_DIR = Path(__file__).parent / "ui"
 
 _NAME = re.compile(rb"[A-Za-z0-9][A-Za-z0-9_.-]{0,127}")
@@ -217,6 +220,124 @@ class Submit(resource.Resource):
         txrequest.setHeader("Content-Type", "application/json")
         txrequest.write(json.dumps(data).encode())
         txrequest.finish()
+
+
+class Export(resource.Resource):
+    """``GET export?crawlid=ID&format=jsonl|csv|parquet[&since=TIME]``: the crawl's stored
+    items as a file (``manager/export.py``), streamed as it is made. The export runs in a
+    thread that waits while the client reads slower than MongoDB is read, so memory
+    stays bounded however many items there are."""
+
+    isLeaf = True
+
+    def __init__(self, root: Root) -> None:
+        super().__init__()
+        self.root = root
+        self._mongo: Any = None
+
+    def render_GET(self, txrequest: Any) -> Any:
+        from manager.export import FORMATS, MEDIA_TYPES, ExportError, file_name, parse_since
+
+        args = {key.decode(): values[0].decode() for key, values in txrequest.args.items()}
+        crawlid, fmt = args.get("crawlid", ""), args.get("format", "jsonl")
+        try:
+            if not _NAME.fullmatch(crawlid.encode()):
+                raise ExportError(f"crawlid {crawlid!r} is not a crawl id")
+            if fmt not in FORMATS:
+                raise ExportError(f"format {fmt!r}: choose from {', '.join(FORMATS)}")
+            since = parse_since(args["since"]) if args.get("since") else None
+        except ExportError as exc:
+            txrequest.setResponseCode(http.BAD_REQUEST)
+            txrequest.setHeader("Content-Type", "text/plain; charset=utf-8")
+            return f"{exc}\n".encode()
+        txrequest.setHeader("Content-Type", MEDIA_TYPES[fmt])
+        txrequest.setHeader("Content-Disposition",
+                            f'attachment; filename="{file_name(crawlid, fmt)}"')
+        sink = ResponseSink(txrequest)
+        deferred = threads.deferToThread(self._export, crawlid, fmt, since, sink)
+        deferred.addBoth(sink.finish)
+        return server.NOT_DONE_YET
+
+    def _export(self, crawlid: str, fmt: str, since: float | None, sink: "ResponseSink") -> int:
+        from manager.export import CrawlItems, export_items
+        from settings.clients import mongo_client
+
+        settings = self.root.crawlcluster["settings"]
+        if self._mongo is None:
+            self._mongo = mongo_client(settings, "manager")
+        items = CrawlItems(self._mongo[settings["CRAWLCLUSTER_MONGODB_DATABASE"]], crawlid, since)
+        count = export_items(items, fmt, sink)
+        sink.flush()
+        return count
+
+
+class ResponseSink(io.RawIOBase):
+    """A file an export thread writes to that sends what it is given to an HTTP client:
+    it holds up to ``CHUNK`` bytes, then hands them to the reactor and waits while the
+    connection's buffer is full (a push producer the transport pauses and resumes)."""
+
+    CHUNK = 1 << 16
+
+    def __init__(self, txrequest: Any) -> None:
+        super().__init__()
+        self.txrequest = txrequest
+        self.buffer = bytearray()
+        self.position = 0                # bytes written so far (Parquet's writer asks)
+        self.writable_now = threading.Event()
+        self.writable_now.set()
+        self.gone = False
+        txrequest.registerProducer(self, True)
+        txrequest.notifyFinish().addErrback(lambda _: self.stopProducing())
+
+    # --- the transport's side (IPushProducer) ----------------------------------------
+    def pauseProducing(self) -> None:
+        self.writable_now.clear()
+
+    def resumeProducing(self) -> None:
+        self.writable_now.set()
+
+    def stopProducing(self) -> None:
+        self.gone = True
+        self.writable_now.set()
+
+    # --- the export thread's side -------------------------------------------------------
+    def writable(self) -> bool:
+        return True
+
+    def tell(self) -> int:
+        return self.position
+
+    def write(self, data: Any) -> int:
+        self.buffer += data
+        self.position += len(data)
+        if len(self.buffer) >= self.CHUNK:
+            self.flush()
+        return len(data)
+
+    def flush(self) -> None:
+        from twisted.internet import reactor
+
+        while not self.writable_now.wait(1.0):
+            pass
+        if self.gone:
+            raise ConnectionError("the client went away")
+        if self.buffer:
+            chunk, self.buffer = bytes(self.buffer), bytearray()
+            threads.blockingCallFromThread(reactor, self.txrequest.write, chunk)
+
+    def finish(self, result: Any) -> None:
+        """On the reactor, once the export thread is done: end the response (an export
+        that failed half way ends the connection, so the client sees it incomplete)."""
+        from twisted.python.failure import Failure
+
+        if self.gone:
+            return
+        self.txrequest.unregisterProducer()
+        if isinstance(result, Failure):
+            logger.error("export failed: %s", result.getErrorMessage())
+            self.txrequest.channel.loseConnection()
+            return
+        self.txrequest.finish()
 
 
 class CrawlControl(WsResource):

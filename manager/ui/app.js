@@ -204,6 +204,21 @@ async function refreshJobs() {
   body.querySelectorAll("tr").forEach((row) => { row.dataset.job = row.children[1].textContent; row.dataset.state = row.children[3].textContent; });
 }
 
+// Download links for a crawl's stored items (the manager's export endpoint).
+function exportLinks(crawlid) {
+  const links = document.createElement("span");
+  links.className = "exports";
+  for (const format of ["jsonl", "csv", "parquet"]) {
+    const link = document.createElement("a");
+    link.href = `../export?crawlid=${encodeURIComponent(crawlid)}&format=${format}`;
+    link.download = `${crawlid}.${format}`;
+    link.className = "export-" + format;
+    link.textContent = format.toUpperCase();
+    links.append(link, " ");
+  }
+  return links;
+}
+
 async function refreshCrawlControl() {
   const overview = await getJSON("../overview.json");
   const rows = [];
@@ -219,7 +234,7 @@ async function refreshCrawlControl() {
         refreshCrawlControl();
       };
     }
-    rows.push([crawlid, progress.total_pending, (progress.counts || {}).done || 0, state, action]);
+    rows.push([crawlid, progress.total_pending, (progress.counts || {}).done || 0, state, action, exportLinks(crawlid)]);
   }
   fillTable($("#crawl-control"), rows);
   $("#crawl-control tbody").querySelectorAll("tr").forEach((row) => {

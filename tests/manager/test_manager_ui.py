@@ -1,8 +1,9 @@
 """The web UI in headless Chromium against a real local cluster: submit a crawl through
-the form, start a spider, see it running, see pages per minute, stop it."""
+the form, start a spider, see it running, see pages per minute, stop it, download its items."""
 
 import json
 import re
+from pathlib import Path
 
 import pytest
 
@@ -43,7 +44,8 @@ def cluster(test_settings, kafka_topics, zookeeper, redis, mongo_db, static_site
         role.stop()
 
 
-def test_submit_start_watch_and_stop_in_a_browser(cluster, browser, static_site, tmp_path):
+def test_submit_start_watch_and_stop_in_a_browser(cluster, browser, static_site, mongo_db,
+                                                  tmp_path):
     manifest, _ = static_site
     page = browser.new_page(viewport={"width": 1100, "height": 900})
     page.goto(f"http://127.0.0.1:{cluster.port}/ui/#submit")
@@ -101,6 +103,15 @@ def test_submit_start_watch_and_stop_in_a_browser(cluster, browser, static_site,
     page.wait_for_selector("#crawl-control tr[data-crawl=ui-crawl][data-state=running]")
     page.click(f"#jobs tr[data-job='{jobid}'] button.stop")
     page.wait_for_selector(f"#jobs tr[data-job='{jobid}'][data-state=finished]", timeout=60000)
+
+    # The crawl's items: its row's JSONL link downloads what MongoDB holds.
+    with page.expect_download() as download:
+        page.click("#crawl-control tr[data-crawl=ui-crawl] a.export-jsonl")
+    assert download.value.suggested_filename == "ui-crawl.jsonl"
+    lines = Path(download.value.path()).read_text(encoding="utf-8").splitlines()
+    items = mongo_db["items_universal"].find({"crawlid": "ui-crawl"})
+    stored = {str(item["_id"]) for item in items}
+    assert stored and {json.loads(line)["id"] for line in lines} == stored
 
     # A narrow window keeps every page usable.
     page.set_viewport_size({"width": 380, "height": 800})
