@@ -13,8 +13,9 @@ through articles does). On each, every round runs in turn:
      ``trafilatura.extract`` for each item's main text;
   2. crawlcluster's spider logic and pipelines (main text on) under Scrapy's own
      scheduler, and under scrapy-redis's scheduler and dupefilter (bench/crawl_peers.py);
-  3. crawlcluster: the dispatcher and one spider process (main text on; then off; then
-     off with ``CRAWLCLUSTER_LEAN_LINKS=false``), and with two spider processes.
+  3. crawlcluster: the dispatcher and one spider process (main text on; then the same with
+     the Kafka firehose on; then main text off; then off with
+     ``CRAWLCLUSTER_LEAN_LINKS=false``), and with two spider processes.
 Pages/s is pages fetched over the time from the first to the last fetch in nginx's log
 (start-up and idle shut-down are not counted). CPU per page fetched is every thread's
 user + system time over the whole run: the spider processes' (``cpu_ms``; a run of ours
@@ -29,8 +30,9 @@ shape (``cpu_ms_per_page`` ours without main text, ``vanilla_cpu_ms_per_page``,
 ``cpu_vs_vanilla``, ``cpu_vs_vanilla_trafilatura`` ours with main text over the
 CrawlSpider with trafilatura, ``lean_cpu_vs_not_lean``), the pages/s and Redis figures
 of the small shape as before (``vs_scrapy`` over the same-logic peer, ``vs_scrapy_redis``,
-``two_proc_scaling``, ``redis_cpu_vs_scrapy_redis``), and every figure of both shapes
-under ``shapes``.
+``two_proc_scaling``, ``redis_cpu_vs_scrapy_redis``, ``firehose_cost``: pages/s with the
+firehose on over off, and ``firehose_cpu_cost``, the same for CPU per page), and every
+figure of both shapes under ``shapes``.
 """
 
 import argparse
@@ -161,11 +163,13 @@ def run_peer(settings, manifest, rule_file, scheduler, log, crawlid,
     return {"cpu": children_cpu_seconds() - before}
 
 
-def run_ours(settings, manifest, rule, processes, log_dir, **extra):
-    """One crawl of ours; its spiders' and its dispatcher's CPU seconds (``cpu``,
-    ``master_cpu``)."""
+def run_ours(settings, manifest, rule, processes, log_dir, firehose=False, **extra):
+    """One crawl of ours (``firehose``: every item to a Kafka topic of its own as well);
+    its spiders' and its dispatcher's CPU seconds (``cpu``, ``master_cpu``)."""
+    token = uuid.uuid4().hex[:6]
     settings = settings.copy_with(  # a fresh frontier for each run
-        CRAWLCLUSTER_KEY_PREFIX=f"{settings['CRAWLCLUSTER_KEY_PREFIX']}:{uuid.uuid4().hex[:6]}")
+        CRAWLCLUSTER_KEY_PREFIX=f"{settings['CRAWLCLUSTER_KEY_PREFIX']}:{token}",
+        CRAWLCLUSTER_FIREHOSE=firehose, CRAWLCLUSTER_KAFKA_ITEMS_TOPIC=f"bench.{token}.items")
     crawlid = f"bench-{uuid.uuid4().hex[:6]}"
     submit(settings, {"crawlid": crawlid, "spider_type": "universal",
                       "url": manifest["start_url"], "rule": rule})
@@ -181,7 +185,19 @@ def run_ours(settings, manifest, rule, processes, log_dir, **extra):
     codes = [worker.returncode for worker in crawl.workers]
     if any(codes):
         raise SystemExit(f"a spider failed ({codes}); see {log_dir}")
+    if firehose:
+        delete_topic(settings, settings["CRAWLCLUSTER_KAFKA_ITEMS_TOPIC"])
     return {"cpu": children_cpu_seconds() - before - master, "master_cpu": master}
+
+
+def delete_topic(settings, topic):
+    from settings.clients import kafka_admin
+
+    admin = kafka_admin(settings, "bench")
+    try:
+        admin.delete_topics([topic])
+    finally:
+        admin.close()
 
 
 def round_runs(settings, manifest, rule, work, number):
@@ -211,6 +227,8 @@ def round_runs(settings, manifest, rule, work, number):
          partial(peer, scrapy_redis, work / "r.log", f"redis-{number}")),
         ("ours_1", "crawlcluster, 1 spider process",
          partial(ours, 1, work)),
+        ("ours_1_firehose", "  the same with the Kafka firehose on",
+         partial(ours, 1, work, firehose=True)),
         ("ours_1_plain", "  the same without main text",
          partial(ours, 1, work, CRAWLCLUSTER_SETTINGS_FILE=str(plain))),
         ("ours_1_plain_not_lean", "  the same, LinkExtractor's links",
@@ -274,6 +292,8 @@ def shape_summary(pages, rounds):
         "vs_scrapy": median_ratio(rounds, "ours_1", "vanilla"),
         "vs_scrapy_redis": median_ratio(rounds, "ours_1", "scrapy_redis"),
         "two_proc_scaling": median_ratio(rounds, "ours_2", "ours_1"),
+        "firehose_cost": median_ratio(rounds, "ours_1_firehose", "ours_1"),
+        "firehose_cpu_cost": median_ratio(rounds, "ours_1_firehose", "ours_1", "cpu_ms"),
         "redis_cpu_vs_scrapy_redis": median_ratio(rounds, "ours_1", "scrapy_redis",
                                                   "redis_cpu"),
         "machine_two_proc_scaling": statistics.median(r["machine_scaling"] for r in rounds),
@@ -289,7 +309,7 @@ def main():
     parser.add_argument("--shapes", nargs="+", choices=sorted(SHAPES), default=["small", "real"])
     args = parser.parse_args()
     require_peers("scrapy_redis", "trafilatura")
-    settings = bench_settings(("redis", "zookeeper", "mongodb"))
+    settings = bench_settings(("redis", "zookeeper", "mongodb", "kafka"))
     settings = settings.copy_with(CRAWLCLUSTER_MONGODB_DATABASE="bench_"
                                   + settings["CRAWLCLUSTER_KEY_PREFIX"].split(":")[1])
     mongodb_pid = LocalServers(settings).state.recorded("mongodb")["pid"]
@@ -317,6 +337,8 @@ def main():
         "vs_scrapy": pages_shape["vs_scrapy"],
         "vs_scrapy_redis": pages_shape["vs_scrapy_redis"],
         "two_proc_scaling": pages_shape["two_proc_scaling"],
+        "firehose_cost": pages_shape["firehose_cost"],
+        "firehose_cpu_cost": pages_shape["firehose_cpu_cost"],
         "redis_cpu_us_per_page": pages_shape["runs"]["ours_1"]["redis_cpu"],
         "scrapy_redis_redis_cpu_us_per_page": pages_shape["runs"]["scrapy_redis"]["redis_cpu"],
         "redis_cmds_per_page": pages_shape["runs"]["ours_1"]["redis_cmds"],

@@ -31,6 +31,10 @@ if TYPE_CHECKING:
 
 logger = logging.getLogger(__name__)
 RETRY_AFTER = 2.0        # seconds between tries while Kafka does not answer
+MARK_EVERY = 1.0         # seconds between saves of the job's mark in Redis
+SEND_AT = 500            # messages that are sent at once, without waiting for more
+SEND_AFTER = 0.25        # seconds a stored batch waits at most for others to go with it
+CATCH_UP = "catch up"    # what the thread does next: read back from MongoDB
 
 
 class Firehose:
@@ -53,9 +57,10 @@ class Firehose:
                                 self.producer, self.topics, self.fields, own_store.load,
                                 self.marks)
         self.mark = time.time()        # every batch stored up to here is on Kafka
-        self.marks.set(self.job, self.spider_type, self.mark)
+        self._save_mark()
         self.behind = False            # something after the mark is only in MongoDB
-        self.queue: deque[tuple[float, list[Message]]] = deque()
+        self.queue: deque[tuple[float, list[Message], float]] = deque()   # + when queued
+        self.waiting = 0               # messages in the queue
         self.wake = threading.Condition()
         self.closing = False
         self.gave_up = False           # closed before all was sent: a monitor sends the rest
@@ -71,11 +76,15 @@ class Firehose:
         with self.wake:
             if len(self.queue) >= self.limit:
                 self.queue.clear()           # in MongoDB: read back once Kafka answers
+                self.waiting = 0
                 self.behind = True
                 self.stats.inc_value("crawlcluster/firehose/fell_behind")
             else:
-                self.queue.append((stored_at, batch))
-            self.wake.notify()
+                self.queue.append((stored_at, batch, time.monotonic()))
+                self.waiting += len(batch)
+            # the first batch starts the thread's wait of SEND_AFTER; a full queue ends it
+            if len(self.queue) == 1 or self.waiting >= SEND_AT or self.behind:
+                self.wake.notify()
 
     def _encode(self, document: Document) -> tuple[bytes, list[str]]:
         config = self.configs(document["crawlid"])
@@ -83,27 +92,52 @@ class Firehose:
 
     def _run(self) -> None:
         while True:
-            with self.wake:
-                while not (self.queue or self.behind or self.closing):
-                    self.wake.wait()
-                if self.gave_up or (self.closing and not self.queue and not self.behind):
-                    return
-                behind = self.behind
-                stored_at, batch = self.queue.popleft() if self.queue and not behind \
-                    else (0.0, [])
+            work = self._next()
+            if work is None:
+                return
             try:
-                if behind:
+                if isinstance(work, tuple):
+                    self._send(*work)
+                else:
                     self._catch_up()
-                elif stored_at > self.mark:      # a catch-up may have sent it already
-                    self._send(stored_at, batch)
             except Exception as exc:  # noqa: BLE001 - Kafka or MongoDB away: try again later
                 self._fall_behind(exc)
+
+    def _next(self) -> tuple[float, list[Message]] | str | None:
+        """What to do next: send ``(stored_at, messages)``, every batch queued in one go
+        (once ``SEND_AT`` messages wait, or the first has waited ``SEND_AFTER``: a
+        Kafka request per stored batch costs the spider more than the messages do),
+        ``CATCH_UP``, or None to end."""
+        with self.wake:
+            while True:
+                if self.gave_up or (self.closing and not self.queue and not self.behind):
+                    return None
+                if self.behind:
+                    return CATCH_UP
+                if self.queue:
+                    waited = time.monotonic() - self.queue[0][2]
+                    if self.closing or self.waiting >= SEND_AT or waited >= SEND_AFTER:
+                        break
+                    self.wake.wait(SEND_AFTER - waited)
+                else:
+                    self.wake.wait()
+            batches, self.waiting = list(self.queue), 0
+            self.queue.clear()
+        fresh = [batch for batch in batches if batch[0] > self.mark]   # not sent by a catch-up
+        return batches[-1][0], [message for _, messages, _ in fresh for message in messages]
 
     def _send(self, stored_at: float, batch: list[Message]) -> None:
         self.producer.send(batch)
         self.mark = stored_at
-        self.marks.set(self.job, self.spider_type, stored_at)
+        if time.monotonic() - self.marked >= MARK_EVERY:
+            self._save_mark()
         self.stats.inc_value("crawlcluster/firehose/sent", len(batch))
+
+    def _save_mark(self) -> None:
+        """The mark in Redis, for a monitor to go on from if this job dies (it may lag the
+        one in memory by ``MARK_EVERY``: a monitor then sends those items again, resent)."""
+        self.marks.set(self.job, self.spider_type, self.mark)
+        self.marked = time.monotonic()
 
     def _catch_up(self) -> None:
         self.mark, sent = self.catch_up.run(self.job, self.spider_type, self.mark,
@@ -119,6 +153,7 @@ class Firehose:
         self.stats.inc_value("crawlcluster/firehose/failures")
         with self.wake:
             self.queue.clear()
+            self.waiting = 0
             self.behind = True
             self.wake.wait(RETRY_AFTER)
 
@@ -134,6 +169,7 @@ class Firehose:
             with self.wake:
                 self.gave_up = True
                 self.wake.notify()
+            self._save_mark()
             logger.warning("firehose: items stored after %.3f are not all on Kafka; a "
                            "monitor sends them once this job is gone", self.mark)
         else:

@@ -18,8 +18,9 @@ from settings.clients import kafka_admin, kafka_consumer
 FIREHOSE = {"CRAWLCLUSTER_FIREHOSE": "true"}
 
 
-def read_topic(settings, topic, timeout=30.0):
-    """Every record of ``topic`` from its start, as ``(key, decoded value)``."""
+def read_topic(settings, topic, timeout=30.0, times=None):
+    """Every record of ``topic`` from its start, as ``(key, decoded value)``; each one's
+    Kafka timestamp (seconds) appended to ``times`` when given."""
     from kafka import TopicPartition
 
     consumer = kafka_consumer(settings, "test", group_id=None)
@@ -37,6 +38,8 @@ def read_topic(settings, topic, timeout=30.0):
             assert time.monotonic() < deadline, f"could not read {topic}"
             for batch in consumer.poll(timeout_ms=500).values():
                 records += [(r.key.decode(), json.loads(r.value)) for r in batch]
+                if times is not None:
+                    times += [r.timestamp / 1000 for r in batch]
         return records
     finally:
         consumer.close()
@@ -80,7 +83,12 @@ def test_a_crawls_items_arrive_on_kafka_exactly_as_stored(test_settings, redis, 
 
     in_mongo = stored(mongo_db, "firehose")
     assert len(in_mongo) > 100
-    records = read_topic(test_settings, items_topics)
+    sent_at = []
+    records = read_topic(test_settings, items_topics, times=sent_at)
+    # sent as the crawl goes (within a second or so of being stored), not when it ends
+    delays = sorted(at - value["stored_at"] for at, (_, value) in zip(sent_at, records,
+                                                                      strict=True))
+    assert delays[len(delays) // 2] < 1.5, delays[len(delays) // 2]
     on_kafka = dict(as_stored(value) for _, value in records
                     if value["crawlid"] == "firehose")
     assert len(on_kafka) == len([1 for _, v in records if v["crawlid"] == "firehose"])
