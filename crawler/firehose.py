@@ -57,6 +57,7 @@ class Firehose:
                                 self.producer, self.topics, self.fields, own_store.load,
                                 self.marks)
         self.mark = time.time()        # every batch stored up to here is on Kafka
+        self.marked = 0.0              # when the mark was last saved in Redis
         self._save_mark()
         self.behind = False            # something after the mark is only in MongoDB
         self.queue: deque[tuple[float, list[Message], float]] = deque()   # + when queued
