@@ -1,7 +1,7 @@
 """Scale-out benchmark: what one crawled page costs the frontier's Redis, on one Redis and
 on a local 3-master Redis Cluster, in the same run; the inputs of docs/capacity.md.
 
-  python bench/scale.py [--pages 20000] [--domains 1200]
+  python bench/scale.py [--pages 20000] [--domains 1200] [--breakdown]
 
 The workload is the frontier's share of a crawl, without Scrapy or HTTP: one process
 plays the dispatcher and four spider jobs. Each round the dispatcher moves tasks from
@@ -32,6 +32,7 @@ import argparse
 import random
 import sys
 import time
+from collections import Counter
 from contextlib import contextmanager
 from pathlib import Path
 
@@ -139,21 +140,66 @@ class CrawlCycle:
         self.frontier.push([make_task(url, "scale", "universal") for url in fresh])
 
     def run(self, pages):
-        """Crawl ``pages`` pages; return the seconds it took."""
+        """Crawl ``pages`` pages; return the seconds it took and the pages crawled."""
         self.push([f"http://{domain}/" for domain in self.domains])
         started, done = time.perf_counter(), 0
         while done < pages:
-            self.dispatcher._dispatch("universal", dict.fromkeys(JOBS, 600), 4_000)
+            self.phase("dispatch", lambda: self.dispatcher._dispatch(
+                "universal", dict.fromkeys(JOBS, 600), 4_000))
             for job in JOBS:
-                result = self.queues.take(job, "universal", f"10.0.0.{JOBS.index(job) + 1}",
-                                          self.views[job], per_domain=2)
-                self.views[job] = result.view
-                if result.tasks:
-                    self.frontier.finish_many([(member, "done", "")
-                                               for _, member in result.tasks])
-                    self.push(self.new_urls(len(result.tasks) * LINKS_PER_PAGE))
-                    done += len(result.tasks)
+                done += self.crawl_pages(job)
         return time.perf_counter() - started, done
+
+    def crawl_pages(self, job):
+        """One job's take, its pages finished and their links pushed; how many pages."""
+        result = self.phase("take", lambda: self.queues.take(
+            job, "universal", f"10.0.0.{JOBS.index(job) + 1}", self.views[job], per_domain=2))
+        self.views[job] = result.view
+        if result.tasks:
+            self.phase("finish", lambda: self.frontier.finish_many(
+                [(member, "done", "") for _, member in result.tasks]))
+            self.phase("push", lambda: self.push(
+                self.new_urls(len(result.tasks) * LINKS_PER_PAGE)))
+        return len(result.tasks)
+
+    def phase(self, name, call):
+        return call()
+
+
+class CountedCycle(CrawlCycle):
+    """The same, counting the Redis commands of each phase (``INFO commandstats`` around
+    every call, the INFO itself taken off): where a page's commands go."""
+
+    def __init__(self, client, settings, domains):
+        super().__init__(client, settings, domains)
+        self.client = client
+        self.phases = {name: Counter() for name in ("dispatch", "take", "finish", "push")}
+
+    def phase(self, name, call):
+        before = self.commands()
+        result = call()
+        used = self.commands() - before
+        used["info"] -= 1
+        self.phases[name].update(used)
+        return result
+
+    def commands(self):
+        return Counter({name.removeprefix("cmdstat_"): stats["calls"]
+                        for name, stats in self.client.info("commandstats").items()})
+
+
+def breakdown(settings, pages, domains):
+    """Print the commands per page of each phase on one Redis, by command."""
+    with bench_redis(settings) as client:
+        cycle = CountedCycle(client, settings, domains)
+        _, done = cycle.run(pages)
+    total = sum(sum(used.values()) for used in cycle.phases.values())
+    print(f"  {total / done:.1f} commands a page ({done:,} pages over {domains:,} domains), "
+          "by phase and command:")
+    for name, used in cycle.phases.items():
+        print(f"  {name:<9} {sum(used.values()) / done:5.2f}: " + ", ".join(
+            f"{command} {calls / done:.2f}" for command, calls in used.most_common()
+            if calls > 0))
 
 
 def measure(settings, pages, domains, label):
@@ -256,7 +302,12 @@ def main():
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--pages", type=int, default=20_000)
     parser.add_argument("--domains", type=int, default=1_200)
+    parser.add_argument("--breakdown", action="store_true",
+                        help="only print where a page's commands go, phase by phase, on "
+                             "one Redis")
     args = parser.parse_args()
+    if args.breakdown:
+        return breakdown(bench_settings(("redis",)), args.pages, args.domains)
     print(f"scale: {args.pages:,} pages over {args.domains:,} domains, "
           f"{LINKS_PER_PAGE} links each; {machine()}", flush=True)
     settings = bench_settings(("redis",))
