@@ -154,6 +154,10 @@ def test_basic_auth_is_enforced(managers):
     assert refused.value.code == 401
     manager.auth = ("ops", "s3cret")
     assert manager.call("daemonstatus.json")["status"] == "ok"
+    # a crawl's items are behind the same auth
+    with pytest.raises(urllib.error.HTTPError) as refused:
+        urllib.request.urlopen(f"http://127.0.0.1:{manager.port}/export?crawlid=c", timeout=30)
+    assert refused.value.code == 401
 
 
 def test_unsafe_names_are_refused(managers):
