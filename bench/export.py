@@ -23,7 +23,7 @@ sys.path.insert(0, str(ROOT))
 
 from bench.common import bench_settings, finish, machine  # noqa: E402
 from crawler.pipelines import insert_items  # noqa: E402
-from settings.clients import mongo_client  # noqa: E402
+from manager.export import export_client  # noqa: E402
 from settings.loader import environment_for  # noqa: E402
 
 BATCH = 10_000
@@ -68,7 +68,7 @@ def main():
     settings = bench_settings(("mongodb",))
     settings = settings.copy_with(
         CRAWLCLUSTER_MONGODB_DATABASE=f"bench_export_{uuid.uuid4().hex[:6]}")
-    client = mongo_client(settings, "bench")
+    client = export_client(settings, "bench")
     database = client[settings["CRAWLCLUSTER_MONGODB_DATABASE"]]
     work = Path(tempfile.mkdtemp(prefix="exportbench-"))
     results = {}

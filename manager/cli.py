@@ -247,11 +247,17 @@ def cmd_export(args: argparse.Namespace, settings: Settings) -> int:
     """Write a crawl's stored items to a file (or stdout), with a progress bar on stderr."""
     import os
 
-    from manager.export import CrawlItems, export_items, file_name, parse_since, progress_bar
-    from settings.clients import mongo_client
+    from manager.export import (
+        CrawlItems,
+        export_client,
+        export_items,
+        file_name,
+        parse_since,
+        progress_bar,
+    )
 
     since = parse_since(args.since) if args.since else None
-    client = mongo_client(settings, "export")
+    client = export_client(settings, "export")
     try:
         items = CrawlItems(client[settings["CRAWLCLUSTER_MONGODB_DATABASE"]], args.crawlid,
                            since)

@@ -25,6 +25,7 @@ from datetime import UTC, datetime
 from typing import IO, Any
 
 from settings.errors import CrawlClusterError
+from settings.loader import Settings
 
 FORMATS = ("jsonl", "csv", "parquet")
 MEDIA_TYPES = {"jsonl": "application/x-ndjson", "csv": "text/csv; charset=utf-8",
@@ -32,6 +33,7 @@ MEDIA_TYPES = {"jsonl": "application/x-ndjson", "csv": "text/csv; charset=utf-8"
 FIRST_COLUMNS = ("id", "crawlid", "url", "spider_type", "status", "fetched_at", "stored_at")
 ROW_GROUP = 10_000        # Parquet rows written at a time
 CURSOR_BATCH = 1_000      # items read from MongoDB at a time, CSV rows written at a time
+EXPORT_TIMEOUT = 600.0    # seconds MongoDB may take to answer an export's query
 Item = dict[str, Any]
 Out = IO[bytes] | io.RawIOBase          # a file, or a manager's HTTP response
 Progress = Callable[[int], None]        # called with the number of items read so far
@@ -54,6 +56,15 @@ def parse_since(text: str) -> float:
     if moment.tzinfo is None:
         moment = moment.replace(tzinfo=UTC)
     return moment.timestamp()
+
+
+def export_client(settings: Settings, role: str) -> Any:
+    """A MongoDB client whose replies may take ``EXPORT_TIMEOUT``: counting or skipping
+    through a million items (``--since``) takes the server longer than a role's socket
+    timeout allows."""
+    from settings.clients import mongo_client
+
+    return mongo_client(settings.copy_with(CRAWLCLUSTER_SOCKET_TIMEOUT=EXPORT_TIMEOUT), role)
 
 
 class CrawlItems:

@@ -259,12 +259,11 @@ class Export(resource.Resource):
         return server.NOT_DONE_YET
 
     def _export(self, crawlid: str, fmt: str, since: float | None, sink: "ResponseSink") -> int:
-        from manager.export import CrawlItems, export_items
-        from settings.clients import mongo_client
+        from manager.export import CrawlItems, export_client, export_items
 
         settings = self.root.crawlcluster["settings"]
         if self._mongo is None:
-            self._mongo = mongo_client(settings, "manager")
+            self._mongo = export_client(settings, "manager")
         items = CrawlItems(self._mongo[settings["CRAWLCLUSTER_MONGODB_DATABASE"]], crawlid, since)
         count = export_items(items, fmt, sink)
         sink.flush()
