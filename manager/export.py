@@ -61,10 +61,14 @@ def parse_since(text: str) -> float:
 def export_client(settings: Settings, role: str) -> Any:
     """A MongoDB client whose replies may take ``EXPORT_TIMEOUT``: counting or skipping
     through a million items (``--since``) takes the server longer than a role's socket
-    timeout allows."""
+    timeout allows. pymongo's monitor checks the server with the connect timeout, and a
+    server busy with such a query (the local MongoDB-wire server answers one at a time)
+    would be taken for down and the query cancelled: it gets the same patience. A server
+    that is down still fails at once (the connection is refused)."""
     from settings.clients import mongo_client
 
-    return mongo_client(settings.copy_with(CRAWLCLUSTER_SOCKET_TIMEOUT=EXPORT_TIMEOUT), role)
+    patience = int(EXPORT_TIMEOUT * 1000)
+    return mongo_client(settings, role, socketTimeoutMS=patience, connectTimeoutMS=patience)
 
 
 class CrawlItems:

@@ -491,18 +491,20 @@ def _zookeeper_version(settings: "Settings") -> str:
 
 # --- MongoDB -------------------------------------------------------------------
 
-def mongo_client(settings: "Settings", role: str, check: bool = True) -> "MongoClient[Any]":
-    """A pymongo MongoClient with timeouts, checked with a ``ping``."""
+def mongo_client(settings: "Settings", role: str, check: bool = True,
+                 **options: Any) -> "MongoClient[Any]":
+    """A pymongo MongoClient with timeouts (``options`` override them), checked with a
+    ``ping``."""
     from pymongo import MongoClient
     from pymongo.errors import PyMongoError
 
     connect_timeout, socket_timeout = _timeouts(settings)
     client: MongoClient[Any] = MongoClient(
         settings["CRAWLCLUSTER_MONGODB_URL"],
-        connectTimeoutMS=int(connect_timeout * 1000),
-        serverSelectionTimeoutMS=int(connect_timeout * 1000),
-        socketTimeoutMS=int(socket_timeout * 1000),
-        appname=f"crawlcluster-{role}",
+        **{"connectTimeoutMS": int(connect_timeout * 1000),
+           "serverSelectionTimeoutMS": int(connect_timeout * 1000),
+           "socketTimeoutMS": int(socket_timeout * 1000),
+           "appname": f"crawlcluster-{role}", **options},
     )
     if check:
         try:
