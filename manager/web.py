@@ -314,28 +314,40 @@ class ResponseSink(io.RawIOBase):
         return len(data)
 
     def flush(self) -> None:
+        """Hand the bytes held to the reactor (from the export thread only: ``finish``
+        empties the buffer first, so the flush of ``close`` has nothing to do)."""
         from twisted.internet import reactor
 
+        if not self.buffer:
+            return
         while not self.writable_now.wait(1.0):
             pass
         if self.gone:
             raise ConnectionError("the client went away")
-        if self.buffer:
-            chunk, self.buffer = bytes(self.buffer), bytearray()
-            threads.blockingCallFromThread(reactor, self.txrequest.write, chunk)
+        chunk, self.buffer = bytes(self.buffer), bytearray()
+        threads.blockingCallFromThread(reactor, self.txrequest.write, chunk)
 
     def finish(self, result: Any) -> None:
         """On the reactor, once the export thread is done: end the response (an export
         that failed half way ends the connection, so the client sees it incomplete)."""
         from twisted.python.failure import Failure
 
+        self.buffer = bytearray()
         if self.gone:
             return
+        self.gone = True
         self.txrequest.unregisterProducer()
-        if isinstance(result, Failure):
-            logger.error("export failed: %s", result.getErrorMessage())
+        if not isinstance(result, Failure):
+            self.txrequest.finish()
+            return
+        logger.error("export failed: %s", result.getErrorMessage())
+        if self.txrequest.startedWriting:
             self.txrequest.channel.loseConnection()
             return
+        self.txrequest.setResponseCode(http.SERVICE_UNAVAILABLE)
+        self.txrequest.responseHeaders.removeHeader("Content-Disposition")
+        self.txrequest.setHeader("Content-Type", "text/plain; charset=utf-8")
+        self.txrequest.write(f"export failed: {result.getErrorMessage()}\n".encode())
         self.txrequest.finish()
 
 

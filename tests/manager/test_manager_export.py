@@ -144,3 +144,21 @@ def test_the_manager_streams_a_download(test_settings, zookeeper, redis, mongo_d
         assert b"format 'xml': choose from jsonl, csv, parquet" in refused.value.read()
     finally:
         manager.stop()
+
+
+def test_the_manager_says_why_an_export_failed(test_settings, zookeeper, redis, tmp_path):
+    from manager.local.services import free_port
+
+    manager = Manager(test_settings, tmp_path, CRAWLCLUSTER_CONNECT_TIMEOUT=1.0,
+                      CRAWLCLUSTER_MONGODB_URL=f"mongodb://127.0.0.1:{free_port()}/").start()
+    try:
+        with pytest.raises(urllib.error.HTTPError) as failed:
+            urllib.request.urlopen(f"http://127.0.0.1:{manager.port}/export?crawlid=big",
+                                   timeout=60)
+        assert failed.value.code == 503
+        body = failed.value.read().decode()
+        assert body.startswith("export failed:") and "mongodb" in body.lower(), body
+        # the manager goes on serving
+        assert manager.call("daemonstatus.json")["status"] == "ok"
+    finally:
+        manager.stop()
