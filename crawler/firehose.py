@@ -23,7 +23,7 @@ from message_processing.firehose import (
     ItemProducer,
     ItemTopics,
     Message,
-    encode_item,
+    messages,
 )
 
 if TYPE_CHECKING:
@@ -71,9 +71,7 @@ class Firehose:
     def put(self, documents: list[Document], stored_at: float) -> None:
         """Queue a stored batch (its messages are made here, on the reactor, where the
         crawl configs are cached)."""
-        batch = [(topic, str(document["url"]).encode("utf-8"), value)
-                 for document in documents
-                 for value, topics in [self._encode(document)] for topic in topics]
+        batch = messages(documents, self.configs, self.topics, self.fields, resent=False)
         with self.wake:
             if len(self.queue) >= self.limit:
                 self.queue.clear()           # in MongoDB: read back once Kafka answers
@@ -86,10 +84,6 @@ class Firehose:
             # the first batch starts the thread's wait of SEND_AFTER; a full queue ends it
             if len(self.queue) == 1 or self.waiting >= SEND_AT or self.behind:
                 self.wake.notify()
-
-    def _encode(self, document: Document) -> tuple[bytes, list[str]]:
-        config = self.configs(document["crawlid"])
-        return encode_item(document, config, self.fields, resent=False), self.topics.of(config)
 
     def _run(self) -> None:
         while True:

@@ -13,6 +13,7 @@ import time
 from collections.abc import Callable
 from typing import Any, TypeVar
 
+from manager.export import FORMATS as EXPORT_FORMATS
 from settings.clients import SERVER_KINDS, check_server, server_address
 from settings.errors import CrawlClusterError
 from settings.loader import Settings, load_settings
@@ -389,7 +390,7 @@ def build_parser() -> argparse.ArgumentParser:
     export = commands.add_parser("export", help="write a crawl's stored items to a file: "
                                  "JSON lines, CSV or Parquet")
     export.add_argument("--crawlid", required=True)
-    export.add_argument("--format", choices=["jsonl", "csv", "parquet"], default="jsonl")
+    export.add_argument("--format", choices=EXPORT_FORMATS, default="jsonl")
     export.add_argument("--since", metavar="TIME",
                         help="only items stored since TIME (epoch seconds or ISO 8601, UTC "
                              "unless it names a zone)")

@@ -149,6 +149,13 @@ def _kind(value: Any) -> str:
     return "string"
 
 
+def _column_kind(kinds: set[str]) -> str:
+    """One kind for a column's values: ints among floats are floats, mixed are strings."""
+    if kinds == {"int", "float"}:
+        return "float"
+    return next(iter(kinds)) if len(kinds) == 1 else "string"
+
+
 def _rows(spool: IO[bytes], size: int) -> Iterator[list[Item]]:
     """The spooled items, ``size`` at a time."""
     rows: list[Item] = []
@@ -189,12 +196,8 @@ def _write_parquet(spool: IO[bytes], columns: Columns, out: Out) -> None:
     except ImportError:
         raise ExportError("Parquet needs pyarrow: pip install 'crawlcluster[parquet]'") from None
     types = {"bool": pa.bool_(), "int": pa.int64(), "float": pa.float64()}
-    fields = []
-    for name in columns.names:
-        kinds = columns.kinds[name]
-        kind = "float" if kinds == {"int", "float"} else next(iter(kinds)) \
-            if len(kinds) == 1 else "string"
-        fields.append(pa.field(name, types.get(kind, pa.string())))
+    fields = [pa.field(name, types.get(_column_kind(columns.kinds[name]), pa.string()))
+              for name in columns.names]
     schema = pa.schema(fields)
     strings = [field.name for field in fields if field.type == pa.string()]
     with pq.ParquetWriter(out, schema, compression="zstd") as writer:

@@ -35,7 +35,6 @@ logger = logging.getLogger(__name__)
 
 Document = dict[str, Any]          # an item as MongoDB stores it (with its ``_id``)
 Message = tuple[str, bytes, bytes]      # (topic, key, value)
-FORMATS = ("crawlcluster", "scrapy-cluster")
 READ_BACK = 1000                   # items a catch-up reads from MongoDB at a time
 
 
