@@ -136,17 +136,25 @@ class Keys:
         """
         return f"{self.shard_tag(shard)}:closed_jobs"
 
-    def throttle(self, kind: str, who: str, domain: str) -> str:
-        """zset of hit times: the sliding window of (spider type | ip, domain).
+    def throttle(self, shard: int) -> str:
+        """hash of the sliding windows of the shard's domains: field
+        ``throttle_field(kind, who, domain)`` (kind ``type`` or ``ip``) -> its hits per
+        twentieth of the window (the slot length, the first slot, then hits per slot,
+        comma-separated; vertical bars between the three); and
+        ``~swept``, ``~cursor``, ``~window``: when stale windows were last swept, where the
+        sweep goes on, and the longest window written (the hash expires a minute and that
+        long after its last sweep).
 
         Written by: `throttle_take.lua`
         Read by: `throttle_take.lua`
         """
-        return self.throttle_template(self.shard_of(domain)) % (kind, who, domain)
+        return f"{self.shard_tag(shard)}:throttle"
 
-    def throttle_template(self, shard: int) -> str:
-        """``throttle(kind, who, domain)`` of a shard's domains, as a template."""
-        return f"{self.shard_tag(shard)}:throttle:%s:%s:%s"
+    @staticmethod
+    def throttle_field(kind: str, who: str, domain: str) -> str:
+        """The field of ``throttle(shard)`` that holds the window of (spider type | host
+        ip, domain)."""
+        return f"{kind}|{who}|{domain}"
 
     def leases(self, shard: int) -> str:
         """zset of the shard's leased task JSON, score = lease expiry time.

@@ -11,7 +11,6 @@ gets.
 
 import random
 import time
-import uuid
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -117,12 +116,10 @@ class ThrottledQueues:
         pipe = self.client.pipeline(transaction=False)
         prune(self.scripts, pipe, self.keys.job_shards(job), view.empty, view.seen_at)
         now = self.clock()
-        hit_prefix = uuid.uuid4().hex
         start, called = len(pipe), []        # called: (shard, its open domains)
         for shard, domains in sorted(view.domains.items()):
-            args: list[Any] = [repr(now), repr(now + self.lease_seconds), hit_prefix,
-                    self.keys.queue_template(shard), self.keys.throttle_template(shard),
-                    job, spider_type, ip]
+            args: list[Any] = [repr(now), repr(now + self.lease_seconds),
+                               self.keys.queue_template(shard), job, spider_type, ip]
             open_domains: list[str] = []
             for domain in domains:
                 if self.site_config.is_blacklisted(domain):
@@ -135,7 +132,8 @@ class ThrottledQueues:
                 open_domains.append(domain)
             self.scripts.run("throttle_take", [self.keys.leases(shard),
                                                self.keys.job_domains(job, shard),
-                                               self.keys.lease_owners(shard)], args, pipe=pipe)
+                                               self.keys.lease_owners(shard),
+                                               self.keys.throttle(shard)], args, pipe=pipe)
             called.append((shard, open_domains))
         pipe.zrange(self.keys.job_shards(job), 0, -1)
         *replies, shards_now = pipe.execute()

@@ -1,26 +1,29 @@
 -- One job's take in one shard: for each of the job's domains named, take up to N tasks
 -- of its queue, as many as both sliding windows allow (thesis 4.2.2: per spider type
--- and per host IP, scrapy-cluster semantics), record a hit in both windows per task, and
--- lease them to the job. A domain whose queue is empty leaves the job's domain set (the dispatcher
--- adds it again with its next task, in the same shard, atomically). Every key is of the
--- shard of KEYS[1].
+-- and per host IP, scrapy-cluster semantics), record the take in both windows, and
+-- lease the tasks to the job. A domain whose queue is empty leaves the job's domain set
+-- (the dispatcher adds it again with its next task, in the same shard, atomically).
+-- Every key is of the shard of KEYS[1].
+-- The windows of all the shard's domains are fields of one hash, read in one HMGET and
+-- written in one HSET: a window holds hits per twentieth of it, not an entry per hit.
+-- Once a minute a call sweeps a slice of the hash for windows whose last take is older
+-- than the longest window, and sets the hash to expire once all of them would be.
 -- KEYS[1]  the shard's leases (zset of task JSON, score = lease expiry)
 -- KEYS[2]  the job's domains in the shard (set)
 -- KEYS[3]  the shard's lease owners (hash task JSON -> job)
+-- KEYS[4]  the shard's throttle windows (hash, Keys.throttle)
 -- ARGV[1]  now (seconds)
 -- ARGV[2]  lease expiry time
--- ARGV[3]  unique id prefix for the hits recorded
--- ARGV[4]  queue key template, string.format(template, job, domain)
--- ARGV[5]  window key template, string.format(template, kind, who, domain)
--- ARGV[6]  the job
--- ARGV[7]  its spider type
--- ARGV[8]  its host ip
--- ARGV[9..] per domain: domain, hits allowed per window by spider type, hits allowed per
---          window from the host ip, window length in milliseconds (the windows' TTL),
---          tasks wanted at most
+-- ARGV[3]  queue key template, string.format(template, job, domain)
+-- ARGV[4]  the job
+-- ARGV[5]  its spider type
+-- ARGV[6]  its host ip
+-- ARGV[7..] per domain: domain, hits allowed per window by spider type, hits allowed per
+--          window from the host ip, window length in milliseconds, tasks wanted at most
 -- Returns: {the job's domains in the shard now, then per domain named: a list of task
 -- JSON; or "wait:<seconds>" while a window is full; or 0 if the queue is empty}
 local now = tonumber(ARGV[1])
+local SLOTS, SWEEP_EVERY, SWEEP_SLICE = 20, 60, 200
 
 -- command(key, args...) in pieces small enough for unpack (an even count each).
 local function batched(command, key, args)
@@ -29,54 +32,146 @@ local function batched(command, key, args)
   end
 end
 
-local function room(window, allowed, window_s)
-  if allowed <= 0 then return 0, window_s end
-  redis.call('ZREMRANGEBYSCORE', window, '-inf', now - window_s)
-  local used = redis.call('ZCARD', window)
-  if used < allowed then return allowed - used, 0 end
-  local oldest = redis.call('ZRANGE', window, 0, 0, 'WITHSCORES')
-  return 0, math.max(tonumber(oldest[2]) + window_s - now, 0)
+-- A window is counts of hits per slot of a twentieth of it: "<slot length>|<first
+-- slot>|<count>,<count>,...", slot n covering [n, n + 1) slot lengths since the epoch.
+-- A hit counts as made at its slot's end: it leaves the window up to a slot late, never
+-- early. Returns {length, first slot, counts} of the slots still inside, and their hits.
+local function inside(value, window_s)
+  local length = window_s / SLOTS
+  local hits, used, low, high = {}, 0, nil, nil   -- hits by slot of this window
+  if value then
+    local old_length, first, counts = string.match(value, '^([^|]+)|([^|]+)|(.*)$')
+    old_length, first = tonumber(old_length), tonumber(first)
+    local n = 0
+    for count in string.gmatch(counts, '%d+') do
+      local ends = (first + n + 1) * old_length      -- when the slot's hits were made
+      count = tonumber(count)
+      if count > 0 and ends + window_s > now then
+        -- The first slot that ends no earlier (the window's length may have changed).
+        local slot = math.ceil(ends / length - 1e-9) - 1
+        hits[slot] = (hits[slot] or 0) + count
+        used = used + count
+        low, high = math.min(low or slot, slot), math.max(high or slot, slot)
+      end
+      n = n + 1
+    end
+  end
+  local slots = {length = length, first = low or math.floor(now / length), counts = {}}
+  for slot = slots.first, high or slots.first - 1 do
+    slots.counts[#slots.counts + 1] = hits[slot] or 0
+  end
+  return slots, used
 end
 
-local function take(n, domain, hits, ip_hits, window_ms, wanted)
-  local queue = string.format(ARGV[4], ARGV[6], domain)
-  if redis.call('ZCARD', queue) == 0 then
-    redis.call('SREM', KEYS[2], domain)
+-- Room left in a window, or 0 and the seconds until enough of it has passed for one hit.
+local function room(slots, used, allowed, window_s)
+  if allowed <= 0 then return 0, window_s end
+  if used < allowed then return allowed - used, 0 end
+  for n, count in ipairs(slots.counts) do
+    used = used - count
+    if used < allowed then
+      return 0, math.max((slots.first + n) * slots.length + window_s - now, 0)
+    end
+  end
+  return 0, window_s
+end
+
+-- The window with ``hits`` more made now, as stored (in a later slot if a shorter
+-- window's slots made of a longer one's reach past now).
+local function record(slots, hits)
+  local at = math.max(math.floor(now / slots.length) - slots.first + 1, 1)
+  for pad = #slots.counts + 1, at do slots.counts[pad] = 0 end
+  slots.counts[at] = slots.counts[at] + hits
+  return string.format('%.17g|%d|', slots.length, slots.first) .. table.concat(slots.counts, ',')
+end
+
+-- Read every window named, and the sweep's state, in one command.
+local domains, fields = {}, {'~swept', '~cursor', '~window'}
+for i = 7, #ARGV, 5 do
+  local domain = ARGV[i]
+  domains[#domains + 1] = {name = domain, hits = tonumber(ARGV[i + 1]),
+                           ip_hits = tonumber(ARGV[i + 2]),
+                           window_s = tonumber(ARGV[i + 3]) / 1000,
+                           wanted = tonumber(ARGV[i + 4]),
+                           by_type = 'type|' .. ARGV[5] .. '|' .. domain,
+                           by_ip = 'ip|' .. ARGV[6] .. '|' .. domain}
+  fields[#fields + 1] = domains[#domains].by_type
+  fields[#fields + 1] = domains[#domains].by_ip
+end
+local values = redis.call('HMGET', KEYS[4], unpack(fields))
+local current = {}
+for n, field in ipairs(fields) do current[field] = values[n] end
+
+local written, longest = {}, 0            -- windows to write back: field -> value
+local function take(domain)
+  local queue = string.format(ARGV[3], ARGV[4], domain.name)
+  local window_s = domain.window_s
+  longest = math.max(longest, window_s)
+  local type_takes, type_used = inside(current[domain.by_type], window_s)
+  local ip_takes, ip_used = inside(current[domain.by_ip], window_s)
+  local type_room, type_wait = room(type_takes, type_used, domain.hits, window_s)
+  local ip_room, ip_wait = room(ip_takes, ip_used, domain.ip_hits, window_s)
+  local count = math.min(domain.wanted, type_room, ip_room)
+  local popped = {}
+  if count > 0 then popped = redis.call('ZPOPMIN', queue, count) end
+  if #popped == 0 and (count > 0 or redis.call('ZCARD', queue) == 0) then
+    redis.call('SREM', KEYS[2], domain.name)
     return 0
   end
-  local window_s = window_ms / 1000
-  local by_type = string.format(ARGV[5], 'type', ARGV[7], domain)
-  local by_ip = string.format(ARGV[5], 'ip', ARGV[8], domain)
-  local type_room, type_wait = room(by_type, hits, window_s)
-  local ip_room, ip_wait = room(by_ip, ip_hits, window_s)
-  local count = math.min(wanted, type_room, ip_room)
   if count <= 0 then return 'wait:' .. string.format('%.3f', math.max(type_wait, ip_wait)) end
-  local popped = redis.call('ZPOPMIN', queue, count)
-  -- One command per key for all the tasks taken: hits in both windows, leases, owners.
-  local recorded, leases, owners, tasks = {}, {}, {}, {}
-  for i = 1, #popped, 2 do
-    local hit = ARGV[3] .. '.' .. n .. ':' .. i
-    recorded[#recorded + 1] = ARGV[1]
-    recorded[#recorded + 1] = hit
-    leases[#leases + 1] = ARGV[2]
-    leases[#leases + 1] = popped[i]
-    owners[#owners + 1] = popped[i]
-    owners[#owners + 1] = ARGV[6]
-    tasks[#tasks + 1] = popped[i]
-  end
-  batched('ZADD', by_type, recorded)
-  batched('ZADD', by_ip, recorded)
-  batched('ZADD', KEYS[1], leases)
-  batched('HSET', KEYS[3], owners)
-  redis.call('PEXPIRE', by_type, window_ms)
-  redis.call('PEXPIRE', by_ip, window_ms)
+  local tasks = {}
+  for i = 1, #popped, 2 do tasks[#tasks + 1] = popped[i] end
+  written[#written + 1] = domain.by_type
+  written[#written + 1] = record(type_takes, #tasks)
+  written[#written + 1] = domain.by_ip
+  written[#written + 1] = record(ip_takes, #tasks)
   return tasks
 end
 
-local replies = {}
-for i = 9, #ARGV, 5 do
-  replies[#replies + 1] = take(i, ARGV[i], tonumber(ARGV[i + 1]), tonumber(ARGV[i + 2]),
-                               tonumber(ARGV[i + 3]), tonumber(ARGV[i + 4]))
+local replies, leases, owners = {}, {}, {}
+for _, domain in ipairs(domains) do
+  local reply = take(domain)
+  replies[#replies + 1] = reply
+  if type(reply) == 'table' then
+    for _, member in ipairs(reply) do
+      leases[#leases + 1] = ARGV[2]
+      leases[#leases + 1] = member
+      owners[#owners + 1] = member
+      owners[#owners + 1] = ARGV[4]
+    end
+  end
+end
+batched('ZADD', KEYS[1], leases)
+batched('HSET', KEYS[3], owners)
+
+-- Windows whose last take is older than the longest window are gone: a slice a minute.
+local known_longest = tonumber(current['~window']) or 0
+if longest > known_longest then
+  written[#written + 1] = '~window'
+  written[#written + 1] = tostring(longest)
+end
+longest = math.max(longest, known_longest)
+if now - (tonumber(current['~swept']) or 0) >= SWEEP_EVERY then
+  local scan = redis.call('HSCAN', KEYS[4], current['~cursor'] or '0', 'COUNT', SWEEP_SLICE)
+  local stale, pairs_found = {}, scan[2]
+  for n = 1, #pairs_found, 2 do
+    local field, value = pairs_found[n], pairs_found[n + 1]
+    local length, first, counts = string.match(value, '^([^|]+)|([^|]+)|(.*)$')
+    local slots = select(2, string.gsub(counts or '', ',', ','))
+    if string.sub(field, 1, 1) ~= '~'
+        and (not length or (tonumber(first) + slots + 1) * tonumber(length) <= now - longest) then
+      stale[#stale + 1] = field
+    end
+  end
+  if #stale > 0 then batched('HDEL', KEYS[4], stale) end
+  for _, field in ipairs({'~swept', tostring(now), '~cursor', scan[1]}) do
+    written[#written + 1] = field
+  end
+end
+if #written > 0 then batched('HSET', KEYS[4], written) end
+if now - (tonumber(current['~swept']) or 0) >= SWEEP_EVERY or longest > known_longest then
+  -- Every take until the next sweep ends within its window of this.
+  redis.call('PEXPIRE', KEYS[4], math.ceil((SWEEP_EVERY + longest) * 1000))
 end
 table.insert(replies, 1, redis.call('SMEMBERS', KEYS[2]))
 return replies

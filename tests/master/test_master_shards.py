@@ -36,7 +36,7 @@ def test_every_key_of_a_domain_carries_its_shard_tag():
     keys = Keys("cc", 64)
     shard = keys.shard_of("example.com")
     tag = f"cc:{shard}"
-    domain_keys = [keys.queue("job", "example.com"), keys.throttle("ip", "10.0.0.1", "example.com"),
+    domain_keys = [keys.queue("job", "example.com"), keys.throttle(shard),
                    keys.crawl_domain_pages("c1", "example.com"), keys.pool(shard, "universal"),
                    keys.leases(shard), keys.hubs(shard), keys.shard_owner(shard),
                    keys.job_domains("job", shard), keys.stopped_crawls(shard),

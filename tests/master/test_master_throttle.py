@@ -170,7 +170,8 @@ def test_ip_hits_limits_each_address_and_hits_the_whole_cluster(redis, test_sett
     none, one on another address 4 more; a third address only the 2 left of 10."""
     keys = Keys.from_settings(test_settings)
     config = SiteConfig(100, 60.0)
-    config._config["domains"]["example.com"] = {"hits": 10, "window": 60.0, "ip_hits": 4}
+    config._config = {"domains": {"example.com": {"hits": 10, "window": 60.0, "ip_hits": 4}},
+                      "blacklist": []}
     queues = ThrottledQueues(redis, keys, config)
     taken = {}
     for job, ip in (("a", "10.0.0.1"), ("b", "10.0.0.1"), ("c", "10.0.0.2"),
@@ -186,3 +187,36 @@ def test_ip_hits_is_checked_with_the_rest_of_a_limit(bad):
     assert "ip_hits" not in validate_limit("x.com", 10, 60)
     with pytest.raises(ConfigError, match="ip_hits must be a whole number"):
         validate_limit("x.com", 10, 60, ip_hits=bad)
+
+
+def test_a_window_is_exact_and_stale_windows_are_swept(redis, test_settings):
+    """One hash per shard holds its windows, as hits per twentieth of a window: a full
+    window refuses until its oldest slot has passed (a hit counts as made at its slot's
+    end), and windows whose last take is past are swept, the hash expiring."""
+    keys = Keys.from_settings(test_settings)
+    now = [1_000_000.0]
+    queues = ThrottledQueues(redis, keys, SiteConfig(3, 10.0), clock=lambda: now[0])
+    fill_queue(redis, keys, "job", "example.com", 20)
+    shard = keys.shard_of("example.com")
+    assert len(queues.take("job", "universal", "10.0.0.1", per_domain=2).tasks) == 2
+    now[0] += 4
+    result = queues.take("job", "universal", "10.0.0.1", per_domain=2)
+    assert len(result.tasks) == 1                       # 3 hits per 10 s
+    now[0] += 1
+    refused = queues.take("job", "universal", "10.0.0.1", per_domain=2)
+    assert not refused.tasks and refused.wait == pytest.approx(5.5)   # the first slot + 10 s
+    now[0] += 5.5
+    assert len(queues.take("job", "universal", "10.0.0.1", per_domain=2).tasks) == 2
+    field = keys.throttle_field("type", "universal", "example.com")
+    # Slots of 0.5 s from the second take's (the first left the window): 1 hit, then 2.
+    assert redis.hget(keys.throttle(shard), field) == "0.5|2000008|1," + "0," * 12 + "2"
+    # A minute later another domain of the shard is taken: the old windows go.
+    other = next(f"site{n}.org" for n in range(10_000) if keys.shard_of(f"site{n}.org") == shard
+                 and f"site{n}.org" != "example.com")
+    fill_queue(redis, keys, "job", other, 1)
+    redis.srem(keys.job_domains("job", shard), "example.com")
+    now[0] += 61
+    assert len(queues.take("job", "universal", "10.0.0.1").tasks) == 1
+    fields = redis.hkeys(keys.throttle(shard))
+    assert field not in fields and keys.throttle_field("type", "universal", other) in fields
+    assert 0 < redis.pttl(keys.throttle(shard)) <= 70_000     # a sweep minute + the window
