@@ -25,7 +25,7 @@ if TYPE_CHECKING:
     from settings.loader import Settings
 
 # Shards of a frontier unless configured otherwise (settings/defaults.py says why).
-DEFAULT_SHARDS = 1024
+DEFAULT_SHARDS = 64
 
 
 def shard_of(domain: str, shards: int) -> int:

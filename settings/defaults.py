@@ -101,9 +101,11 @@ CRAWLCLUSTER_BLOOM_BLOCK_BITS = 1 << 30
 # --- frontier: throttles, leases, dispatcher (master/) ------------------------
 # Shards of the frontier: a domain's keys share its shard's Redis Cluster hash tag, so a
 # cluster spreads the frontier over its masters. Fixed once the frontier exists (stored
-# with it). 1024 spreads within ~10% over 10 masters and ~20% over 30, while the work done
-# for every shard (lease renewals, sweeps) stays a few hundred tiny calls a second.
-CRAWLCLUSTER_FRONTIER_SHARDS = 1024
+# with it; a frontier made before 2026-11-25 has 1024: set that for it). Each script call
+# serves one shard, so the fewer domains a shard holds, the more calls and commands a page
+# costs (docs/capacity.md): 64 suits one Redis and a cluster of up to ~8 masters; give a
+# larger cluster about 16 shards per master.
+CRAWLCLUSTER_FRONTIER_SHARDS = 64
 # Requests per domain per window for a domain with no limit in ZooKeeper.
 CRAWLCLUSTER_THROTTLE_HITS = 10
 # Window (s) of that default limit.
