@@ -47,8 +47,9 @@ local function inside(value, window_s)
       local ends = (first + n + 1) * old_length      -- when the slot's hits were made
       count = tonumber(count)
       if count > 0 and ends + window_s > now then
-        -- The first slot that ends no earlier (the window's length may have changed).
-        local slot = math.ceil(ends / length - 1e-9) - 1
+        -- The same slot; if the window's length changed, the first that ends no earlier.
+        local slot = first + n
+        if old_length ~= length then slot = math.ceil(ends / length) - 1 end
         hits[slot] = (hits[slot] or 0) + count
         used = used + count
         low, high = math.min(low or slot, slot), math.max(high or slot, slot)

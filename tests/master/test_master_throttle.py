@@ -1,7 +1,9 @@
 """Throttled takes against a real Redis and ZooKeeper."""
 
+import math
 import multiprocessing
 import time
+from collections import Counter
 
 import pytest
 
@@ -220,3 +222,29 @@ def test_a_window_is_exact_and_stale_windows_are_swept(redis, test_settings):
     fields = redis.hkeys(keys.throttle(shard))
     assert field not in fields and keys.throttle_field("type", "universal", other) in fields
     assert 0 < redis.pttl(keys.throttle(shard)) <= 70_000     # a sweep minute + the window
+
+
+def test_a_window_taken_from_all_along_keeps_its_rate(redis, test_settings):
+    """Takes every 10 ms for 20 s (a driven clock) under 10 hits a second: at least 95%
+    of the 200 allowed, and never more than 10 in any second (the slots a window is
+    stored in must not drift later take after take)."""
+    keys = Keys.from_settings(test_settings)
+    now = [1_795_000_000.0]
+    queues = ThrottledQueues(redis, keys, SiteConfig(10, 1.0), clock=lambda: now[0])
+    fill_queue(redis, keys, "job", "example.com", 400)
+    times = []
+    for step in range(2000):
+        now[0] = 1_795_000_000.0 + step * 0.01
+        times += [now[0]] * len(queues.take("job", "universal", "10.0.0.1").tasks)
+    assert len(times) >= 190
+    for i, t in enumerate(times):
+        assert len([u for u in times[i:i + 11] if u - t < 1.0]) <= 10
+    # Each hit is still in the slot it was made in, after the 200 takes that wrote it.
+    length, first, counts = redis.hget(keys.throttle(keys.shard_of("example.com")),
+                                       keys.throttle_field("type", "universal",
+                                                           "example.com")).split("|")
+    stored = {int(first) + n: int(count) for n, count in enumerate(counts.split(","))
+              if int(count)}
+    made = Counter(math.floor(t / float(length)) for t in times
+                   if (math.floor(t / float(length)) + 1) * float(length) + 1.0 > now[0])
+    assert stored == dict(made)
