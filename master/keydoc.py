@@ -17,7 +17,7 @@ REDIS_TYPE = re.compile(r"(string|zset|hash|set|list)\b")   # how a key's docstr
 # Whole-number arguments: a value no key contains otherwise, then its placeholder.
 NUMBERS = {"shard": (987654, "<shard>"), "window_start": (1234567890, "<window start>"),
            "partition": (24680, "<partition>"), "block": (13579, "<block>")}
-SHARD_TAG = re.compile(r"\{" + PREFIX + r":\d+\}")   # the shard of a domain argument
+SHARD_TAG = re.compile(r"\{" + PREFIX + r":\d+(\.\d+)?\}")   # the shard of a domain argument
 
 
 @dataclass(frozen=True)

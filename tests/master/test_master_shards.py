@@ -2,6 +2,7 @@
 the shard indexes and the dispatchers' shard leases, against a real Redis."""
 
 import time
+from collections import Counter
 
 import pytest
 
@@ -11,7 +12,7 @@ from master.counters import RollingTimeCounter, StepTimeCounter, WindowCounts
 from master.crawls import CrawlStore
 from master.dispatcher import Dispatcher
 from master.frontier import Frontier, Revisit
-from master.keys import Keys, shard_of
+from master.keys import Keys, cluster_slot, shard_of, shard_tags
 from master.lua import LuaScripts, script_sources
 from master.registry import JobRegistry
 from master.schedules import Schedules
@@ -35,7 +36,8 @@ def test_a_domain_always_falls_in_the_same_shard():
 def test_every_key_of_a_domain_carries_its_shard_tag():
     keys = Keys("cc", 64)
     shard = keys.shard_of("example.com")
-    tag = f"cc:{shard}"
+    tag = shard_tags("cc", 64)[shard]
+    assert tag.startswith(f"cc:{shard}")
     domain_keys = [keys.queue("job", "example.com"), keys.throttle(shard),
                    keys.crawl_domain_pages("c1", "example.com"), keys.pool(shard, "universal"),
                    keys.leases(shard), keys.hubs(shard), keys.shard_owner(shard),
@@ -247,3 +249,23 @@ def test_dispatchers_that_saw_each_other_late_still_split_every_shard(redis, tes
     assert set(owners) == {"first", "second"}
     assert {s for s, o in enumerate(owners) if o == "first"} == first.held
     assert {s for s, o in enumerate(owners) if o == "second"} == second.held
+
+
+@pytest.mark.parametrize("shards", [3, 64, 100, 512])
+def test_shard_tags_spread_evenly_over_equal_ranges_of_slots(shards):
+    """Masters holding equal ranges of the slots (``redis-cli --cluster create``) hold
+    equal numbers of shards, whatever the prefix."""
+    for prefix in ("crawlcluster", "test:1f2e3d"):
+        slots = [cluster_slot(tag) for tag in shard_tags(prefix, shards)]
+        assert all(n * 16384 // shards <= slot < (n + 1) * 16384 // shards
+                   for n, slot in enumerate(slots))
+        for masters in (3, 6):
+            held = Counter(slot * masters // 16384 for slot in slots)
+            # A shard whose range straddles two masters' goes to either.
+            assert max(held.values()) - min(held.values()) <= 2
+
+
+def test_a_frontier_of_1024_shards_keeps_its_tags():
+    """1024 shards (the default until 2026-11-25) keep the tags frontiers were made with."""
+    assert Keys("cc", 1024).leases(700) == "cc:{cc:700}:leases"
+
