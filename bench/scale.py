@@ -1,7 +1,7 @@
 """Scale-out benchmark: what one crawled page costs the frontier's Redis, on one Redis and
 on a local 3-master Redis Cluster, in the same run; the inputs of docs/capacity.md.
 
-  python bench/scale.py [--pages 20000] [--domains 1200] [--breakdown]
+  python bench/scale.py [--pages 20000] [--domains 1200] [--shards N] [--breakdown]
 
 The workload is the frontier's share of a crawl, without Scrapy or HTTP: one process
 plays the dispatcher and four spider jobs. Each round the dispatcher moves tasks from
@@ -302,15 +302,20 @@ def main():
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--pages", type=int, default=20_000)
     parser.add_argument("--domains", type=int, default=1_200)
+    parser.add_argument("--shards", type=int, default=None,
+                        help="frontier shards (default: CRAWLCLUSTER_FRONTIER_SHARDS)")
     parser.add_argument("--breakdown", action="store_true",
                         help="only print where a page's commands go, phase by phase, on "
                              "one Redis")
     args = parser.parse_args()
-    if args.breakdown:
-        return breakdown(bench_settings(("redis",)), args.pages, args.domains)
-    print(f"scale: {args.pages:,} pages over {args.domains:,} domains, "
-          f"{LINKS_PER_PAGE} links each; {machine()}", flush=True)
     settings = bench_settings(("redis",))
+    if args.shards:
+        settings = settings.copy_with(CRAWLCLUSTER_FRONTIER_SHARDS=args.shards)
+    if args.breakdown:
+        return breakdown(settings, args.pages, args.domains)
+    print(f"scale: {args.pages:,} pages over {args.domains:,} domains "
+          f"({settings.getint('CRAWLCLUSTER_FRONTIER_SHARDS')} shards), "
+          f"{LINKS_PER_PAGE} links each; {machine()}", flush=True)
     unreplicated = measure(settings, args.pages, args.domains, "one Redis")
     with tempfile.TemporaryDirectory() as state, \
             replicated_single(settings, state) as replicated:
@@ -324,6 +329,7 @@ def main():
     two_proc = parallel_scaling()
     summary = {
         "pages": args.pages, "domains": args.domains,
+        "shards": settings.getint("CRAWLCLUSTER_FRONTIER_SHARDS"),
         "redis_cmds_per_page": cluster["redis_cmds_per_page"],
         "redis_cpu_us_per_page": cluster["redis_cpu_us_per_page"],
         "single_redis_cmds_per_page": single["redis_cmds_per_page"],

@@ -101,11 +101,11 @@ CRAWLCLUSTER_BLOOM_BLOCK_BITS = 1 << 30
 # --- frontier: throttles, leases, dispatcher (master/) ------------------------
 # Shards of the frontier: a domain's keys share its shard's Redis Cluster hash tag, so a
 # cluster spreads the frontier over its masters. Fixed once the frontier exists (stored
-# with it; a frontier made before 2026-11-25 has 1024: set that for it). Each script call
-# serves one shard, so the fewer domains a shard holds, the more calls and commands a page
-# costs (docs/capacity.md): 64 suits one Redis and a cluster of up to ~8 masters; give a
-# larger cluster about 16 shards per master.
-CRAWLCLUSTER_FRONTIER_SHARDS = 64
+# with it). Each script call serves one shard, so the fewer domains in flight a shard
+# holds, the more calls and commands a page costs (docs/capacity.md): a new frontier on
+# one Redis or a cluster of up to ~8 masters costs a quarter of the commands with 64
+# (up to 512, shards are spread evenly over the masters); 1024 suits up to ~60 masters.
+CRAWLCLUSTER_FRONTIER_SHARDS = 1024
 # Requests per domain per window for a domain with no limit in ZooKeeper.
 CRAWLCLUSTER_THROTTLE_HITS = 10
 # Window (s) of that default limit.

@@ -52,17 +52,14 @@ def test_every_key_of_a_domain_carries_its_shard_tag():
 
 
 def test_a_frontier_with_another_shard_count_is_refused(redis, test_settings):
-    """A frontier made with 1024 shards (the default until 2026-11-25) and a process
-    started with today's default: refused, saying what to set."""
-    made_before = Keys(test_settings["CRAWLCLUSTER_KEY_PREFIX"], 1024)
-    check_shape(redis, made_before)
-    check_shape(redis, made_before)          # the same: fine
+    check_shape(redis, Keys.from_settings(test_settings))
+    check_shape(redis, Keys.from_settings(test_settings))          # the same: fine
+    other = Keys(test_settings["CRAWLCLUSTER_KEY_PREFIX"], 64)
     refused = "has 1024 shards, but CRAWLCLUSTER_FRONTIER_SHARDS is 64: set it to 1024"
     with pytest.raises(ConfigError, match=refused):
-        check_shape(redis, Keys.from_settings(test_settings))
+        check_shape(redis, other)
     with pytest.raises(ConfigError):
-        Frontier.from_settings(redis, test_settings)
-    Frontier.from_settings(redis, test_settings.copy_with(CRAWLCLUSTER_FRONTIER_SHARDS=1024))
+        Frontier.from_settings(redis, test_settings.copy_with(CRAWLCLUSTER_FRONTIER_SHARDS=64))
 
 
 # Every call a script makes goes through this check first: each key it names must be
@@ -266,6 +263,6 @@ def test_shard_tags_spread_evenly_over_equal_ranges_of_slots(shards):
 
 
 def test_a_frontier_of_1024_shards_keeps_its_tags():
-    """1024 shards (the default until 2026-11-25) keep the tags frontiers were made with."""
+    """1024 shards (the default) keep the tags frontiers were made with."""
     assert Keys("cc", 1024).leases(700) == "cc:{cc:700}:leases"
 
