@@ -100,9 +100,14 @@ class Keys:
         """Start of the cluster-wide keys (registry, indexes, intake): one hash tag."""
         return f"{self.prefix}:{{{self.prefix}}}"
 
+    @property
+    def spread_tags(self) -> bool:
+        """Are the shards' hash tags chosen to spread evenly (``shard_tags``)?"""
+        return self.shards <= SPREAD_TAGS_UP_TO
+
     def shard_tag(self, shard: int) -> str:
         """Start of every key of one frontier shard: the shard's own hash tag."""
-        if self.shards <= SPREAD_TAGS_UP_TO and 0 <= shard < self.shards:
+        if self.spread_tags and 0 <= shard < self.shards:
             return f"{self.prefix}:{{{shard_tags(self.prefix, self.shards)[shard]}}}"
         return f"{self.prefix}:{{{self.prefix}:{shard}}}"
 
@@ -112,7 +117,8 @@ class Keys:
         return key[start:key.index("}", start)]
 
     def frontier_meta(self) -> str:
-        """string (JSON): the frontier's shape (shard count), so every process agrees.
+        """string (JSON): the frontier's shape (shard count; ``"tags": "spread"`` when its
+        shards' tags were chosen to spread evenly), so every process agrees.
 
         Written by: the first process to open it
         Read by: every other (refuses another count)

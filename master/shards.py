@@ -18,7 +18,7 @@ from collections.abc import Iterable, Sequence
 from typing import Any
 
 from master.counters import Clock
-from master.keys import Keys
+from master.keys import SPREAD_TAGS_UP_TO, Keys
 from master.lua import LuaScripts
 from settings.clients import RedisClient
 from settings.errors import ConfigError
@@ -30,17 +30,26 @@ MARK_EVERY = 1.0
 
 
 def check_shape(client: RedisClient, keys: Keys) -> None:
-    """Store the frontier's shard count the first time; refuse to work on a frontier
-    made with another count (its domains would be looked for in the wrong shards)."""
-    meta = json.dumps({"shards": keys.shards})
-    if client.set(keys.frontier_meta(), meta, nx=True):
+    """Store the frontier's shape the first time; refuse to work on a frontier made
+    with another shard count, or with its shards' tags left to chance where this version
+    spreads them (its domains would be looked for under other keys)."""
+    shape: dict[str, object] = {"shards": keys.shards}
+    if keys.spread_tags:
+        shape["tags"] = "spread"
+    if client.set(keys.frontier_meta(), json.dumps(shape), nx=True):
         return
-    stored = json.loads(client.get(keys.frontier_meta()) or meta)
+    stored = json.loads(client.get(keys.frontier_meta()) or json.dumps(shape))
     if stored.get("shards") != keys.shards:
         raise ConfigError(
             f"the frontier under key prefix {keys.prefix!r} has {stored.get('shards')} shards, "
             f"but CRAWLCLUSTER_FRONTIER_SHARDS is {keys.shards}: set it to "
             f"{stored.get('shards')}, or use another CRAWLCLUSTER_KEY_PREFIX")
+    if stored.get("tags") != shape.get("tags"):
+        raise ConfigError(
+            f"the frontier under key prefix {keys.prefix!r} was made before its shards' "
+            f"hash tags were spread evenly (up to {SPREAD_TAGS_UP_TO} shards), and its keys "
+            "are named otherwise: let its crawls end with the version that made it, or use "
+            "another CRAWLCLUSTER_KEY_PREFIX")
 
 
 class Marks:

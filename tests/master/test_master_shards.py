@@ -1,6 +1,7 @@
 """The sharded frontier: shards of domains, one hash tag per script, the stored shape,
 the shard indexes and the dispatchers' shard leases, against a real Redis."""
 
+import json
 import time
 from collections import Counter
 
@@ -60,6 +61,19 @@ def test_a_frontier_with_another_shard_count_is_refused(redis, test_settings):
         check_shape(redis, other)
     with pytest.raises(ConfigError):
         Frontier.from_settings(redis, test_settings.copy_with(CRAWLCLUSTER_FRONTIER_SHARDS=64))
+
+
+def test_a_frontier_made_before_its_tags_were_spread_is_refused(redis, test_settings):
+    """64 shards made with tags left to chance (no ``tags`` in its shape): its keys are
+    named otherwise, so a process refuses it with a message instead of missing them."""
+    keys = Keys(test_settings["CRAWLCLUSTER_KEY_PREFIX"], 64)
+    redis.set(keys.frontier_meta(), json.dumps({"shards": 64}))
+    with pytest.raises(ConfigError, match="made before its shards' hash tags were spread"):
+        check_shape(redis, keys)
+    redis.delete(keys.frontier_meta())
+    check_shape(redis, keys)                       # a new one: made with spread tags
+    assert json.loads(redis.get(keys.frontier_meta())) == {"shards": 64, "tags": "spread"}
+    check_shape(redis, keys)
 
 
 # Every call a script makes goes through this check first: each key it names must be
