@@ -108,10 +108,10 @@ local function take(domain)
   local queue = string.format(ARGV[3], ARGV[4], domain.name)
   local window_s = domain.window_s
   longest = math.max(longest, window_s)
-  local type_takes, type_used = inside(current[domain.by_type], window_s)
-  local ip_takes, ip_used = inside(current[domain.by_ip], window_s)
-  local type_room, type_wait = room(type_takes, type_used, domain.hits, window_s)
-  local ip_room, ip_wait = room(ip_takes, ip_used, domain.ip_hits, window_s)
+  local type_slots, type_used = inside(current[domain.by_type], window_s)
+  local ip_slots, ip_used = inside(current[domain.by_ip], window_s)
+  local type_room, type_wait = room(type_slots, type_used, domain.hits, window_s)
+  local ip_room, ip_wait = room(ip_slots, ip_used, domain.ip_hits, window_s)
   local count = math.min(domain.wanted, type_room, ip_room)
   local popped = {}
   if count > 0 then popped = redis.call('ZPOPMIN', queue, count) end
@@ -123,9 +123,9 @@ local function take(domain)
   local tasks = {}
   for i = 1, #popped, 2 do tasks[#tasks + 1] = popped[i] end
   written[#written + 1] = domain.by_type
-  written[#written + 1] = record(type_takes, #tasks)
+  written[#written + 1] = record(type_slots, #tasks)
   written[#written + 1] = domain.by_ip
-  written[#written + 1] = record(ip_takes, #tasks)
+  written[#written + 1] = record(ip_slots, #tasks)
   return tasks
 end
 
@@ -147,12 +147,14 @@ batched('HSET', KEYS[3], owners)
 
 -- Windows whose last take is older than the longest window are gone: a slice a minute.
 local known_longest = tonumber(current['~window']) or 0
-if longest > known_longest then
+local grew = longest > known_longest
+longest = math.max(longest, known_longest)
+if grew then
   written[#written + 1] = '~window'
   written[#written + 1] = tostring(longest)
 end
-longest = math.max(longest, known_longest)
-if now - (tonumber(current['~swept']) or 0) >= SWEEP_EVERY then
+local sweep_due = now - (tonumber(current['~swept']) or 0) >= SWEEP_EVERY
+if sweep_due then
   local scan = redis.call('HSCAN', KEYS[4], current['~cursor'] or '0', 'COUNT', SWEEP_SLICE)
   local stale, pairs_found = {}, scan[2]
   for n = 1, #pairs_found, 2 do
@@ -170,7 +172,7 @@ if now - (tonumber(current['~swept']) or 0) >= SWEEP_EVERY then
   end
 end
 if #written > 0 then batched('HSET', KEYS[4], written) end
-if now - (tonumber(current['~swept']) or 0) >= SWEEP_EVERY or longest > known_longest then
+if sweep_due or grew then
   -- Every take until the next sweep ends within its window of this.
   redis.call('PEXPIRE', KEYS[4], math.ceil((SWEEP_EVERY + longest) * 1000))
 end
