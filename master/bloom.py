@@ -1,10 +1,15 @@
 """Multi-group Bloom filter on Redis bitmaps (thesis 4.2.3).
 
-A URL is canonicalized (as Scrapy fingerprints it) and hashed once with SHA-1.
-From that digest come ``h`` groups of ``k`` positions (double hashing); the URL
-is seen only if every position of every group is set. Plain mode keeps a bit
-per position; counting mode a 4-bit counter, so URLs can be removed again
-(recrawl, expiry), at four times the memory.
+A URL is canonicalized (as Scrapy fingerprints it) and hashed once with BLAKE2b.
+Each of the ``h`` groups of ``k`` positions comes from its own 10 bytes of that
+digest, by enhanced double hashing (``h1 + i h2 + (i³ - i) / 6``); the URL is seen
+only if every position of every group is set. Filters made before this used one
+SHA-1 digest and plain double hashing (``h1 + i h2``) for every group: two URLs
+whose ``h1, h2`` agree modulo a group's cells then agree in every group, a
+false-positive floor near ``n / cells²`` per group that a small filter at a low
+rate sits far above. A filter keeps the hashing it was made with (``hashing``).
+Plain mode keeps a bit per position; counting mode a 4-bit counter, so URLs can
+be removed again (recrawl, expiry), at four times the memory.
 
 The bits are split into blocks, each its own Redis string, so no string nears
 Redis's 512 MB limit and blocks spread over a Redis Cluster. All of a URL's
@@ -18,12 +23,13 @@ decremented for URLs found present, never below the count of URLs still
 added, and never once saturated.
 """
 
+import hashlib
 import json
 import math
 import random
 from collections import deque
 from collections.abc import Sequence
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from functools import cached_property
 from typing import Any, cast
 
@@ -33,7 +39,7 @@ from numpy.typing import NDArray
 
 from master.keys import Keys
 from master.lua import LuaScripts
-from master.urls import url_digest
+from master.urls import url_key
 from settings.clients import RedisClient, is_cluster, reread_slot_map
 from settings.errors import ConfigError
 from settings.loader import Settings
@@ -47,6 +53,9 @@ _DIGIT_WEIGHTS = {n: np.array([10 ** (n - 1 - i) for i in range(n)], dtype=np.ui
 _BIG_ENDIAN = {n: np.array([256 ** (n - 1 - i) for i in range(n)], dtype=np.uint64)
                for n in (4, 5)}
 MAX_HASHES = 64           # positions per URL stay exact in Lua's doubles below this
+INDEPENDENT, DOUBLE = "independent", "double"   # hashing of filters made since / before it
+MAX_GROUPS = 6            # 10 digest bytes a group and 4 for the block: BLAKE2b's 64
+_CUBIC = tuple((i ** 3 - i) // 6 for i in range(MAX_HASHES))
 
 
 
@@ -59,6 +68,20 @@ class BloomParams:
     group_cells: int          # cells per group per block
     blocks: int
     counting: bool = False
+    hashing: str = INDEPENDENT
+
+    def stored(self) -> dict[str, Any]:
+        """The shape as stored in Redis; a filter made with double hashing is stored
+        as it was before ``hashing`` existed, so it reads back the same."""
+        shape = asdict(self)
+        if self.hashing == DOUBLE:
+            del shape["hashing"]
+        return shape
+
+    @classmethod
+    def from_stored(cls, shape: dict[str, Any]) -> "BloomParams":
+        """A stored shape; one without ``hashing`` was made with double hashing."""
+        return cls(**{"hashing": DOUBLE, **shape})
 
     @classmethod
     def for_capacity(cls, capacity: int, error_rate: float, groups: int = 1,
@@ -73,9 +96,9 @@ class BloomParams:
         ``groups`` groups (h groups of k hashes over M/h cells give the same
         rate as one filter of M cells and h*k hashes: (1 - e^(-khn/M))^(kh)).
         """
-        if capacity <= 0 or not 0 < error_rate < 1 or groups <= 0:
-            raise ConfigError(f"bad Bloom sizing: capacity={capacity}, "
-                              f"error_rate={error_rate}, groups={groups}")
+        if capacity <= 0 or not 0 < error_rate < 1 or not 0 < groups <= MAX_GROUPS:
+            raise ConfigError(f"bad Bloom sizing: capacity={capacity}, error_rate="
+                              f"{error_rate}, groups={groups} (1 to {MAX_GROUPS})")
         optimal = -math.log(error_rate) / math.log(2) ** 2          # cells per URL
         for hashes in range(1, MAX_HASHES // groups + 1):
             per_url = _cells_per_url(error_rate, groups * hashes)
@@ -92,16 +115,43 @@ class BloomParams:
     def positions_per_url(self) -> int:
         return self.groups * self.hashes
 
+    @property
+    def digest_size(self) -> int:
+        """Bytes of a URL's digest: SHA-1's 20 (double hashing), else 10 a group + 4."""
+        return 20 if self.hashing == DOUBLE else 10 * self.groups + 4
+
+    @property
+    def block_bytes(self) -> slice:
+        """Where in a digest the URL's block number is."""
+        start = 10 if self.hashing == DOUBLE else 10 * self.groups
+        return slice(start, start + 4)
+
+    def digests(self, keys: Sequence[bytes]) -> bytes:
+        """The digests of URL keys (``url_key``), concatenated."""
+        if self.hashing == DOUBLE:
+            return b"".join([hashlib.sha1(key).digest() for key in keys])
+        size = self.digest_size
+        return b"".join([hashlib.blake2b(key, digest_size=size).digest() for key in keys])
+
     @cached_property
-    def layout(self) -> tuple[tuple[int, int], ...]:
-        """``((i, first cell of i's group), ...)`` for each position i of a URL."""
-        return tuple((i, (i // self.hashes) * self.group_cells)
+    def layout(self) -> tuple[tuple[int, int, int, int], ...]:
+        """``((group, step, added, first cell of the group), ...)`` for each position
+        of a URL: its cell is ``first + (h1 + step h2 + added) % group_cells``, with
+        the group's own ``h1, h2`` (double hashing: the first group's, steps counted
+        over all groups, nothing added)."""
+        double = self.hashing == DOUBLE
+        return tuple((0 if double else i // self.hashes,
+                      i if double else i % self.hashes,
+                      0 if double else _CUBIC[i % self.hashes],
+                      (i // self.hashes) * self.group_cells)
                      for i in range(self.positions_per_url))
 
     @cached_property
-    def layout_arrays(self) -> tuple[Cells, ...]:
-        """``layout`` as two arrays: the position numbers and their groups' first cells."""
-        return tuple(np.array(column, dtype=np.uint64) for column in zip(*self.layout, strict=True))
+    def layout_arrays(self) -> tuple[NDArray[np.int64], Cells, Cells, Cells]:
+        """``layout`` as four arrays, one per column."""
+        group, step, added, first = zip(*self.layout, strict=True)
+        return (np.array(group, dtype=np.int64), np.array(step, dtype=np.uint64),
+                np.array(added, dtype=np.uint64), np.array(first, dtype=np.uint64))
 
     @property
     def cells(self) -> int:
@@ -129,27 +179,33 @@ def _cells_per_url(error_rate: float, positions: int) -> float:
 
 
 def positions(digest: bytes, params: BloomParams) -> tuple[int, list[int]]:
-    """``(block, [cell positions])`` of a URL's SHA-1 digest (raw bytes).
+    """``(block, [cell positions])`` of a URL's digest (raw bytes, ``params.digests``).
 
-    bloom.lua derives the same from the hex digest: h1, h2 and the block come
-    from its first 10, next 10 and next 8 hex digits.
+    Group j's h1 and h2 are digest bytes 10j to 10j + 5 and 10j + 5 to 10j + 10 (double
+    hashing: the first group's for all), read big-endian; the block follows them.
+    bloom.lua derives the same from the hex digest.
     """
-    h1, h2 = int.from_bytes(digest[0:5], "big"), int.from_bytes(digest[5:10], "big")
+    def number(start: int) -> int:
+        return int.from_bytes(digest[start:start + 5], "big")
     g = params.group_cells
-    return (int.from_bytes(digest[10:14], "big") % params.blocks,
-            [first + (h1 + i * h2) % g for i, first in params.layout])
+    return (int.from_bytes(digest[params.block_bytes], "big") % params.blocks,
+            [first + (number(10 * group) + step * number(10 * group + 5) + added) % g
+             for group, step, added, first in params.layout])
 
 
 def cell_arrays(digests: bytes, params: BloomParams) -> tuple[Cells, Cells]:
-    """``positions`` for many digests at once (20 bytes each, concatenated).
+    """``positions`` for many digests at once (concatenated).
 
     Returns the block of each URL and a (URLs x positions) array of its cells.
     """
-    raw = np.frombuffer(digests, dtype=np.uint8).reshape(-1, 20).astype(np.uint64)
-    h1, h2, block = (raw[:, a:b] @ _BIG_ENDIAN[b - a] for a, b in ((0, 5), (5, 10), (10, 14)))
-    steps, firsts = params.layout_arrays
-    cells = firsts + (h1[:, None] + steps * h2[:, None]) % np.uint64(params.group_cells)
-    return block % np.uint64(params.blocks), cells
+    raw = np.frombuffer(digests, dtype=np.uint8).reshape(-1, params.digest_size)
+    raw = raw.astype(np.uint64)
+    pairs = raw[:, :10 * (1 if params.hashing == DOUBLE else params.groups)]
+    pairs = pairs.reshape(len(raw), -1, 2, 5) @ _BIG_ENDIAN[5]     # URL, group, (h1, h2)
+    block = raw[:, params.block_bytes] @ _BIG_ENDIAN[4]
+    group, step, added, first = params.layout_arrays
+    offsets = pairs[:, group, 0] + step * pairs[:, group, 1] + added
+    return block % np.uint64(params.blocks), first + offsets % np.uint64(params.group_cells)
 
 
 class BloomFilter:
@@ -187,12 +243,16 @@ class BloomFilter:
         return cls(client, Keys.from_settings(settings), name, params, **kwargs)
 
     def _check_params(self) -> None:
-        """Record the shape in Redis; refuse to open a filter made with another shape."""
-        meta = json.dumps(asdict(self.params), sort_keys=True)
+        """Record the shape in Redis; refuse to open a filter made with another shape
+        (but open one made with older hashing with that hashing)."""
+        meta = json.dumps(self.params.stored(), sort_keys=True)
         key = self.keys.bloom_meta(self.name)
         if not self.client.set(key, meta, nx=True):
             stored = self.client.get(key)
-            if stored != meta:
+            made = BloomParams.from_stored(json.loads(stored))
+            if stored != meta and made == replace(self.params, hashing=made.hashing):
+                self.params = made          # made before its hashing changed: kept
+            elif stored != meta:
                 raise ConfigError(f"Bloom filter {self.name!r} exists with {stored}; "
                                   f"these settings give {meta}. Clear it or match its settings.")
 
@@ -285,7 +345,7 @@ class BloomFilter:
         than Redis spends running them.
         """
         blocks, cells = cell_arrays(digests, self.params)
-        owners = np.repeat(np.arange(start, start + len(digests) // 20),
+        owners = np.repeat(np.arange(start, start + len(digests) // self.params.digest_size),
                            self.params.positions_per_url)
         if self.params.blocks == 1:
             return [self._bitfield_command(0, cells.ravel(), owners, op)]
@@ -332,7 +392,9 @@ class BloomFilter:
     def _script_args(self, op: str, data: list[Any]) -> list[Any]:
         p = self.params
         cell = "u4" if p.counting else "u1"
-        input_kind = "digests" if self.hash_in == "lua" else "offsets"
+        input_kind = "offsets"
+        if self.hash_in == "lua":
+            input_kind = "digests" if p.hashing == DOUBLE else "digests-independent"
         return [op, cell, p.positions_per_url, p.hashes, p.group_cells, input_kind, *data]
 
     def _group_by_block(self, urls: Sequence[str],
@@ -340,10 +402,10 @@ class BloomFilter:
         """``{block: ([url indexes], [positions or digests])}``, URL order kept per block."""
         by_block: dict[int, tuple[list[int], list[Any]]] = {}
         for index, url in enumerate(urls):
-            digest = url_digest(url, scope_of(scope, index))
+            digest = self.params.digests([url_key(url, scope_of(scope, index))])
             data: list[Any]
             if self.hash_in == "lua":
-                block = int.from_bytes(digest[10:14], "big") % self.params.blocks
+                block = int.from_bytes(digest[self.params.block_bytes], "big") % self.params.blocks
                 data = [digest.hex()]
             else:
                 block, data = positions(digest, self.params)
@@ -394,10 +456,15 @@ def missing_from(targets: Sequence[Target], urls: Sequence[str], scope: Scope,
         in_flight: deque[tuple[int, int, list[Sent]]] = deque()
         for start in range(0, len(urls), chunk):
             stop = min(start + chunk, len(urls))
-            digests = b"".join([url_digest(urls[index], scope_of(scope, index))
-                                for index in range(start, stop)])
+            keys = [url_key(urls[index], scope_of(scope, index)) for index in range(start, stop)]
+            digests: dict[tuple[str, int], bytes] = {}     # one hashing for most targets
+            for bloom, _ in targets:
+                shape = bloom.params.hashing, bloom.params.groups
+                if shape not in digests:
+                    digests[shape] = bloom.params.digests(keys)
             in_flight.append((start, stop, [
-                connections.send(bloom.bitfield_commands(digests, start, op))
+                connections.send(bloom.bitfield_commands(
+                    digests[bloom.params.hashing, bloom.params.groups], start, op))
                 for bloom, op in targets]))
             if len(in_flight) > 1:
                 _collect(*in_flight.popleft(), missing)

@@ -33,7 +33,6 @@ import logging
 import math
 import time
 from collections.abc import Sequence
-from dataclasses import asdict
 from typing import Any
 
 import numpy as np
@@ -191,7 +190,7 @@ class AgingBloomFilter:
     def _filter(self, generation: dict[str, Any]) -> BloomFilter:
         bloom = self._filters.get(generation["name"])
         if bloom is None:
-            params = BloomParams(**generation["params"])
+            params = BloomParams.from_stored(generation["params"])
             bloom = BloomFilter(self.client, self.keys, generation["name"], params,
                                 scripts=self.scripts, **self.filter_options)
             self._filters[generation["name"]] = bloom
@@ -220,7 +219,7 @@ class AgingBloomFilter:
     def _started(self, state: State) -> State:
         """``state`` with a new newest generation."""
         number = state["next"]
-        generation = {"name": f"{self.name}.{number}", "params": asdict(self.params),
+        generation = {"name": f"{self.name}.{number}", "params": self.params.stored(),
                       "created": self.clock(), "capacity": self.capacity}
         return dict(state, next=number + 1, live=[*state["live"], generation])
 

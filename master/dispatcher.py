@@ -19,7 +19,7 @@ that dies has its shards taken over once its leases run out. Each tick it
      current.
 Killing it at any instant loses and duplicates nothing: every move is one Lua
 call in one shard. SIGTERM and SIGINT stop it after the current tick, and its
-leases are given back at once.
+shards are handed at once to the live dispatchers that rank first for them.
 """
 
 import logging

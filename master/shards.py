@@ -96,20 +96,25 @@ def crawl_shards(client: RedisClient, keys: Keys, crawlid: str) -> list[int]:
     return sorted(int(shard) for shard in client.smembers(keys.crawl_shards(crawlid)))
 
 
-def prefers(instance: str, shard: int, instances: Sequence[str]) -> bool:
-    """Rendezvous hashing: does ``instance`` rank first for ``shard`` among ``instances``?
-    Every dispatcher computes the same answer from the same list, and only the shards
-    of an instance that joins or leaves change hands."""
+def first_for(shard: int, instances: Sequence[str]) -> str:
+    """Rendezvous hashing: the instance that ranks first for ``shard``. Every
+    dispatcher computes the same answer from the same list, and only the shards of an
+    instance that joins or leaves change hands."""
     def rank(name: str) -> int:
         return zlib.crc32(f"{name}/{shard}".encode())
-    return max(instances, key=lambda name: (rank(name), name)) == instance
+    return max(instances, key=lambda name: (rank(name), name))
+
+
+def prefers(instance: str, shard: int, instances: Sequence[str]) -> bool:
+    """Does ``instance`` rank first for ``shard`` among ``instances``?"""
+    return first_for(shard, instances) == instance
 
 
 class ShardLeases:
     """The shards one dispatcher holds: it beats in the dispatchers' registry and holds
     the shards it ranks first for among the live dispatchers (those that beat within
-    ``ttl``), taking over those of a dispatcher gone silent and giving back those another
-    ranks first for. Holding costs no call per shard while the dispatchers stay the same:
+    ``ttl``), taking over those of a dispatcher gone silent and handing those another
+    ranks first for to it. Holding costs no call per shard while the dispatchers stay the same:
     a shard is claimed when the live dispatchers change, when it is found not held, and
     in a full pass every ``CLAIM_ALL_EVERY`` seconds."""
 
@@ -155,7 +160,7 @@ class ShardLeases:
         for shard in claimed:
             self._run(pipe, shard, "hold", members)
         for shard in given_back:
-            self._run(pipe, shard, "release")
+            self._run(pipe, shard, "release", [first_for(shard, members)])
         replies = pipe.execute()
         got = {shard for shard, reply in zip(claimed, replies, strict=False) if reply == 1}
         self.held = (self.held & (mine - wanted)) | got
@@ -165,11 +170,12 @@ class ShardLeases:
                          [self.instance, mode, *members], pipe=pipe)
 
     def release_all(self) -> None:
-        """A dispatcher stopping cleanly: its shards are free at once, not once its beat
-        is ``ttl`` old."""
+        """A dispatcher stopping cleanly: its shards go at once to the live dispatchers
+        that rank first for them (or are free), not once its beat is ``ttl`` old."""
+        others = [name for name in self.live_dispatchers() if name != self.instance]
         pipe = self.client.pipeline(transaction=False)
         for shard in sorted(self.held):
-            self._run(pipe, shard, "release")
+            self._run(pipe, shard, "release", [first_for(shard, others)] if others else [])
         pipe.zrem(self.keys.dispatchers(), self.instance)
         pipe.execute()
         self.held = set()

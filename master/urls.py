@@ -39,11 +39,15 @@ def canonical_url(url: str) -> str:
     return f"{match['head']}{path}?{'&'.join(f'{k}={v}' for k, v in arguments)}"
 
 
-def url_digest(url: str, scope: str = "") -> bytes:
-    """SHA-1 digest (bytes) of the canonical URL, within a scope (e.g. a crawl id).
-
-    What the Bloom filter files a URL under: the same URL in two crawls is two
-    entries, so a second crawl of a site starts afresh in the same filter.
-    """
+def url_key(url: str, scope: str = "") -> bytes:
+    """The canonical URL within a scope (e.g. a crawl id), as the Bloom filter hashes
+    it: the same URL in two crawls is two entries, so a second crawl of a site starts
+    afresh in the same filter."""
     key = canonical_url(url) if not scope else f"{scope}\n{canonical_url(url)}"
-    return hashlib.sha1(key.encode("utf-8")).digest()
+    return key.encode("utf-8")
+
+
+def url_digest(url: str, scope: str = "") -> bytes:
+    """SHA-1 digest (bytes) of ``url_key``: what a Bloom filter made with double
+    hashing files a URL under."""
+    return hashlib.sha1(url_key(url, scope)).digest()

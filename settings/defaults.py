@@ -91,7 +91,8 @@ CRAWLCLUSTER_BLOOM_GENERATIONS = 4
 # Seconds after which the newest generation is turned over even if not full (0: only when
 # full): URLs not met for about generations x this long are then crawled again.
 CRAWLCLUSTER_BLOOM_GENERATION_MAX_AGE = 0.0
-# Groups of hash functions (thesis 4.2.3.2); a URL is seen only if every group says so.
+# Groups of hash functions (thesis 4.2.3.2), 1 to 6; a URL is seen only if every group
+# says so.
 CRAWLCLUSTER_BLOOM_GROUPS = 2
 # Counting mode: 4-bit counters instead of bits, so URLs can be removed (recrawl, expiry).
 CRAWLCLUSTER_BLOOM_COUNTING = False

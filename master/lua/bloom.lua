@@ -8,22 +8,32 @@
 -- ARGV[3]  positions per URL (groups x hashes per group)
 -- ARGV[4]  hashes per group (used with "digests" input)
 -- ARGV[5]  cells per group in this block (used with "digests" input)
--- ARGV[6]  input: "offsets" (ARGV[7..] are ARGV[3] cell positions per URL) or
---          "digests" (ARGV[7..] are one SHA-1 hex digest per URL; positions derived here
---          exactly as master/bloom.py derives them)
+-- ARGV[6]  input: "offsets" (ARGV[7..] are ARGV[3] cell positions per URL), or
+--          "digests-independent" / "digests" (ARGV[7..] are one hex digest per URL;
+--          positions derived here exactly as master/bloom.py derives them, each group
+--          from its own 20 hex digits, or, for a filter made before that, all from the
+--          first 20 by plain double hashing)
 -- Returns: one integer per URL: 1 if new (add), present (check) or removed (remove), else 0.
 local op, cell, per_url = ARGV[1], ARGV[2], tonumber(ARGV[3])
 local hashes, group_cells, input = tonumber(ARGV[4]), tonumber(ARGV[5]), ARGV[6]
 local CHUNK = 7488  -- values per BITFIELD call: under unpack()'s ~8000, a multiple of 3 and 4
 
 local positions = {}
-if input == 'digests' then
+if input == 'digests' or input == 'digests-independent' then
+  local double = input == 'digests'
+  local function number(hex, start) return tonumber(string.sub(hex, start, start + 9), 16) end
   for u = 7, #ARGV do
     local hex = ARGV[u]
-    local h1, h2 = tonumber(string.sub(hex, 1, 10), 16), tonumber(string.sub(hex, 11, 20), 16)
     for i = 0, per_url - 1 do
       local group = math.floor(i / hashes)
-      positions[#positions + 1] = group * group_cells + math.fmod(h1 + i * h2, group_cells)
+      local offset
+      if double then
+        offset = number(hex, 1) + i * number(hex, 11)
+      else
+        local step, pair = i - group * hashes, 20 * group
+        offset = number(hex, pair + 1) + step * number(hex, pair + 11) + (step ^ 3 - step) / 6
+      end
+      positions[#positions + 1] = group * group_cells + math.fmod(offset, group_cells)
     end
   end
 else

@@ -2,12 +2,14 @@
 
 import math
 import threading
+from dataclasses import replace
 
+import numpy as np
 import pytest
 
-from master.bloom import BloomFilter, BloomParams, cell_arrays, positions
+from master.bloom import DOUBLE, BloomFilter, BloomParams, cell_arrays, positions
 from master.keys import Keys
-from master.urls import url_digest
+from master.urls import url_key
 from settings.errors import ConfigError
 
 
@@ -25,10 +27,11 @@ def test_blocks_keep_strings_under_the_limit():
     assert params.groups * params.group_cells <= 1 << 28
 
 
-def test_positions_stay_inside_their_group_and_block():
-    params = BloomParams(groups=3, hashes=4, group_cells=1000, blocks=7)
+@pytest.mark.parametrize("hashing", ["independent", DOUBLE])
+def test_positions_stay_inside_their_group_and_block(hashing):
+    params = BloomParams(groups=3, hashes=4, group_cells=1000, blocks=7, hashing=hashing)
     for n in range(200):
-        block, cells = positions(url_digest(f"http://a.com/{n}"), params)
+        block, cells = positions(params.digests([url_key(f"http://a.com/{n}")]), params)
         assert 0 <= block < 7
         for i, cell in enumerate(cells):
             group = i // 4
@@ -39,15 +42,40 @@ def test_positions_stay_inside_their_group_and_block():
     BloomParams.for_capacity(10_000_000, 0.001, groups=2),
     BloomParams(groups=3, hashes=4, group_cells=1_000_003, blocks=7),
     BloomParams.for_capacity(10 ** 9, 0.0001, groups=4, block_bits=1 << 32)])
-def test_batched_positions_equal_one_by_one(params):
-    digests = [url_digest(f"http://a.com/{n}", scope="c1") for n in range(500)]
+@pytest.mark.parametrize("hashing", ["independent", DOUBLE])
+def test_batched_positions_equal_one_by_one(params, hashing):
+    params = replace(params, hashing=hashing)
+    digests = [params.digests([url_key(f"http://a.com/{n}", scope="c1")]) for n in range(500)]
     blocks, cells = cell_arrays(b"".join(digests), params)
     for n, digest in enumerate(digests):
         assert positions(digest, params) == (blocks[n], cells[n].tolist())
 
 
+def false_positives(params, stored, fresh):
+    """Of ``fresh`` URLs, those a filter holding ``stored`` URLs takes as seen."""
+    _, cells = cell_arrays(params.digests([url_key(url) for url in stored]), params)
+    bits = np.zeros(params.cells, dtype=bool)
+    bits[cells.ravel().astype(np.int64)] = True
+    _, cells = cell_arrays(params.digests([url_key(url) for url in fresh]), params)
+    return [url for url, seen in zip(fresh, bits[cells.astype(np.int64)].all(axis=1),
+                                     strict=True) if seen]
+
+
+def test_a_small_filter_at_a_low_rate_keeps_its_rate():
+    """300 URLs in a filter sized for them at 2.5e-9: no false positive in 200,000.
+    Double hashing over the same h1, h2 for both groups lets two URLs agreeing in
+    them modulo a group's cells agree everywhere, a floor of about 1e-5 here."""
+    params = BloomParams.for_capacity(300, 2.5e-9, groups=2)
+    stored = [f"http://junk.test/{n}" for n in range(300)]
+    fresh = [f"http://fresh.test/{n}" for n in range(200_000)]
+    assert params.false_positive_rate(300) < 1e-8
+    assert false_positives(params, stored, fresh) == []
+    assert len(false_positives(replace(params, hashing=DOUBLE), stored, fresh)) >= 2
+
+
 @pytest.mark.parametrize("bad", [{"capacity": 0, "error_rate": 0.01},
-                                 {"capacity": 10, "error_rate": 1.5}])
+                                 {"capacity": 10, "error_rate": 1.5},
+                                 {"capacity": 10, "error_rate": 0.01, "groups": 7}])
 def test_bad_sizing_is_refused(bad):
     with pytest.raises(ConfigError):
         BloomParams.for_capacity(**bad)
@@ -96,6 +124,30 @@ def test_a_filter_refuses_other_settings(redis, keys):
     BloomFilter(redis, keys, "shared", BloomParams.for_capacity(1000, 0.01))
     with pytest.raises(ConfigError, match="exists with"):
         BloomFilter(redis, keys, "shared", BloomParams.for_capacity(2000, 0.01))
+
+
+@pytest.mark.parametrize("hashing", ["independent", DOUBLE])
+def test_lua_derives_the_positions_the_client_does(redis, keys, hashing):
+    params = replace(BloomParams.for_capacity(10_000, 0.001, groups=3, block_bits=1 << 14),
+                     hashing=hashing)
+    urls = [f"http://h{n % 5}.com/news/{n}.html" for n in range(500)]
+    BloomFilter(redis, keys, "both", params, hash_in="client").add_many(urls)
+    in_lua = BloomFilter(redis, keys, "both", params, hash_in="lua")
+    assert in_lua.add_many(urls) == [False] * 500
+    assert in_lua.add_many(["http://new.com/"]) == [True]
+
+
+def test_a_filter_made_with_double_hashing_keeps_it(redis, keys):
+    """A filter from before independent hashing (its stored shape has no ``hashing``)
+    opens with double hashing and still holds its URLs; a new one gets the new hashing."""
+    old = replace(BloomParams.for_capacity(1000, 0.01), hashing=DOUBLE)
+    urls = [f"http://a.com/{n}" for n in range(300)]
+    BloomFilter(redis, keys, "old", old).add_many(urls)
+    assert "hashing" not in redis.get(keys.bloom_meta("old"))
+    reopened = BloomFilter(redis, keys, "old", BloomParams.for_capacity(1000, 0.01))
+    assert reopened.params.hashing == DOUBLE and all(reopened.contains_many(urls))
+    assert BloomFilter(redis, keys, "new", BloomParams.for_capacity(1000, 0.01)
+                       ).params.hashing == "independent"
 
 
 def test_concurrent_adders_see_each_url_new_once(redis, keys, test_settings):

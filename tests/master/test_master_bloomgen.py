@@ -1,8 +1,10 @@
 """The seen-URL filter in generations (master/bloomgen.py), on a real Redis."""
 
+from dataclasses import replace
+
 import pytest
 
-from master.bloom import BloomFilter, BloomParams
+from master.bloom import DOUBLE, BloomFilter, BloomParams
 from master.bloomgen import AgingBloomFilter, generation_shape
 from master.keys import Keys
 from tests.master.conftest import Clock
@@ -84,12 +86,17 @@ def test_turnover_drops_the_oldest_generation_s_keys(redis, test_settings):
 
 
 def test_a_filter_from_before_generations_is_kept_as_the_oldest(redis, test_settings):
+    """Made with double hashing, too: it keeps it, the new generation has its own."""
     keys = Keys.from_settings(test_settings)
-    legacy = BloomFilter(redis, keys, "seen", BloomParams.for_capacity(5_000, ERROR))
+    legacy = BloomFilter(redis, keys, "seen",
+                         replace(BloomParams.for_capacity(5_000, ERROR), hashing=DOUBLE))
     legacy.add_many(["http://old.com/1", "http://old.com/2"], scope="c")
     bloom, _ = aging(redis, test_settings)
     assert [b.name for b in bloom.live()] == ["seen", "seen.1"]
+    assert [b.params.hashing for b in bloom.live()] == [DOUBLE, "independent"]
     assert bloom.add_many(["http://old.com/1", "http://new.com/1"], scope="c") == [False, True]
+    assert bloom.contains_many(["http://old.com/2", "http://new.com/1", "http://new.com/2"],
+                               scope="c") == [True, True, False]
 
 
 def test_a_url_no_longer_looked_up_is_forgotten(redis, test_settings):

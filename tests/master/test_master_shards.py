@@ -262,6 +262,43 @@ def test_dispatchers_that_saw_each_other_late_still_split_every_shard(redis, tes
     assert {s for s, o in enumerate(owners) if o == "second"} == second.held
 
 
+def test_shards_taken_from_a_dispatcher_unseen_go_back_to_it(redis, test_settings):
+    """"first" claims its share while "second", starting at that instant, has not seen
+    it yet and takes every shard. Once "second" sees "first", it hands first's share
+    back to it: no shard is left free while "first" thinks it already holds it."""
+    now = [100.0]
+    keys = Keys(test_settings["CRAWLCLUSTER_KEY_PREFIX"], 64)
+    first = ShardLeases(redis, keys, "first", ttl=1.0, clock=lambda: now[0])
+    second = ShardLeases(redis, keys, "second", ttl=1.0, clock=lambda: now[0])
+    redis.zadd(keys.dispatchers(), {"second": now[0]})
+    share = first.refresh()
+    assert 16 <= len(share) <= 48
+    now[0] += 2                                                   # first looks gone
+    assert second.refresh() == set(range(64))
+    now[0] -= 2
+    second.refresh()                                              # sees first: hands over
+    owners = redis.mget([keys.shard_owner(shard) for shard in range(64)])
+    assert {s for s, o in enumerate(owners) if o == "first"} == first.held == share
+    assert {s for s, o in enumerate(owners) if o == "second"} == second.held
+    assert None not in owners
+
+
+def test_a_dispatcher_stopping_hands_its_shards_to_the_others(redis, test_settings):
+    keys = Keys(test_settings["CRAWLCLUSTER_KEY_PREFIX"], 64)
+    first = ShardLeases(redis, keys, "first", ttl=5.0)
+    second = ShardLeases(redis, keys, "second", ttl=5.0)
+    first.refresh()
+    second.refresh()
+    first.refresh()
+    second.refresh()
+    first.release_all()
+    owners = redis.mget([keys.shard_owner(shard) for shard in range(64)])
+    assert set(owners) == {"second"}
+    assert second.refresh() == set(range(64))                     # and knows it next upkeep
+    second.release_all()
+    assert redis.mget([keys.shard_owner(shard) for shard in range(64)]) == [None] * 64
+
+
 @pytest.mark.parametrize("shards", [3, 64, 100, 512])
 def test_shard_tags_spread_evenly_over_equal_ranges_of_slots(shards):
     """Masters holding equal ranges of the slots (``redis-cli --cluster create``) hold
