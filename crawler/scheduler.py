@@ -58,6 +58,11 @@ HEARTBEAT_EVERY = 1.0     # seconds
 REPLAY_SECONDS = 10.0
 STEAL_EVERY = 0.2         # seconds between an idle job's looks at other jobs' backlogs
 RESCAN_EVERY = 5.0        # seconds between an idle job's looks for its queues in every shard
+# A job that has had nothing to do for IDLE_AFTER seconds looks for work every IDLE_LOOK
+# seconds instead of every round: an idle spider costs Redis a few round trips a second,
+# not dozens, and new work waits at most IDLE_LOOK for it.
+IDLE_AFTER = 1.0
+IDLE_LOOK = 0.5
 
 
 class NewLink(NamedTuple):
@@ -90,6 +95,7 @@ class ClusterScheduler:
         self.last_work = time.monotonic()
         self.last_beat = 0.0
         self.last_steal = 0.0
+        self.last_look = 0.0
         self.last_rescan = time.monotonic()
         # the job's shards and domains as the last take read them
         self.view: JobView | None = None
@@ -319,7 +325,20 @@ class ClusterScheduler:
                                           context.ip, node=context.node)
             self.last_beat = now
 
+    def _resting(self) -> bool:
+        """Idle for ``IDLE_AFTER`` s (nothing taken, nothing held): True except once
+        every ``IDLE_LOOK`` s, when the round looks for work."""
+        now = time.monotonic()
+        if now - self.last_work < IDLE_AFTER or self._tasks_held():
+            return False
+        if now - self.last_look < IDLE_LOOK:
+            return True
+        self.last_look = now
+        return False
+
     def _take(self) -> None:
+        if self._resting():
+            return
         context = self.context
         # The last take read the shards and domains in its round trip (a tick ago at most).
         view = self.view or context.queues.job_view(context.job)

@@ -57,6 +57,12 @@ UPKEEP_SLICES = 10
 # Seconds between the slow chores of the upkeep: turning the Bloom filter's generations
 # over, retiring ended crawls.
 CHORES_EVERY = 10.0
+# Once ticks have found no work for IDLE_AFTER seconds (a crawl's pools run dry for
+# moments; an idle cluster for minutes), the pause between ticks doubles from the idle
+# sleep after each tick that finds none, up to IDLE_PAUSE_MAX: an idle cluster costs
+# Redis two ticks a second instead of twenty, and new work waits at most that long.
+IDLE_AFTER = 1.0
+IDLE_PAUSE_MAX = 0.5
 
 
 def instance_id() -> str:
@@ -84,6 +90,9 @@ class Dispatcher:
         self.min_age = min_age
         self.batch = batch
         self.idle_sleep = idle_sleep
+        self.pause = idle_sleep          # before the next tick: grows while ticks find no work
+        self.found_work = False          # the last tick saw tasks waiting (or was paced)
+        self._idle_since: float | None = None  # when ticks stopped finding work
         self.clock = clock
         # spider type -> its jobs' weighted round robin
         self.robins: dict[str, WeightedRoundRobin] = {}
@@ -156,6 +165,7 @@ class Dispatcher:
         """One round of dispatch (upkeep first, when due); return the tasks moved."""
         if self.clock() - self._last_upkeep >= UPKEEP_EVERY:
             self._upkeep()
+        self.found_work = False
         jobs = self.registry.live_jobs()
         if not jobs or not self.leases.held:
             return 0
@@ -169,6 +179,7 @@ class Dispatcher:
         # share of the allowance, and what one leaves goes to the types after it.
         for n, spider_type in enumerate(types):
             if moved >= allowance or self.stopping.is_set():
+                self.found_work = True          # paced: more may be waiting
                 break
             share = -(-(allowance - moved) // (len(types) - n))
             moved += self._dispatch(spider_type, by_type[spider_type], share)
@@ -266,6 +277,7 @@ class Dispatcher:
         for shard in held:
             pipe.zcard(self.keys.pool(shard, spider_type))
         sizes = dict(zip(held, pipe.execute(), strict=True))
+        self.found_work = self.found_work or any(sizes.values())
         pipe = self.client.pipeline(transaction=False)
         prune(self.scripts, pipe, index, [shard for shard, size in sizes.items() if not size],
               looked_at)
@@ -338,9 +350,10 @@ class Dispatcher:
     # --- the role ------------------------------------------------------------------------
 
     def run(self) -> None:
-        """Tick until stopped, ``idle_sleep`` apart: a tick moves everything the pools
-        hold and the pacing allows, so ticking again at once would find little and
-        cost the master and Redis a busy loop."""
+        """Tick until stopped, ``idle_sleep`` apart (longer while ticks find no work,
+        ``pause_after``): a tick moves everything the pools hold and the pacing allows,
+        so ticking again at once would find little and cost the master and Redis a
+        busy loop."""
         logger.info("dispatcher %s running: window %.0f s, headroom %.2f, batch %d, "
                     "%d frontier shards", self.leases.instance, self.window, self.headroom,
                     self.batch, self.keys.shards)
@@ -354,18 +367,31 @@ class Dispatcher:
                 if self.heartbeat and time.monotonic() - last_beat >= self.heartbeat_every:
                     self.heartbeat()
                     last_beat = time.monotonic()
-                self.tick()
+                moved = self.tick()
             except redis.RedisError as exc:
                 logger.error("Redis error, retrying in %.1f s: %s", self.idle_sleep * 4, exc)
                 self.stopping.wait(self.idle_sleep * 4)
                 continue
-            self.stopping.wait(self.idle_sleep)
+            self.stopping.wait(self.pause_after(moved))
         self._log_window()
         try:
             self.leases.release_all()
         except redis.RedisError as exc:
             logger.warning("could not give the shard leases back (they expire): %s", exc)
         logger.info("dispatcher stopped")
+
+    def pause_after(self, moved: int) -> float:
+        """Seconds until the next tick: the idle sleep while ticks find work or have
+        not found any for less than ``IDLE_AFTER`` s, then doubled after each tick that
+        finds none, up to ``IDLE_PAUSE_MAX``."""
+        now = self.clock()
+        if moved or self.found_work:
+            self._idle_since, self.pause = None, self.idle_sleep
+        elif self._idle_since is None:
+            self._idle_since = now
+        elif now - self._idle_since >= IDLE_AFTER:
+            self.pause = min(max(self.idle_sleep, IDLE_PAUSE_MAX), self.pause * 2)
+        return self.pause
 
     def stop(self, *_: object) -> None:
         self.stopping.set()

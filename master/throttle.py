@@ -130,17 +130,20 @@ class ThrottledQueues:
                 wanted = per_domain(domain, hits, window) if callable(per_domain) else per_domain
                 args += [domain, hits, ip_hits, int(window * 1000), wanted]
                 open_domains.append(domain)
-            self.scripts.run("throttle_take", [self.keys.leases(shard),
-                                               self.keys.job_domains(job, shard),
-                                               self.keys.lease_owners(shard),
-                                               self.keys.throttle(shard)], args, pipe=pipe)
+            if open_domains:
+                self.scripts.run("throttle_take", [self.keys.leases(shard),
+                                                   self.keys.job_domains(job, shard),
+                                                   self.keys.lease_owners(shard),
+                                                   self.keys.throttle(shard)], args, pipe=pipe)
+            else:         # nothing to take there (yet): only whether domains came
+                pipe.smembers(self.keys.job_domains(job, shard))
             called.append((shard, open_domains))
         pipe.zrange(self.keys.job_shards(job), 0, -1)
         *replies, shards_now = pipe.execute()
         result.view = JobView(dict.fromkeys(sorted(int(shard) for shard in shards_now), ()),
                               seen_at=now)
-        for (shard, open_domains), (domains_now, *per) in zip(called, replies[start:],
-                                                               strict=True):
+        for (shard, open_domains), reply in zip(called, replies[start:], strict=True):
+            domains_now, *per = reply if open_domains else [reply]
             self._collect(result, open_domains, per)
             if shard in result.view.domains:
                 result.view.domains[shard] = sorted(domains_now)

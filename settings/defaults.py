@@ -145,7 +145,8 @@ CRAWLCLUSTER_DISPATCH_BATCH = 500
 # Seconds a dispatcher's shards stay its own after its last beat: one that dies has its
 # shards taken over by the others about this long after it.
 CRAWLCLUSTER_DISPATCH_LEASE_SECONDS = 10.0
-# Seconds between the dispatcher's ticks (each moves all that the pools hold and pacing allows).
+# Seconds between the dispatcher's ticks (each moves all that the pools hold and pacing allows);
+# after a second of ticks finding no work the pause doubles each tick, up to 0.5 s.
 CRAWLCLUSTER_DISPATCH_IDLE_SLEEP = 0.05
 
 # --- crawler (the Scrapy project on slave nodes) --------------------------------

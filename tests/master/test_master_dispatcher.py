@@ -58,6 +58,22 @@ def test_dispatch_follows_measured_speeds(redis, parts):
     assert counts["b"] == pytest.approx(moved / 6, abs=2)
 
 
+def test_an_idle_dispatcher_ticks_less_often_and_at_once_again_with_work(redis, parts):
+    dispatcher, clock = parts.dispatcher, parts.clock
+    dispatcher.idle_sleep = dispatcher.pause = 0.05
+    parts.registry.register("a", "universal", "a", "10.0.0.1")
+    pauses = []
+    for _ in range(40):
+        pauses.append(dispatcher.pause_after(dispatcher.tick()))
+        clock.now += pauses[-1]
+    idle_for = [sum(pauses[:n]) for n in range(len(pauses))]
+    assert all(pause == 0.05 for pause, idle in zip(pauses, idle_for, strict=True)
+               if idle < 1.0)
+    assert max(pauses) == 0.5 and pauses[-1] == 0.5       # two ticks a second, not twenty
+    parts.frontier.push(tasks(10))
+    assert dispatcher.pause_after(dispatcher.tick()) == 0.05
+
+
 def test_expired_job_returns_its_tasks_to_the_pool(redis, parts):
     clock, keys, registry, frontier, dispatcher = (
         parts.clock, parts.keys, parts.registry, parts.frontier, parts.dispatcher)
