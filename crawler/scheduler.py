@@ -368,6 +368,8 @@ class ClusterScheduler:
                 self.last_work = time.monotonic()
                 self.crawler.engine.crawl(request)
         context.tracker.throttled.update(result.throttled)
+        if result.wait is not None:      # waiting on a full window is not idle
+            self.last_work = time.monotonic()
         if result.blacklisted:
             dropped = context.queues.drop_blacklisted(context.job, result.blacklisted)
             if dropped:

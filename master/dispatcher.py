@@ -91,7 +91,10 @@ class Dispatcher:
         self.batch = batch
         self.idle_sleep = idle_sleep
         self.pause = idle_sleep          # before the next tick: grows while ticks find no work
-        self.found_work = False          # the last tick saw tasks waiting (or was paced)
+        # The last tick saw tasks waiting. One the pacing allowed nothing counts as finding
+        # none: jobs finishing over 30 tasks a minute get one out within a second, so
+        # only slower ones can wait up to IDLE_PAUSE_MAX more.
+        self.found_work = False
         self._idle_since: float | None = None  # when ticks stopped finding work
         self.clock = clock
         # spider type -> its jobs' weighted round robin
@@ -179,7 +182,6 @@ class Dispatcher:
         # share of the allowance, and what one leaves goes to the types after it.
         for n, spider_type in enumerate(types):
             if moved >= allowance or self.stopping.is_set():
-                self.found_work = True          # paced: more may be waiting
                 break
             share = -(-(allowance - moved) // (len(types) - n))
             moved += self._dispatch(spider_type, by_type[spider_type], share)

@@ -114,9 +114,9 @@ class ShardLeases:
     """The shards one dispatcher holds: it beats in the dispatchers' registry and holds
     the shards it ranks first for among the live dispatchers (those that beat within
     ``ttl``), taking over those of a dispatcher gone silent and handing those another
-    ranks first for to it. Holding costs no call per shard while the dispatchers stay the same:
-    a shard is claimed when the live dispatchers change, when it is found not held, and
-    in a full pass every ``CLAIM_ALL_EVERY`` seconds."""
+    ranks first for to it. Holding costs no call per shard while the dispatchers stay
+    the same: a shard is claimed when the live dispatchers change, when it is found not
+    held, and in a full pass every ``CLAIM_ALL_EVERY`` seconds."""
 
     CLAIM_ALL_EVERY = 60.0
 
