@@ -15,6 +15,7 @@ from typing import Any, TextIO
 from kafka.errors import KafkaError
 
 from message_processing.requests import Message
+from settings.clients import DeliveryFailed
 from settings.errors import CrawlClusterError, ServerUnreachable
 from settings.loader import Settings
 
@@ -71,9 +72,11 @@ class RequestClient:
             request = dict(request, uuid=uuid_module.uuid4().hex)
         raw = request if isinstance(request, bytes) else json.dumps(request).encode("utf-8")
         try:
-            # The producer retries (and reconnects) by itself until the timeout.
-            [metadata] = self.producer.deliver(self.requests_topic, [raw], self.timeout)
-        except (KafkaError, ServerUnreachable) as exc:
+            # Sent again (once not found on the topic) while the broker restarts, until
+            # the timeout has passed.
+            [metadata] = self.producer.deliver(self.requests_topic, [raw], self.timeout,
+                                               give_up_after=self.timeout)
+        except (KafkaError, DeliveryFailed, ServerUnreachable) as exc:
             raise NotDelivered(f"request not confirmed by the Kafka broker at "
                                f"{self.bootstrap} within {self.timeout:.0f} s "
                                f"({type(exc).__name__}); send it again") from None

@@ -17,7 +17,9 @@ from master.lua import LuaScripts
 from settings.clients import RedisClient
 from settings.loader import Settings
 
-Entry = dict[str, Any]      # {"id", "kind", "format", "request"}: one stored request
+# {"id", "kind", "format", "request"}: one stored request; with "reply" and "plugin" once
+# its reply's delivery failed unsure (Monitor.run_once)
+Entry = dict[str, Any]
 
 
 class WorkList:
@@ -42,6 +44,14 @@ class WorkList:
         member = json.dumps(entry, sort_keys=True, ensure_ascii=False)
         return target.zadd(self.keys.monitor_work(), {member: self.clock() if due is None
                                                      else float(due)})
+
+    def keep_reply(self, member: str, entry: Entry, reply: bytes, plugin: str | None) -> None:
+        """Put ``reply`` in the entry (due now), whose delivery failed with the broker
+        unsure: it is looked for on the replies topic before it is sent again."""
+        pipe = self.client.pipeline(transaction=True)
+        pipe.zrem(self.keys.monitor_work(), member)
+        self.add(dict(entry, reply=reply.decode("utf-8"), plugin=plugin), pipe=pipe)
+        pipe.execute()
 
     def claim(self, limit: int = 50) -> list[tuple[str, Entry]]:
         """``[(member, entry)]`` of due entries, leased to this caller."""

@@ -10,12 +10,12 @@ import atexit
 import logging
 import socket
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Collection, Iterable
 from functools import cache
 from typing import TYPE_CHECKING, Any, NamedTuple, TypeAlias, TypeVar
 from urllib.parse import urlsplit, urlunsplit
 
-from settings.errors import ServerUnreachable
+from settings.errors import CrawlClusterError, ServerUnreachable
 
 if TYPE_CHECKING:
     from kazoo.client import KazooClient
@@ -242,17 +242,36 @@ class Delivered(NamedTuple):
     offset: int
 
 
+class DeliveryFailed(CrawlClusterError):
+    """Some messages of a delivery are not known to be stored. ``results`` holds, for each
+    message, where it is (stored) or None (not stored, or not known to be: the broker
+    could not be read to tell)."""
+
+    def __init__(self, message: str, results: list[Any]) -> None:
+        super().__init__(message)
+        self.results = results
+
+    def stored(self) -> list[int]:
+        """The indexes of the messages known to be stored."""
+        return [n for n, result in enumerate(self.results) if result is not None]
+
+    def unsure(self) -> list[int]:
+        """The indexes of the others: to be looked for before they are sent again."""
+        return [n for n, result in enumerate(self.results) if result is None]
+
+
 class DeliveringProducer:
     """A Kafka producer for messages that must arrive: ``deliver`` returns only once the
-    broker has every one of them, or raises.
+    broker has every one of them, or raises ``DeliveryFailed`` saying which it has.
 
     A producer whose delivery failed is dropped with what it still buffered and made
     again on the next call: a broker that restarted without its state (Tansu's memory
     storage) no longer knows the old producer's id and would refuse it for good.
 
     A message the broker did not confirm may be stored all the same: a broker that is
-    stopping acknowledges some without an offset (-1), and a delivery that timed out
-    may have reached it. Such messages are looked for among the last ``LOOK_BACK``
+    stopping acknowledges some without an offset (-1), a delivery that timed out or
+    failed may have reached it, and one message of a batch can fail while the rest
+    are stored. Every message not confirmed is looked for among the last ``LOOK_BACK``
     records of each of the topic's partitions once the broker answers again, and only
     those not there are sent again. A plain resend would answer a request twice;
     trusting the acknowledgment loses one now and then.
@@ -266,74 +285,96 @@ class DeliveringProducer:
         self.timeout = settings.getfloat("CRAWLCLUSTER_SOCKET_TIMEOUT")
         self.producer = self._make()
 
-    def deliver(self, topic: str, values: list[bytes], timeout: float | None = None) -> list[Any]:
+    def deliver(self, topic: str, values: list[bytes], timeout: float | None = None,
+                give_up_after: float | None = None,
+                unsure: Collection[int] = ()) -> list[Any]:
         """Send ``values`` (bytes) to ``topic``; return where each is (RecordMetadata or
-        ``Delivered``: ``topic``, ``partition``, ``offset``). Raises a KafkaError (or
-        ServerUnreachable) if any is not stored in time."""
-        from kafka.errors import KafkaTimeoutError
+        ``Delivered``: ``topic``, ``partition``, ``offset``).
 
+        ``timeout`` bounds each send and each look; messages not confirmed are looked
+        for and sent again (a broker that restarts) until ``give_up_after`` seconds have
+        passed (four times ``timeout`` unless given), then ``DeliveryFailed`` is raised
+        naming the messages stored. The messages ``unsure`` names (indexes: of an
+        earlier delivery that failed so) are looked for before anything is sent."""
         timeout = timeout or self.timeout
-        deadline = time.monotonic() + 4 * timeout
+        deadline = time.monotonic() + (give_up_after or 4 * timeout)
         results: list[Any] = [None] * len(values)
-        pending = list(range(len(values)))
+        if unsure:
+            self._look(topic, values, sorted(unsure), results, timeout, deadline)
+        pending = [n for n in range(len(values)) if results[n] is None]
         while pending:
-            found: dict[bytes, tuple[int, int]] | None
-            try:
-                sent = self._send(topic, [values[n] for n in pending], timeout)
-            except KafkaTimeoutError as exc:
-                found = self._look_once(topic, {values[n] for n in pending}, timeout, exc)
-                sent = [None] * len(pending)
-            else:
-                found = None                 # confirmed, or acknowledged without an offset
+            sent, error = self._send(topic, [values[n] for n in pending], timeout)
             for n, metadata in zip(pending, sent, strict=True):
                 if metadata is not None and metadata.offset >= 0:
                     results[n] = metadata
             unsure = [n for n in pending if results[n] is None]
             if not unsure:
                 break
-            if found is None:
-                found = self._find_by(topic, {values[n] for n in unsure}, timeout, deadline)
-            for n in unsure:
-                if values[n] in found:
-                    results[n] = Delivered(topic, *found[values[n]])
+            if not getattr(error, "retriable", True):       # e.g. a message too large
+                raise DeliveryFailed(f"{len(unsure)} of {len(values)} messages to {topic} "
+                                     f"refused: {error}", results)
+            logger.warning("%d of %d messages to %s not confirmed (%s): looking for them on "
+                           "the topic", len(unsure), len(values), topic,
+                           error or "acknowledged without an offset")
+            self._look(topic, values, unsure, results, timeout, deadline)
             pending = [n for n in unsure if results[n] is None]
             if pending:
                 logger.warning("%d of %d messages to %s not confirmed and not on the topic: "
                                "sending them again", len(pending), len(values), topic)
                 if time.monotonic() > deadline:
-                    raise KafkaTimeoutError(f"{len(pending)} messages to {topic} not stored")
+                    raise DeliveryFailed(f"{len(pending)} of {len(values)} messages to "
+                                         f"{topic} not stored", results)
         return results
 
-    def _send(self, topic: str, values: list[bytes], timeout: float) -> list[Any]:
+    def _look(self, topic: str, values: list[bytes], unsure: list[int], results: list[Any],
+              timeout: float, deadline: float) -> None:
+        """Fill ``results`` for those of ``unsure`` found on the topic; raise
+        ``DeliveryFailed`` if it cannot be read by ``deadline`` (sending them again
+        could store them twice)."""
         from kafka.errors import KafkaError
 
-        if self.producer is None:
-            self.producer = self._make()
         try:
-            futures = [self.producer.send(topic, value) for value in values]
+            found = self._find_by(topic, {values[n] for n in unsure}, timeout, deadline)
+        except (KafkaError, ServerUnreachable) as exc:
+            raise DeliveryFailed(f"{len(unsure)} of {len(values)} messages to {topic} not "
+                                 f"known to be stored, and the topic could not be read: "
+                                 f"{exc}", results) from None
+        for n in unsure:
+            if values[n] in found:
+                results[n] = Delivered(topic, *found[values[n]])
+
+    def _send(self, topic: str, values: list[bytes], timeout: float) -> tuple[list[Any], Any]:
+        """``([RecordMetadata or None for each value], the first error or None)``: None
+        for a message whose send failed or did not finish in time."""
+        from kafka.errors import KafkaError, KafkaTimeoutError
+
+        futures: list[Any] = [None] * len(values)
+        errors: list[Exception] = []
+        try:
+            if self.producer is None:
+                self.producer = self._make()
+            for n, value in enumerate(values):
+                try:
+                    futures[n] = self.producer.send(topic, value)
+                except KafkaError as exc:      # this one only (e.g. too large)
+                    errors.append(exc)
             self.producer.flush(timeout=timeout)
-            for future in futures:          # all done after the flush
-                if future.failed():
-                    raise future.exception
-            return [future.value for future in futures]
-        except KafkaError:
+        except (KafkaError, ServerUnreachable) as exc:
+            errors.append(exc)
+        sent: list[Any] = [None] * len(values)
+        for n, future in enumerate(futures):
+            if future is None:
+                continue
+            if not future.is_done:
+                errors.append(KafkaTimeoutError(f"no answer within {timeout} s"))
+            elif future.failed():
+                errors.append(future.exception)
+            else:
+                sent[n] = future.value
+        if errors and self.producer is not None:
             self.producer.close(timeout=0)
             self.producer = None
-            raise
-
-    def _look_once(self, topic: str, wanted: set[bytes], timeout: float,
-                   error: Exception) -> dict[bytes, tuple[int, int]]:
-        """After a delivery timed out: where those of ``wanted`` the broker stored are;
-        ``error`` raised again if the topic cannot be read (the broker is gone, and the
-        caller learns it within about twice its timeout)."""
-        from kafka.errors import KafkaError
-
-        logger.warning("%d messages to %s not confirmed (%s): looking for them on the "
-                       "topic", len(wanted), topic, error)
-        try:
-            return self._find(topic, wanted, timeout)
-        except (KafkaError, ServerUnreachable):
-            raise error from None
+        return sent, errors[0] if errors else None
 
     def _find_by(self, topic: str, wanted: set[bytes], timeout: float,
                  deadline: float) -> dict[bytes, tuple[int, int]]:

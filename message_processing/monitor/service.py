@@ -13,6 +13,7 @@ import socket
 import threading
 import time
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any
 
 from redis import RedisError
@@ -25,9 +26,8 @@ from master.registry import Heartbeats, JobRegistry
 from message_processing.firehose import FirehoseResender
 from message_processing.plugins import load_plugins, route_table
 from message_processing.replies import encode, reply_to
-from message_processing.requests import Message
 from message_processing.worklist import Entry, WorkList
-from settings.clients import RedisClient, stop_zookeeper
+from settings.clients import DeliveryFailed, RedisClient, stop_zookeeper
 from settings.errors import ServerUnreachable
 from settings.loader import Settings
 from settings.process import stop_on_signals
@@ -92,6 +92,17 @@ class Context:
             stop_zookeeper(self._zookeeper)
         if self._mongo is not None:
             self._mongo.close()
+
+
+@dataclass
+class Answer:
+    """One claimed work-list entry, answered."""
+
+    member: str                 # the entry as stored
+    entry: Entry
+    reply: bytes | None         # encoded; None: nothing to send
+    plugin: str | None          # the plugin that answered; None when it failed
+    kept: bool = False          # kept from a delivery that failed: look for it first
 
 
 class Monitor:
@@ -162,32 +173,55 @@ class Monitor:
         claimed = self.context.worklist.claim(limit)
         if not claimed:
             return 0
-        answers = [(member, *self.answer(entry)) for member, entry in claimed]
-        # Entries leave the work list only once their replies are on Kafka; if this
-        # raises they are answered again when the claim runs out.
-        self.producer.deliver(self.replies_topic,
-                              [encode(reply) for _, reply, _ in answers if reply is not None])
-        pipe = self.redis.pipeline(transaction=False)
-        for member, _, plugin_name in answers:
-            pipe.zrem(self.context.keys.monitor_work(), member)
-            self._count(plugin_name, pipe)
-        pipe.execute()
+        answers = [self.answer(member, entry) for member, entry in claimed]
+        # Entries leave the work list only once their replies are on Kafka. A reply whose
+        # delivery failed unsure is kept in its entry and looked for before it is sent
+        # again: answered anew, it would differ and be answered twice.
+        replied = [answer for answer in answers if answer.reply is not None]
+        try:
+            values = [answer.reply for answer in replied if answer.reply is not None]
+            self.producer.deliver(self.replies_topic, values,
+                                  unsure=[n for n, answer in enumerate(replied) if answer.kept])
+        except DeliveryFailed as exc:
+            for n in exc.unsure():
+                answer = replied[n]
+                self.context.worklist.keep_reply(answer.member, answer.entry,
+                                                 answer.reply or b"", answer.plugin)
+            self._done([replied[n] for n in exc.stored()]
+                       + [answer for answer in answers if answer.reply is None])
+            raise
+        self._done(answers)
         return len(answers)
 
-    def answer(self, entry: Entry) -> tuple[Message | None, str | None]:
-        """``(reply or None, plugin name or None when it failed)``."""
+    def _done(self, answers: list["Answer"]) -> None:
+        """Remove the answered entries from the work list and count them."""
+        pipe = self.redis.pipeline(transaction=False)
+        for answer in answers:
+            pipe.zrem(self.context.keys.monitor_work(), answer.member)
+            self._count(answer.plugin, pipe)
+        pipe.execute()
+
+    def answer(self, member: str, entry: Entry) -> "Answer":
+        """The entry's reply (None if there is none to send) and the plugin that made it
+        (None when it failed); a reply kept from a delivery that failed as it was."""
+        if "reply" in entry:
+            return Answer(member, entry, entry["reply"].encode("utf-8"), entry.get("plugin"),
+                          kept=True)
         plugin = self.routes.get(str(entry.get("kind")))
         request = entry.get("request") or {}
         if plugin is None:
             logger.error("no monitor plugin for %r (entry %s)", entry.get("kind"), entry.get("id"))
-            return reply_to(request, status="error", error=f"no monitor plugin handles "
-                            f"{entry.get('kind')!r} requests"), None
+            reply = reply_to(request, status="error", error=f"no monitor plugin handles "
+                             f"{entry.get('kind')!r} requests")
+            return Answer(member, entry, encode(reply), None)
         try:
-            return plugin.answer(entry), plugin.name
+            answered = plugin.answer(entry)
         except Exception as exc:
             logger.exception("%s failed on %s", plugin.name, entry.get("id"))
-            return reply_to(request, status="error",
-                            error=f"{plugin.name} failed: {type(exc).__name__}: {exc}"), None
+            reply = reply_to(request, status="error",
+                             error=f"{plugin.name} failed: {type(exc).__name__}: {exc}")
+            return Answer(member, entry, encode(reply), None)
+        return Answer(member, entry, None if answered is None else encode(answered), plugin.name)
 
     def _count(self, plugin_name: str | None, pipe: Any) -> None:
         self.context.window_counts(f"{ROLE}:total").increment(1, pipe=pipe)

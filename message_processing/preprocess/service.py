@@ -45,7 +45,7 @@ from message_processing.plugins import load_plugins, route_table
 from message_processing.replies import encode, error_reply
 from message_processing.requests import Message, RequestError, decode, route, validate
 from message_processing.worklist import WorkList
-from settings.clients import RedisClient
+from settings.clients import DeliveryFailed, RedisClient
 from settings.loader import Settings
 from settings.process import exit_within
 
@@ -128,6 +128,9 @@ class Preprocess:
         self.instance = instance or f"{socket.gethostname()}:{os.getpid()}"
         self.heartbeats = Heartbeats.from_settings(redis, settings)
         self.topic_ids: dict[str, str] = {}    # topic -> its id on the broker
+        # outbox -> replies to look for on the topic before sending them: those a failed
+        # delivery left unsure, and those an earlier process left there
+        self.unsure_replies: dict[str, set[bytes]] = {}
         self.running = True
         self.last_beat = 0.0
 
@@ -277,6 +280,10 @@ class Preprocess:
         """Store the partition's new messages (steps 2 and 3); return the ``Handled`` ones
         that were new."""
         handled = [self.handle(record) for record in records]
+        outbox = self.keys.intake_outbox(partition.topic, partition.partition)
+        if outbox not in self.unsure_replies:       # what an earlier process left
+            self.unsure_replies[outbox] = {reply.encode("utf-8")
+                                           for reply in self.redis.lrange(outbox, 0, -1)}
         fresh = self._store(partition, records, handled, self._topic_id(partition.topic))
         if not fresh and self._topic_id_changed(partition.topic):
             # It all looked applied because the topic was made again (a broker that lost
@@ -381,12 +388,26 @@ class Preprocess:
     # --- step 3 and after ---------------------------------------------------------------------
 
     def send_outbox(self, partition: Any) -> None:
-        """Send the partition's stored replies, then trim those sent."""
+        """Send the partition's stored replies, then trim those sent. Replies a delivery
+        left unsure, and those an earlier process left (``apply``), are looked for on
+        the topic first: sent again, a reply the broker has would answer twice."""
         outbox = self.keys.intake_outbox(partition.topic, partition.partition)
-        replies = self.redis.lrange(outbox, 0, -1)
+        replies = [reply.encode("utf-8") for reply in self.redis.lrange(outbox, 0, -1)]
+        unsure = self.unsure_replies.get(outbox, set())
+        self.unsure_replies[outbox] = set()
         if not replies:
             return
-        self.producer.deliver(self.replies_topic, [reply.encode("utf-8") for reply in replies])
+        try:
+            self.producer.deliver(self.replies_topic, replies, unsure=[
+                n for n, reply in enumerate(replies) if reply in unsure])
+        except DeliveryFailed as exc:
+            # Those stored leave the outbox now; the others are looked for next time.
+            self.unsure_replies[outbox] = {replies[n] for n in exc.unsure()}
+            pipe = self.redis.pipeline(transaction=False)
+            for n in exc.stored():
+                pipe.lrem(outbox, 1, replies[n])
+            pipe.execute()
+            raise
         self.redis.ltrim(outbox, len(replies), -1)
 
     def _add_seen(self, seen: list[tuple[str, str]]) -> None:

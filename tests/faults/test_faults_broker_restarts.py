@@ -148,6 +148,17 @@ def diagnose(settings, confirmed, unanswered, replies):
               f"{requests.places.get(key) or 'nowhere'}", flush=True)
 
 
+def diagnose_twice(settings, twice, replies):
+    """Whether a request answered twice is on the requests topic twice (its sender's
+    delivery) or once (a reply sent twice), and where its replies are."""
+    requests = read_topic(settings, settings["CRAWLCLUSTER_KAFKA_REQUESTS_TOPIC"], twice,
+                          timeout=60)
+    for key in list(twice)[:20]:
+        print(f"  answered twice {key} ({replies.messages[key].get('action')}): on the "
+              f"requests topic at {requests.places.get(key) or 'nowhere'}, replies at "
+              f"{replies.places[key]}", flush=True)
+
+
 @pytest.mark.timeout(900)
 def test_broker_restarts_30_times_with_requests_flowing(test_settings, private_kafka,  # noqa: F811
                                                          zookeeper, redis, mongo_db, site,
@@ -185,6 +196,8 @@ def test_broker_restarts_30_times_with_requests_flowing(test_settings, private_k
         if unanswered:
             diagnose(cluster.settings, sender.confirmed, unanswered, replies)
         assert unanswered == [], unanswered[:5]
+        if twice:
+            diagnose_twice(cluster.settings, twice, replies)
         # A delivery that timed out after the broker stored it is looked for, not sent
         # again (seen under load: 4-6 of ~1,050 answered twice before).
         assert twice == {}, f"{len(twice)} of {len(sender.confirmed)} answered twice"

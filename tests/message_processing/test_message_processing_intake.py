@@ -15,7 +15,7 @@ from master.counters import WindowCounts
 from master.crawls import CrawlStore
 from master.frontier import Frontier
 from master.keys import Keys
-from settings.clients import kafka_consumer, kafka_producer
+from settings.clients import DeliveryFailed, kafka_consumer, kafka_producer
 from tests.message_processing.samples import MALFORMED, MAX_BYTES, crawl, valid
 
 
@@ -403,3 +403,40 @@ def test_schedule_requests_and_two_masters_fire_each_run_once(frontier_redis,
     after = [crawlid for crawlid in frontier_redis.zrange(keys.crawls(), 0, -1)
              if crawlid.startswith("tick-")]
     assert len(after) <= len(runs) + 1           # at most one run was on its way at the pause
+
+
+def test_a_monitor_whose_delivery_failed_answers_again_only_what_the_broker_lacks(
+        redis, test_settings):
+    """The broker stored two of five replies and went away: those two entries leave the
+    work list; the other three keep their replies, which are looked for on the topic
+    before they are sent again (answered anew, they would differ)."""
+    from message_processing.monitor.service import Monitor
+    from message_processing.worklist import WorkList
+    from tests.message_processing.test_message_processing_preprocess import StoresTheFirst
+
+    keys = Keys.from_settings(test_settings)
+    worklist = WorkList(redis, keys)
+    for n in range(5):
+        request = {"type": "stats", "userid": "u", "uuid": f"s{n}", "stats": "queue"}
+        worklist.add({"id": f"s{n}", "kind": "stats", "format": "thesis", "request": request})
+    producer = StoresTheFirst(2)
+    monitor = Monitor(test_settings, redis, producer)
+    try:
+        with pytest.raises(DeliveryFailed):
+            monitor.run_once()
+    finally:
+        monitor.close()
+    left = [json.loads(member)["id"] for member in redis.zrange(keys.monitor_work(), 0, -1)]
+    stored = [json.loads(reply)["uuid"] for reply in producer.delivered]
+    assert len(left) == 3 and not set(left) & set(stored)
+    [(first, _)] = producer.asked
+
+    producer = StoresTheFirst(None)
+    monitor = Monitor(test_settings, redis, producer)
+    try:
+        assert monitor.run_once() == 3
+    finally:
+        monitor.close()
+    [(again, unsure)] = producer.asked
+    assert again == first[2:] and unsure == [0, 1, 2]      # the same bytes, looked for first
+    assert redis.zcard(keys.monitor_work()) == 0

@@ -81,3 +81,68 @@ def test_staged_shard_writes_survive_a_crash_and_apply_once(frontier_redis, fron
     assert frontier.pool_count() == 13
     pending = CrawlStore(redis, preprocess.keys).pending_totals([f"c{n}" for n in range(13)])
     assert set(pending.values()) == {1}                            # counted once each
+
+
+class StoresTheFirst:
+    """A producer whose delivery stores the first ``n`` replies and fails the rest (the
+    broker went away mid-batch)."""
+
+    def __init__(self, n):
+        self.n = n
+        self.delivered = []
+        self.asked = []                  # (values, unsure) of each call
+
+    def deliver(self, topic, values, unsure=()):
+        from settings.clients import DeliveryFailed
+
+        self.asked.append((list(values), list(unsure)))
+        if self.n is None:               # stores every one
+            self.delivered += values
+            return [object()] * len(values)
+        self.delivered += values[:self.n]
+        raise DeliveryFailed("the broker went away", [object()] * self.n
+                             + [None] * (len(values) - self.n))
+
+    def close(self):
+        pass
+
+
+def test_replies_stored_before_a_failed_delivery_leave_the_outbox(frontier_redis,
+                                                                   frontier_settings,
+                                                                   partition_of_13):
+    """Sent again, a reply the broker already has would answer a request twice."""
+    from settings.clients import DeliveryFailed
+
+    redis = frontier_redis
+    partition, consumer = partition_of_13
+    producer = StoresTheFirst(4)
+    preprocess = Preprocess(frontier_settings, redis, consumer=consumer, producer=producer)
+    preprocess.apply(partition, records(partition.topic, 0, 9))
+    outbox = preprocess.keys.intake_outbox(partition.topic, 0)
+    with pytest.raises(DeliveryFailed):
+        preprocess.send_outbox(partition)
+    left = [reply.encode() for reply in redis.lrange(outbox, 0, -1)]
+    assert len(left) == 6 and not set(left) & set(producer.delivered)
+
+    producer.n = None                    # the broker is back: the six are looked for first
+    preprocess.send_outbox(partition)
+    assert producer.asked[-1] == (left, list(range(6))) and redis.llen(outbox) == 0
+
+
+def test_replies_an_earlier_process_left_are_looked_for_before_they_are_sent(
+        frontier_redis, frontier_settings, partition_of_13):
+    """Killed between sending its replies and trimming them: the next process looks for
+    what it finds in the outbox; the replies of its own first batch it just sends."""
+    redis = frontier_redis
+    partition, consumer = partition_of_13
+    Preprocess(frontier_settings, redis, consumer=consumer, producer=None).apply(
+        partition, records(partition.topic, 0, 4))                   # then "killed"
+    producer = StoresTheFirst(None)
+    preprocess = Preprocess(frontier_settings, redis, consumer=consumer, producer=producer)
+    outbox = preprocess.keys.intake_outbox(partition.topic, 0)
+    left = [reply.encode() for reply in redis.lrange(outbox, 0, -1)]
+    preprocess.apply(partition, records(partition.topic, 5, 7))
+    preprocess.send_outbox(partition)
+    [(values, unsure)] = producer.asked
+    assert len(left) == 5 and len(values) == 8 and unsure == list(range(5))
+    assert values[:5] == left

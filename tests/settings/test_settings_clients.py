@@ -150,9 +150,10 @@ class AckWithoutOffset:
         return self.first(topic, values, timeout)
 
     def first(self, topic, values, timeout):
-        sent = self.real(topic, values, timeout) if self.stored else \
+        sent, error = self.real(topic, values, timeout) if self.stored else \
             self.real(topic, [b"something else"] * len(values), timeout)
-        return [metadata._replace(offset=-1) for metadata in sent]
+        assert error is None
+        return [metadata._replace(offset=-1) for metadata in sent], None
 
 
 def topic_values(settings, topic):
@@ -176,7 +177,7 @@ def topic_values(settings, topic):
 
 
 class FailAfterSend(AckWithoutOffset):
-    """A ``_send`` whose first call raises a KafkaTimeoutError, as a flush that timed out
+    """A ``_send`` whose first call ends in a KafkaTimeoutError, as a flush that timed out
     does, with the messages stored (``stored=True``) or not."""
 
     def first(self, topic, values, timeout):
@@ -184,12 +185,25 @@ class FailAfterSend(AckWithoutOffset):
 
         if self.stored:
             self.real(topic, values, timeout)
-        raise KafkaTimeoutError("flush timed out")
+        return [None] * len(values), KafkaTimeoutError("flush timed out")
+
+
+class PartlyFailed(AckWithoutOffset):
+    """A first ``_send`` whose first two messages are confirmed and whose others fail
+    with a connection error, stored (``stored=True``) or not: a broker that stopped
+    between two requests of one batch."""
+
+    def first(self, topic, values, timeout):
+        from kafka.errors import KafkaConnectionError
+
+        sent, error = self.real(topic, values if self.stored else values[:2], timeout)
+        assert error is None
+        return sent[:2] + [None] * (len(values) - 2), KafkaConnectionError("socket disconnected")
 
 
 @pytest.mark.parametrize("stored", [True, False], ids=["stored", "lost"])
-@pytest.mark.parametrize("first_send", [AckWithoutOffset, FailAfterSend],
-                         ids=["acknowledged-without-offset", "timed-out"])
+@pytest.mark.parametrize("first_send", [AckWithoutOffset, FailAfterSend, PartlyFailed],
+                         ids=["acknowledged-without-offset", "timed-out", "partly-failed"])
 def test_a_message_not_confirmed_is_on_the_topic_once(test_settings, kafka_topics, stored,
                                                        first_send):
     """Looked for on the topic: found, it is not sent again; lost, it is."""
@@ -207,3 +221,20 @@ def test_a_message_not_confirmed_is_on_the_topic_once(test_settings, kafka_topic
     assert all(metadata.offset >= 0 and metadata.topic == topic for metadata in sent)
     on_topic = topic_values(test_settings, topic)
     assert sorted(value for value in on_topic if value.startswith(b"message")) == values
+
+
+def test_a_message_refused_for_good_fails_the_delivery_naming_those_stored(test_settings,
+                                                                           kafka_topics):
+    """A message too large is not sent again and again; the caller learns which of the
+    batch the broker has (a role takes those out of what it sends again)."""
+    from settings.clients import DeliveringProducer, DeliveryFailed
+
+    topic = kafka_topics[0]
+    producer = DeliveringProducer(test_settings, "test")
+    try:
+        with pytest.raises(DeliveryFailed, match="refused") as failed:
+            producer.deliver(topic, [b"small one", b"x" * 2_000_000, b"small two"])
+    finally:
+        producer.close()
+    assert failed.value.stored() == [0, 2]
+    assert sorted(topic_values(test_settings, topic)) == [b"small one", b"small two"]
