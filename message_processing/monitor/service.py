@@ -3,8 +3,9 @@
 An entry is removed only after its reply is on the replies topic, so a monitor
 killed in between leaves it to be claimed again when its lease runs out (the
 plugins are idempotent: a stop purges nothing the second time, a config write
-sets the same value). Several monitors share the list safely: a claim is one
-Lua call.
+sets the same value). A reply whose delivery failed without the broker saying
+whether it has it is kept in its entry and looked for on the topic before it is
+sent again. Several monitors share the list safely: a claim is one Lua call.
 """
 
 import logging
