@@ -295,12 +295,20 @@ class DeliveringProducer:
         for and sent again (a broker that restarts) until ``give_up_after`` seconds have
         passed (four times ``timeout`` unless given), then ``DeliveryFailed`` is raised
         naming the messages stored. The messages ``unsure`` names (indexes: of an
-        earlier delivery that failed so) are looked for before anything is sent."""
+        earlier delivery that failed so) are looked for before anything is sent, and
+        sent again if the topic cannot be read that long."""
         timeout = timeout or self.timeout
-        deadline = time.monotonic() + (give_up_after or 4 * timeout)
+        budget = give_up_after or 4 * timeout
         results: list[Any] = [None] * len(values)
         if unsure:
-            self._look(topic, values, sorted(unsure), results, timeout, deadline)
+            try:
+                self._look(topic, values, sorted(unsure), results, timeout,
+                           time.monotonic() + budget)
+            except DeliveryFailed as exc:
+                # Never stall for good on a topic too slow to read back: a message sent
+                # twice is answered twice, one never sent is lost.
+                logger.warning("%s: sending them again (some may be there twice)", exc)
+        deadline = time.monotonic() + budget
         pending = [n for n in range(len(values)) if results[n] is None]
         while pending:
             sent, error = self._send(topic, [values[n] for n in pending], timeout)

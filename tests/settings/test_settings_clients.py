@@ -238,3 +238,24 @@ def test_a_message_refused_for_good_fails_the_delivery_naming_those_stored(test_
         producer.close()
     assert failed.value.stored() == [0, 2]
     assert sorted(topic_values(test_settings, topic)) == [b"small one", b"small two"]
+
+
+def test_a_message_that_cannot_be_looked_for_is_sent_all_the_same(test_settings, kafka_topics):
+    """Unsure after an earlier failed delivery, and the topic too slow to read back: it is
+    sent once the look gives up (twice on the topic, perhaps, but never lost)."""
+    from kafka.errors import KafkaTimeoutError
+
+    from settings.clients import DeliveringProducer
+
+    def unreadable(topic, wanted, timeout):
+        raise KafkaTimeoutError(f"could not read {topic} back in {timeout} s")
+
+    topic = kafka_topics[0]
+    producer = DeliveringProducer(test_settings, "test")
+    producer._find = unreadable
+    try:
+        [sent] = producer.deliver(topic, [b"unsure one"], timeout=1.0, give_up_after=2.0,
+                                  unsure=[0])
+    finally:
+        producer.close()
+    assert sent.offset >= 0 and topic_values(test_settings, topic) == [b"unsure one"]
