@@ -1,6 +1,7 @@
 """Crawl benchmark: crawlcluster's spiders against vanilla Scrapy and scrapy-redis.
 
   python bench/crawl.py [--pages-per-host N] [--rounds N] [--shapes small real]
+                        [--runs scrapy_redis ours_1 ...]
 
 Two generated 4-host sites served by nginx: ``small`` (4,404 small pages, 20 related
 links a detail page, detail pages not followed) and ``real`` (1,104 pages whose detail
@@ -32,7 +33,9 @@ CrawlSpider with trafilatura, ``lean_cpu_vs_not_lean``), the pages/s and Redis f
 of the small shape as before (``vs_scrapy`` over the same-logic peer, ``vs_scrapy_redis``,
 ``two_proc_scaling``, ``redis_cpu_vs_scrapy_redis``, ``firehose_cost``: pages/s with the
 firehose on over off, and ``firehose_cpu_cost``, the same for CPU per page), and every
-figure of both shapes under ``shapes``.
+figure of both shapes under ``shapes``. ``--runs`` keeps only the runs named (e.g.
+``--runs scrapy_redis ours_1`` for the Redis figures alone); a ratio whose two runs did
+not both run is null.
 """
 
 import argparse
@@ -200,6 +203,11 @@ def delete_topic(settings, topic):
         admin.close()
 
 
+# Every run of a round, in order (--runs picks some).
+RUNS = ("vanilla_crawl", "vanilla_crawl_trafilatura", "vanilla", "scrapy_redis", "ours_1",
+        "ours_1_firehose", "ours_1_plain", "ours_1_plain_not_lean", "ours_2")
+
+
 def round_runs(settings, manifest, rule, work, number):
     """``(key, label, run)`` for each crawl of one round."""
     rule_file = work / f"rule-{number}.json"
@@ -240,10 +248,19 @@ def round_runs(settings, manifest, rule, work, number):
 
 
 def median_ratio(rounds, top, bottom, figure="pages_per_s"):
+    """The median over the rounds of ``top``'s figure over ``bottom``'s; None unless both
+    ran (``--runs``)."""
+    if top not in rounds[0] or bottom not in rounds[0]:
+        return None
     return statistics.median(r[top][figure] / r[bottom][figure] for r in rounds)
 
 
-def run_shape(settings, shape, per_host, rounds_wanted, work, mongodb_pid):
+def figure_of(summary, run, figure):
+    """A run's median figure in a shape's summary; None if it did not run."""
+    return summary["runs"].get(run, {}).get(figure)
+
+
+def run_shape(settings, shape, per_host, rounds_wanted, work, mongodb_pid, runs_wanted=RUNS):
     """Every round of one site shape: ``(pages, [{run key: figures}])``."""
     make_spec, rule = SHAPES[shape]
     spec = make_spec(free_port(DEFAULT_HOSTS), per_host)
@@ -261,6 +278,8 @@ def run_shape(settings, shape, per_host, rounds_wanted, work, mongodb_pid):
             print(f"round {number} (this machine runs two CPU-bound processes at "
                   f"{results['machine_scaling']:.2f}x one)", flush=True)
             for key, label, run in round_runs(settings, manifest, rule, work, number):
+                if key not in runs_wanted:
+                    continue
                 since = len(site.access_log())
                 started, mongodb = time.monotonic(), process_cpu_seconds(mongodb_pid)
                 redis_work = RedisWork(client).start()
@@ -281,8 +300,8 @@ def shape_summary(pages, rounds):
     return {
         "pages": pages,
         "runs": medians,
-        "cpu_ms_per_page": medians["ours_1_plain"]["cpu_ms"],
-        "vanilla_cpu_ms_per_page": medians["vanilla_crawl"]["cpu_ms"],
+        "cpu_ms_per_page": medians.get("ours_1_plain", {}).get("cpu_ms"),
+        "vanilla_cpu_ms_per_page": medians.get("vanilla_crawl", {}).get("cpu_ms"),
         "cpu_vs_vanilla": median_ratio(rounds, "ours_1_plain", "vanilla_crawl", "cpu_ms"),
         "cpu_vs_vanilla_trafilatura": median_ratio(rounds, "ours_1", "vanilla_crawl_trafilatura",
                                                    "cpu_ms"),
@@ -307,6 +326,8 @@ def main():
                              "shape)")
     parser.add_argument("--rounds", type=int, default=3, help="interleaved rounds")
     parser.add_argument("--shapes", nargs="+", choices=sorted(SHAPES), default=["small", "real"])
+    parser.add_argument("--runs", nargs="+", choices=RUNS, default=list(RUNS),
+                        help="only these runs (a ratio whose runs did not both run is null)")
     args = parser.parse_args()
     require_peers("scrapy_redis", "trafilatura")
     settings = bench_settings(("redis", "zookeeper", "mongodb", "kafka"))
@@ -319,7 +340,7 @@ def main():
     shapes = {}
     for shape in args.shapes:
         shapes[shape] = shape_summary(*run_shape(settings, shape, args.pages_per_host,
-                                                 args.rounds, work, mongodb_pid))
+                                                 args.rounds, work, mongodb_pid, args.runs))
         print(f"{shape}: " + ", ".join(f"{name} {value:.2f}" for name, value
                                       in shapes[shape].items()
                                       if isinstance(value, float)), flush=True)
@@ -332,17 +353,19 @@ def main():
         "cpu_vs_vanilla": headline["cpu_vs_vanilla"],
         "cpu_vs_vanilla_trafilatura": headline["cpu_vs_vanilla_trafilatura"],
         "lean_cpu_vs_not_lean": headline["lean_cpu_vs_not_lean"],
-        "pages_per_s": pages_shape["runs"]["ours_1"]["pages_per_s"],
-        "pages_per_s_two_procs": pages_shape["runs"]["ours_2"]["pages_per_s"],
+        "pages_per_s": figure_of(pages_shape, "ours_1", "pages_per_s"),
+        "pages_per_s_two_procs": figure_of(pages_shape, "ours_2", "pages_per_s"),
         "vs_scrapy": pages_shape["vs_scrapy"],
         "vs_scrapy_redis": pages_shape["vs_scrapy_redis"],
         "two_proc_scaling": pages_shape["two_proc_scaling"],
         "firehose_cost": pages_shape["firehose_cost"],
         "firehose_cpu_cost": pages_shape["firehose_cpu_cost"],
-        "redis_cpu_us_per_page": pages_shape["runs"]["ours_1"]["redis_cpu"],
-        "scrapy_redis_redis_cpu_us_per_page": pages_shape["runs"]["scrapy_redis"]["redis_cpu"],
-        "redis_cmds_per_page": pages_shape["runs"]["ours_1"]["redis_cmds"],
-        "scrapy_redis_redis_cmds_per_page": pages_shape["runs"]["scrapy_redis"]["redis_cmds"],
+        "redis_cpu_us_per_page": figure_of(pages_shape, "ours_1", "redis_cpu"),
+        "scrapy_redis_redis_cpu_us_per_page": figure_of(pages_shape, "scrapy_redis",
+                                                        "redis_cpu"),
+        "redis_cmds_per_page": figure_of(pages_shape, "ours_1", "redis_cmds"),
+        "scrapy_redis_redis_cmds_per_page": figure_of(pages_shape, "scrapy_redis",
+                                                      "redis_cmds"),
         "redis_cpu_vs_scrapy_redis": pages_shape["redis_cpu_vs_scrapy_redis"],
         "machine_two_proc_scaling": pages_shape["machine_two_proc_scaling"],
         "rounds": args.rounds,

@@ -42,6 +42,9 @@ logger = logging.getLogger(__name__)
 
 ROLE = "crawler"
 COUNTED_STATUSES = (200, 301, 302, 303, 403, 404, 500)     # thesis table 4-8, and 302
+# Seconds between two sends of a job's counts (statuses, links, pages done): a round's
+# few pages each tick would cost Redis more in counter scripts than in the pages' work.
+COUNTS_EVERY = 1.0
 VALIDATORS = ("ETag", "Last-Modified")    # what a server says of a page for next time
 REMEMBERED_OUTCOMES = 10_000    # reported outcomes a job keeps, to tell again after a failover
 
@@ -176,6 +179,8 @@ class TaskTracker:
         self.progress: dict[str, Counter[str]] = {}
         self.links: dict[str, Counter[str]] = {}   # crawlid -> link counts not yet reported
         self.throttled: Counter[str] = Counter()   # domain -> takes the throttle refused
+        self.done_uncounted = 0                    # pages done not yet in the WRR counter
+        self.counted_at = 0.0                      # when the counts were last sent
         self.done_count = 0
         # member -> (outcome, reason) of the last tasks reported: told again if a failover
         # lost the report (``reconcile``)
@@ -219,44 +224,73 @@ class TaskTracker:
         if count:
             self.links.setdefault(crawlid, Counter())[field] += count
 
-    def report(self) -> int:
-        """Send outcomes and status counts in one round trip; return how many were done."""
-        if not self.outcomes and not self.statuses and not self.links and not self.throttled:
+    def report(self, force: bool = False) -> int:
+        """Send outcomes and link counts in one round trip, with the other counts
+        (statuses, throttle refusals, pages done) once every ``COUNTS_EVERY`` seconds or
+        when ``force``d; return how many outcomes were done."""
+        counts_due = force or time.monotonic() - self.counted_at >= COUNTS_EVERY
+        if not self.outcomes and not self.links and not (counts_due and self._counts_pending()):
             return 0
         outcomes, self.outcomes = self.outcomes, []
-        statuses, self.statuses = self.statuses, Counter()
         links, self.links = self.links, {}
-        throttled, self.throttled = self.throttled, Counter()
-        context = self.context
-        pipe = context.redis.pipeline(transaction=False)
+        done = sum(1 for _, outcome, _ in outcomes if outcome == "done")
+        pipe = self.context.redis.pipeline(transaction=False)
         for crawlid, counts in links.items():
             for field, count in counts.items():
-                pipe.hincrby(context.keys.crawl_links(crawlid), field, count)
-        if throttled:
-            key = context.keys.throttle_refusals()
-            for domain, count in throttled.items():
-                pipe.zincrby(key, count, domain)
-            pipe.zincrby(key, sum(throttled.values()), TOTAL)
-        codes = context.frontier.finish_many(outcomes, pipe=pipe) if outcomes else None
-        for status, count in statuses.items():
-            for name in (f"spider:{context.spider_type}:{status}",
-                         f"machine:{context.host}:{status}"):
-                WindowCounts(context.redis, context.keys.window_counts(name),
-                             scripts=context.scripts).increment(count, pipe=pipe)
-        done = sum(1 for _, outcome, _ in outcomes if outcome == "done")
-        if done:
-            context.registry.count_done(context.job, done, pipe=pipe)
+                pipe.hincrby(self.context.keys.crawl_links(crawlid), field, count)
+        codes = self.context.frontier.finish_many(outcomes, pipe=pipe) if outcomes else None
+        counted = self._queue_counts(pipe, done) if counts_due else None
         try:
             results = pipe.execute()
         except Exception:
             # Reported again next round: a lease finished twice is counted once.
             self.outcomes = outcomes + self.outcomes
+            for crawlid, counts in links.items():
+                self.links.setdefault(crawlid, Counter()).update(counts)
+            if counted is not None:
+                self._restore_counts(*counted)
             raise
+        if counted is None:
+            self.done_uncounted += done
         if outcomes:
             self._count_progress(outcomes, codes(results))  # type: ignore[misc]  # set if outcomes
             self._remember(outcomes)
         self.done_count += done
         return done
+
+    def _counts_pending(self) -> bool:
+        return bool(self.statuses or self.throttled or self.done_uncounted)
+
+    def _queue_counts(self, pipe: Any, done_now: int) -> tuple[Counter[int | str],
+                                                               Counter[str], int]:
+        """Queue the counts not yet sent, with ``done_now`` pages done by this report, on
+        ``pipe`` and clear them; return them without ``done_now`` (put back if the
+        pipeline fails: the outcomes are reported again)."""
+        statuses, self.statuses = self.statuses, Counter()
+        throttled, self.throttled = self.throttled, Counter()
+        earlier, self.done_uncounted = self.done_uncounted, 0
+        done = earlier + done_now
+        self.counted_at = time.monotonic()
+        context = self.context
+        if throttled:
+            key = context.keys.throttle_refusals()
+            for domain, count in throttled.items():
+                pipe.zincrby(key, count, domain)
+            pipe.zincrby(key, sum(throttled.values()), TOTAL)
+        for status, count in statuses.items():
+            for name in (f"spider:{context.spider_type}:{status}",
+                         f"machine:{context.host}:{status}"):
+                WindowCounts(context.redis, context.keys.window_counts(name),
+                             scripts=context.scripts).increment(count, pipe=pipe)
+        if done:
+            context.registry.count_done(context.job, done, pipe=pipe)
+        return statuses, throttled, earlier
+
+    def _restore_counts(self, statuses: Counter[int | str], throttled: Counter[str],
+                        done: int) -> None:
+        self.statuses.update(statuses)
+        self.throttled.update(throttled)
+        self.done_uncounted += done
 
     def _remember(self, outcomes: list[Outcome]) -> None:
         for member, outcome, reason in outcomes:

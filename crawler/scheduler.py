@@ -160,7 +160,7 @@ class ClusterScheduler:
             tracker.fail(request.meta["crawlcluster"]["member"], "release", "job closing")
         for member in list(tracker.open):
             tracker.fail(member, "release", "job closing")
-        tracker.report()
+        tracker.report(force=True)
         requeued = self.context.registry.deregister(self.context.job)
         logger.info("job %s closed (%s): %d tasks done, %d queued tasks back to the pools",
                     self.context.job, reason, tracker.done_count,

@@ -63,6 +63,10 @@ CHORES_EVERY = 10.0
 # Redis two ticks a second instead of twenty, and new work waits at most that long.
 IDLE_AFTER = 1.0
 IDLE_PAUSE_MAX = 0.5
+# Seconds a tick reuses the jobs' weights while the live jobs stay the same: a weight is
+# pages done over minutes, and reading it twenty times a second cost Redis a script call
+# per job and tick for nothing.
+WEIGHTS_EVERY = 1.0
 
 
 def instance_id() -> str:
@@ -107,6 +111,8 @@ class Dispatcher:
         self.schedules: Schedules | None = None
         self.submit_crawl: Callable[[CrawlConfig], None] | None = None
         self._weights_published: dict[str, int] = {}
+        self._weights: dict[str, int] = {}              # the last read, and when
+        self._weights_read_at = -math.inf
         # beats the role's heartbeat, and the loop's watchdog (main sets them)
         self.heartbeat: Callable[[], None] | None = None
         self.watchdog: Watchdog | None = None
@@ -172,7 +178,7 @@ class Dispatcher:
         jobs = self.registry.live_jobs()
         if not jobs or not self.leases.held:
             return 0
-        weights = self.weights(jobs)
+        weights = self._current_weights(jobs)
         allowance = self._allowance(weights)
         by_type: dict[str, dict[str, int]] = {}
         for job, info in jobs.items():
@@ -187,6 +193,14 @@ class Dispatcher:
             moved += self._dispatch(spider_type, by_type[spider_type], share)
         self._record(moved, weights)
         return moved
+
+    def _current_weights(self, jobs: dict[str, JobInfo]) -> dict[str, int]:
+        """``weights(jobs)``, read again once ``WEIGHTS_EVERY`` s old or when the live
+        jobs changed."""
+        now = self.clock()
+        if set(jobs) != set(self._weights) or now - self._weights_read_at >= WEIGHTS_EVERY:
+            self._weights, self._weights_read_at = self.weights(jobs), now
+        return self._weights
 
     def _record(self, moved: int, weights: dict[str, int]) -> None:
         """Count the tick's moves (the pacing's window, and per job for the exporter);

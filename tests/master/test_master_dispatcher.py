@@ -58,6 +58,24 @@ def test_dispatch_follows_measured_speeds(redis, parts):
     assert counts["b"] == pytest.approx(moved / 6, abs=2)
 
 
+def test_ticks_read_the_weights_once_a_second_or_when_the_jobs_change(redis, parts):
+    clock, registry, dispatcher = parts.clock, parts.registry, parts.dispatcher
+    registry.register("a", "universal", "a", "10.0.0.1")
+    reads = []
+    weights = dispatcher.weights
+    dispatcher.weights = lambda jobs: reads.append(sorted(jobs)) or weights(jobs)
+    for _ in range(10):
+        dispatcher.tick()
+        clock.now += 0.05
+    assert reads == [["a"]]                             # ten ticks in half a second
+    registry.register("b", "universal", "b", "10.0.0.2")
+    dispatcher.tick()
+    assert reads[-1] == ["a", "b"]                      # a new job: read again at once
+    clock.now += 1.0
+    dispatcher.tick()
+    assert len(reads) == 3
+
+
 def test_an_idle_dispatcher_ticks_less_often_and_at_once_again_with_work(redis, parts):
     dispatcher, clock = parts.dispatcher, parts.clock
     dispatcher.idle_sleep = dispatcher.pause = 0.05
