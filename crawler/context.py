@@ -42,8 +42,8 @@ logger = logging.getLogger(__name__)
 
 ROLE = "crawler"
 COUNTED_STATUSES = (200, 301, 302, 303, 403, 404, 500)     # thesis table 4-8, and 302
-# Seconds between two sends of a job's counts (statuses, links, pages done): a round's
-# few pages each tick would cost Redis more in counter scripts than in the pages' work.
+# Seconds between two sends of a job's counts (statuses, throttle refusals, pages done):
+# sent every round, a round's few pages would cost Redis three counter scripts more.
 COUNTS_EVERY = 1.0
 VALIDATORS = ("ETag", "Last-Modified")    # what a server says of a page for next time
 REMEMBERED_OUTCOMES = 10_000    # reported outcomes a job keeps, to tell again after a failover
