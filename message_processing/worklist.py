@@ -45,12 +45,16 @@ class WorkList:
         return target.zadd(self.keys.monitor_work(), {member: self.clock() if due is None
                                                      else float(due)})
 
-    def keep_reply(self, member: str, entry: Entry, reply: bytes, plugin: str | None) -> None:
-        """Put ``reply`` in the entry (due now), whose delivery failed with the broker
-        unsure: it is looked for on the replies topic before it is sent again."""
+    def keep_replies(self, kept: list[tuple[str, Entry, bytes, str | None]]) -> None:
+        """For each ``(member, entry, reply, plugin)`` whose delivery failed with the
+        broker unsure, put the reply in the entry (due now), in one transaction: it is
+        looked for on the replies topic before it is sent again."""
+        if not kept:
+            return
         pipe = self.client.pipeline(transaction=True)
-        pipe.zrem(self.keys.monitor_work(), member)
-        self.add(dict(entry, reply=reply.decode("utf-8"), plugin=plugin), pipe=pipe)
+        for member, entry, reply, plugin in kept:
+            pipe.zrem(self.keys.monitor_work(), member)
+            self.add(dict(entry, reply=reply.decode("utf-8"), plugin=plugin), pipe=pipe)
         pipe.execute()
 
     def claim(self, limit: int = 50) -> list[tuple[str, Entry]]:

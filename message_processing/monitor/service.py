@@ -184,10 +184,9 @@ class Monitor:
             self.producer.deliver(self.replies_topic, values,
                                   unsure=[n for n, answer in enumerate(replied) if answer.kept])
         except DeliveryFailed as exc:
-            for n in exc.unsure():
-                answer = replied[n]
-                self.context.worklist.keep_reply(answer.member, answer.entry,
-                                                 answer.reply or b"", answer.plugin)
+            self.context.worklist.keep_replies([
+                (a.member, a.entry, a.reply or b"", a.plugin)
+                for a in (replied[n] for n in exc.unsure())])
             self._done([replied[n] for n in exc.stored()]
                        + [answer for answer in answers if answer.reply is None])
             raise
