@@ -10,10 +10,11 @@ Every ``CRAWLCLUSTER_SCHEDULER_TICK`` seconds one round:
      a link two jobs find new at once is queued once (``Frontier.push_links``);
   2. finished tasks are acknowledged, failed ones reported, in one round trip,
      and counted for the dispatcher's weights;
-  3. while fewer than ``CRAWLCLUSTER_SCHEDULER_READY`` requests are ready, the
+  3. once half or fewer of ``CRAWLCLUSTER_SCHEDULER_READY`` requests are ready, the
      job's domain queues are walked once through the throttled take (one
      round trip, a script call per shard it has queues in) and what it gets is
-     injected into the engine; a job whose queues are all empty takes over half
+     injected into the engine, up to that many ready (a take every round would cost
+     Redis a script call per shard each round for a few tasks each); a job whose queues are all empty takes over half
      of another job's longest queue, and now and then looks for queues of its
      own in every shard;
   4. the job's heartbeat is refreshed.
@@ -279,7 +280,7 @@ class ClusterScheduler:
             tracker = self.context.tracker
             tracker.ready_to_ack(time.monotonic() - self.tick)
             tracker.report()
-            if len(self.ready) < self.ready_size:
+            if len(self.ready) <= self.ready_size // 2:
                 self._take()
             self._heartbeat()
             set_job_tasks(self.context.spider_type, self.context.job, self._tasks_held())

@@ -28,12 +28,12 @@ if TYPE_CHECKING:
     from settings.loader import Settings
 
 # Shards of a frontier unless configured otherwise (settings/defaults.py says why).
-DEFAULT_SHARDS = 1024
+DEFAULT_SHARDS = 64
 # Redis Cluster's hash slots.
 CLUSTER_SLOTS = 16384
 # The largest shard count whose tags are chosen to spread evenly over the slots. Above it
-# chance spreads them well enough, and the default 1024 keeps the tags frontiers were
-# made with before tags were chosen.
+# chance spreads them well enough, and 1024 (the default until 2026-11-26) keeps the
+# tags frontiers were made with before tags were chosen.
 SPREAD_TAGS_UP_TO = 512
 
 

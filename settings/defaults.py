@@ -103,10 +103,11 @@ CRAWLCLUSTER_BLOOM_BLOCK_BITS = 1 << 30
 # Shards of the frontier: a domain's keys share its shard's Redis Cluster hash tag, so a
 # cluster spreads the frontier over its masters. Fixed once the frontier exists (stored
 # with it). Each script call serves one shard, so the fewer domains in flight a shard
-# holds, the more calls and commands a page costs (docs/capacity.md): a new frontier on
-# one Redis or a cluster of up to ~8 masters costs a quarter of the commands with 64
-# (up to 512, shards are spread evenly over the masters); 1024 suits up to ~60 masters.
-CRAWLCLUSTER_FRONTIER_SHARDS = 1024
+# holds, the more calls and commands a page costs (docs/capacity.md). 64 suits one Redis
+# or a cluster of up to ~8 masters (up to 512, shards are spread evenly over the
+# masters); give a new frontier about 16 a master for more (1024 for ~60). Frontiers made
+# with 1024, the default before 2026-11-26, keep it: set it to 1024 for them.
+CRAWLCLUSTER_FRONTIER_SHARDS = 64
 # Requests per domain per window for a domain with no limit in ZooKeeper.
 CRAWLCLUSTER_THROTTLE_HITS = 10
 # Window (s) of that default limit.
@@ -156,7 +157,8 @@ CRAWLCLUSTER_JOB_ID = ""
 CRAWLCLUSTER_NODE_IP = ""
 # Seconds between the scheduler's rounds: fetch tasks, push new links, acks, heartbeat.
 CRAWLCLUSTER_SCHEDULER_TICK = 0.05
-# Requests kept ready in the spider process (the rest wait, throttled, in Redis).
+# Requests kept ready in the spider process (the rest wait, throttled, in Redis); the
+# scheduler takes more once half or fewer are left.
 CRAWLCLUSTER_SCHEDULER_READY = 64
 # Seconds with no work after which the spider closes (0 = wait for work forever).
 CRAWLCLUSTER_IDLE_TIMEOUT = 0.0
