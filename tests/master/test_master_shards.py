@@ -53,14 +53,18 @@ def test_every_key_of_a_domain_carries_its_shard_tag():
 
 
 def test_a_frontier_with_another_shard_count_is_refused(redis, test_settings):
-    check_shape(redis, Keys.from_settings(test_settings))
-    check_shape(redis, Keys.from_settings(test_settings))          # the same: fine
-    other = Keys(test_settings["CRAWLCLUSTER_KEY_PREFIX"], 64)
+    """A frontier made with 1024 shards (the default until 2026-11-26) and a process
+    started with today's default: refused, naming both counts."""
+    made_before = Keys(test_settings["CRAWLCLUSTER_KEY_PREFIX"], 1024)
+    check_shape(redis, made_before)
+    check_shape(redis, made_before)                                  # the same: fine
+    assert Keys.from_settings(test_settings).shards == 64
     refused = "has 1024 shards, but CRAWLCLUSTER_FRONTIER_SHARDS is 64: set it to 1024"
     with pytest.raises(ConfigError, match=refused):
-        check_shape(redis, other)
-    with pytest.raises(ConfigError):
-        Frontier.from_settings(redis, test_settings.copy_with(CRAWLCLUSTER_FRONTIER_SHARDS=64))
+        check_shape(redis, Keys.from_settings(test_settings))
+    with pytest.raises(ConfigError, match=refused):
+        Frontier.from_settings(redis, test_settings)
+    Frontier.from_settings(redis, test_settings.copy_with(CRAWLCLUSTER_FRONTIER_SHARDS=1024))
 
 
 def test_a_frontier_made_before_its_tags_were_spread_is_refused(redis, test_settings):
