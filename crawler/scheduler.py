@@ -1,6 +1,8 @@
 """Scrapy scheduler over the master's Redis frontier (``SCHEDULER`` setting).
 
-Every ``CRAWLCLUSTER_SCHEDULER_TICK`` seconds one round:
+Every ``CRAWLCLUSTER_SCHEDULER_TICK`` seconds one round (steps 1 and 2 every other
+round while over half the ready requests are left: Redis pays per call, and the job
+then waits for none of what they write):
   1. new links the spider produced are pushed to their shards' pools: those the crawl's
      rules refuse were already turned away by ``enqueue_request``; the rest are
      looked up in the Bloom filter in one batch, those it has not seen are pushed,
@@ -14,9 +16,9 @@ Every ``CRAWLCLUSTER_SCHEDULER_TICK`` seconds one round:
      job's domain queues are walked once through the throttled take (one
      round trip, a script call per shard it has queues in) and what it gets is
      injected into the engine, up to that many ready (a take every round would cost
-     Redis a script call per shard each round for a few tasks each); a job whose queues are all empty takes over half
-     of another job's longest queue, and now and then looks for queues of its
-     own in every shard;
+     Redis a script call per shard each round for a few tasks each); a job whose
+     queues are all empty takes over half of another job's longest queue, and now
+     and then looks for queues of its own in every shard;
   4. the job's heartbeat is refreshed.
 Redis is never called once per request. Links reach the round two ways: from
 the cluster's spiders straight through ``add_links`` (see crawler/spiders),
@@ -64,6 +66,8 @@ RESCAN_EVERY = 5.0        # seconds between an idle job's looks for its queues i
 # not dozens, and new work waits at most IDLE_LOOK for it.
 IDLE_AFTER = 1.0
 IDLE_LOOK = 0.5
+# Ticks between a busy job's pushes and reports (``_writes_due``).
+BUSY_WRITES_EVERY = 2
 
 
 class NewLink(NamedTuple):
@@ -95,6 +99,7 @@ class ClusterScheduler:
         self.loop: twisted_task.LoopingCall | None = None
         self.last_work = time.monotonic()
         self.last_beat = 0.0
+        self.last_writes = 0.0
         self.last_steal = 0.0
         self.last_look = 0.0
         self.last_rescan = time.monotonic()
@@ -274,13 +279,17 @@ class ClusterScheduler:
 
     def round(self) -> None:
         try:
-            self._push_new_links()
+            stocked = len(self.ready) > self.ready_size // 2
+            writes = self._writes_due(stocked)
+            if writes:
+                self._push_new_links()
             for flush in self.context.periodic:
                 flush()
-            tracker = self.context.tracker
-            tracker.ready_to_ack(time.monotonic() - self.tick)
-            tracker.report()
-            if len(self.ready) <= self.ready_size // 2:
+            if writes:
+                tracker = self.context.tracker
+                tracker.ready_to_ack(time.monotonic() - self.tick)
+                tracker.report()
+            if not stocked:
                 self._take()
             self._heartbeat()
             set_job_tasks(self.context.spider_type, self.context.job, self._tasks_held())
@@ -290,6 +299,17 @@ class ClusterScheduler:
             logger.error("Redis error in the scheduler round (retrying next round): %s", exc)
             if self.redis_failed_at is None:
                 self.redis_failed_at = time.monotonic()
+
+    def _writes_due(self, stocked: bool) -> bool:
+        """Push new links and report outcomes this round? Every round while the job is
+        short of work; every ``BUSY_WRITES_EVERY`` ticks while over half its ready
+        requests are left, when its links and outcomes waiting a tick more delay nothing
+        it waits for, and each write carries more of them (Redis pays per call)."""
+        now = time.monotonic()
+        if stocked and now - self.last_writes < (BUSY_WRITES_EVERY - 0.5) * self.tick:
+            return False
+        self.last_writes = now
+        return True
 
     def _reconcile(self, failed_at: float) -> None:
         """Once Redis answers again after an error, set right what a failover lost (a
