@@ -29,7 +29,9 @@ import random
 import socket
 import threading
 import time
+from collections import Counter
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any
 
 from master.bloomgen import AgingBloomFilter
@@ -69,6 +71,18 @@ IDLE_PAUSE_MAX = 0.5
 WEIGHTS_EVERY = 1.0
 
 
+@dataclass(frozen=True)
+class TickReads:
+    """What a tick reads before it moves anything, in one round trip: the live jobs,
+    the pacing window's start and what went out in it so far, and the shards each
+    spider type's pools are marked in (for the types of the jobs last read)."""
+
+    jobs: dict[str, JobInfo]
+    window_started: float
+    dispatched: int
+    indexes: dict[str, list[int]]
+
+
 def instance_id() -> str:
     """This process among the dispatchers (and the roles' heartbeats): host:pid."""
     return f"{socket.gethostname()}:{os.getpid()}"
@@ -106,13 +120,15 @@ class Dispatcher:
         self.stopping = threading.Event()
         self._window_started: float | None = None
         self._window_totals: dict[str, int] = {}
-        self._tick_moves: dict[str, int] = {}           # job -> tasks moved this tick
         # recurring crawls, fired in the upkeep, and how a run is submitted (from_settings)
         self.schedules: Schedules | None = None
         self.submit_crawl: Callable[[CrawlConfig], None] | None = None
         self._weights_published: dict[str, int] = {}
         self._weights: dict[str, int] = {}              # the last read, and when
         self._weights_read_at = -math.inf
+        self._infos: dict[str, JobInfo] = {}            # the live jobs' records, and when
+        self._infos_ids: set[str] = set()               # the ids they were read for
+        self._infos_read_at = -math.inf
         # beats the role's heartbeat, and the loop's watchdog (main sets them)
         self.heartbeat: Callable[[], None] | None = None
         self.watchdog: Watchdog | None = None
@@ -175,11 +191,12 @@ class Dispatcher:
         if self.clock() - self._last_upkeep >= UPKEEP_EVERY:
             self._upkeep()
         self.found_work = False
-        jobs = self.registry.live_jobs()
+        reads = self._read()
+        jobs = reads.jobs
         if not jobs or not self.leases.held:
             return 0
         weights = self._current_weights(jobs)
-        allowance = self._allowance(weights)
+        allowance = self._allowance(weights, reads)
         by_type: dict[str, dict[str, int]] = {}
         for job, info in jobs.items():
             by_type.setdefault(info["spider_type"], {})[job] = weights[job]
@@ -190,9 +207,30 @@ class Dispatcher:
             if moved >= allowance or self.stopping.is_set():
                 break
             share = -(-(allowance - moved) // (len(types) - n))
-            moved += self._dispatch(spider_type, by_type[spider_type], share)
-        self._record(moved, weights)
+            moved += self._dispatch(spider_type, by_type[spider_type], share,
+                                    reads.indexes.get(spider_type))
+        self._publish(weights)
         return moved
+
+    def _read(self) -> TickReads:
+        """One round trip, and one more when the live jobs changed or their records are
+        ``WEIGHTS_EVERY`` s old (a job's record says its type, host and ip)."""
+        started = self._window_start()
+        types = sorted({info["spider_type"] for info in self._infos.values()})
+        pipe = self.client.pipeline(transaction=False)
+        self.registry.read_live_ids(pipe)
+        pipe.get(self.keys.dispatched(started))
+        for spider_type in types:
+            pipe.zrange(self.keys.pool_shards(spider_type), 0, -1)
+        ids, dispatched, *indexes = pipe.execute()
+        now = self.clock()
+        if set(ids) != self._infos_ids or now - self._infos_read_at >= WEIGHTS_EVERY:
+            self._infos = self.registry.infos(ids)
+            self._infos_ids, self._infos_read_at = set(ids), now
+        return TickReads(jobs={job: self._infos[job] for job in ids if job in self._infos},
+                         window_started=started, dispatched=int(dispatched or 0),
+                         indexes={spider_type: sorted(int(shard) for shard in index)
+                                  for spider_type, index in zip(types, indexes, strict=True)})
 
     def _current_weights(self, jobs: dict[str, JobInfo]) -> dict[str, int]:
         """``weights(jobs)``, read again once ``WEIGHTS_EVERY`` s old or when the live
@@ -202,23 +240,26 @@ class Dispatcher:
             self._weights, self._weights_read_at = self.weights(jobs), now
         return self._weights
 
-    def _record(self, moved: int, weights: dict[str, int]) -> None:
-        """Count the tick's moves (the pacing's window, and per job for the exporter);
-        publish the weights when they changed."""
-        pipe = self.client.pipeline(transaction=False)
-        if moved and self._window_started is not None:      # set by _allowance
-            key = self.keys.dispatched(self._window_started)
-            pipe.incrby(key, moved)
-            pipe.expire(key, int(self.window * 2))
-        for job, count in self._tick_moves.items():
-            pipe.hincrby(self.keys.dispatched_by_job(), job, count)
-        self._tick_moves = {}
+    def _publish(self, weights: dict[str, int]) -> None:
+        """Publish the weights (for the exporter and the UI) when they changed."""
         if weights != self._weights_published:
+            pipe = self.client.pipeline(transaction=False)
             pipe.delete(self.keys.dispatch_weights())
             pipe.hset(self.keys.dispatch_weights(), mapping=weights)
-            self._weights_published = weights
-        if len(pipe):
             pipe.execute()
+            self._weights_published = weights
+
+    def _count(self, target: Any, moves: dict[str, int]) -> None:
+        """Add ``moves`` (job -> tasks, negative to take back) to the pacing window's
+        count and to each job's (for the exporter), on ``target``."""
+        total = sum(moves.values())
+        if total and self._window_started is not None:      # set by _allowance
+            key = self.keys.dispatched(self._window_started)
+            target.incrby(key, total)
+            target.expire(key, int(self.window * 2))
+        for job, count in moves.items():
+            if count:
+                target.hincrby(self.keys.dispatched_by_job(), job, count)
 
     def _upkeep(self) -> None:
         held = sorted(self.leases.refresh())
@@ -269,26 +310,33 @@ class Dispatcher:
             self.frontier.mark_pools(pipe, spider_type, waiting)
         pipe.execute()
 
-    def _allowance(self, weights: dict[str, int]) -> int:
+    def _window_start(self) -> float:
+        return math.floor(self.clock() / self.window) * self.window
+
+    def _allowance(self, weights: dict[str, int], reads: TickReads) -> int:
         """Tasks the pacing lets out now: the window's cap so far, less what went."""
-        now = self.clock()
-        start = math.floor(now / self.window) * self.window
+        start = reads.window_started
         if start != self._window_started:
             self._log_window()
             self._window_started, self._window_totals = start, {}
         cap = sum(weights.values()) * self.window / 60 * self.headroom
-        paced = cap * min(1.0, (now - start) / self.window + 1 / 60)
-        dispatched = int(self.client.get(self.keys.dispatched(start)) or 0)
-        return max(0, int(paced) - dispatched)
+        paced = cap * min(1.0, (self.clock() - start) / self.window + 1 / 60)
+        return max(0, int(paced) - reads.dispatched)
 
-    def _dispatch(self, spider_type: str, weights: dict[str, int], budget: int) -> int:
+    def _dispatch(self, spider_type: str, weights: dict[str, int], budget: int,
+                  marked: list[int] | None = None) -> int:
         """Move up to ``budget`` tasks of ``spider_type`` out of the pools of the shards
-        this dispatcher holds: sizes read first, so the weighted round robin's sequence
-        is cut into exactly the pieces each shard's call uses; then one script call per
-        shard, pipelined. Shards found empty leave the index."""
+        this dispatcher holds (of those ``marked`` in the type's index, read here if not
+        given): sizes read first, so the weighted round robin's sequence is cut into
+        exactly the pieces each shard's call uses; then one script call per shard,
+        pipelined. Shards found empty leave the index."""
         index = self.keys.pool_shards(spider_type)
         looked_at = self.clock()
-        held = [shard for shard in read_index(self.client, index) if shard in self.leases.held]
+        if marked is None:
+            marked = read_index(self.client, index)
+        held = [shard for shard in marked if shard in self.leases.held]
+        if not held:
+            return 0
         pipe = self.client.pipeline(transaction=False)
         for shard in held:
             pipe.zcard(self.keys.pool(shard, spider_type))
@@ -321,7 +369,9 @@ class Dispatcher:
                        pipe: Any) -> None:
         """One call per shard, each given its piece of the weighted round robin's next
         jobs; the jobs are marked in the shards first (on ``pipe``, which may hold other
-        writes already)."""
+        writes already), and the moves counted as planned after them. A piece not moved
+        as planned (a job closed meanwhile, a lease lost, a pool that held less) is taken
+        back from the counts in a round trip of its own."""
         robin = self.robins.setdefault(spider_type, WeightedRoundRobin())
         order = robin.sequence(weights, sum(takes.values()))
         for job in weights:
@@ -337,8 +387,11 @@ class Dispatcher:
                                           self.keys.closed_jobs(shard)],
                              [self.leases.instance, self.keys.queue_template(shard),
                               self.keys.job_domains_template(shard), take, *piece], pipe=pipe)
-        replies = pipe.execute()[start:]
+        planned = Counter(order)
+        self._count(pipe, planned)
+        replies = pipe.execute()[start:start + len(takes)]
         robin.advance(weights, len(order))
+        moved: Counter[str] = Counter()
         for shard, piece, reply in zip(takes, pieces, replies, strict=True):
             if reply == -1:             # the lease was lost since the upkeep
                 self.leases.held.discard(shard)
@@ -347,9 +400,13 @@ class Dispatcher:
             taken, closed = int(reply[0]), set(reply[1:])
             moved_to = [job for job in piece[:taken] if job not in closed]
             takes[shard] = len(moved_to)
-            for job in moved_to:
-                self._window_totals[job] = self._window_totals.get(job, 0) + 1
-                self._tick_moves[job] = self._tick_moves.get(job, 0) + 1
+            moved.update(moved_to)
+        for job, count in moved.items():
+            self._window_totals[job] = self._window_totals.get(job, 0) + count
+        if moved != planned:
+            pipe = self.client.pipeline(transaction=False)
+            self._count(pipe, {job: moved[job] - count for job, count in planned.items()})
+            pipe.execute()
         logger.debug("dispatched %d tasks, weights %s", sum(takes.values()), weights)
 
     def _log_window(self) -> None:

@@ -89,8 +89,15 @@ class JobRegistry:
 
     def live_jobs(self) -> dict[str, JobInfo]:
         """``{job: info}`` of jobs that beat within the TTL."""
-        cutoff = self.clock() - self.ttl
-        jobs = self.client.zrangebyscore(self.keys.jobs(), f"({cutoff!r}", "+inf")
+        return self.infos(self.read_live_ids(self.client))
+
+    def read_live_ids(self, target: Any) -> Any:
+        """The ids of jobs that beat within the TTL, read on ``target`` (the client, or
+        a pipeline that returns them with its other replies)."""
+        return target.zrangebyscore(self.keys.jobs(), f"({self.clock() - self.ttl!r}", "+inf")
+
+    def infos(self, jobs: list[str]) -> dict[str, JobInfo]:
+        """``{job: info}`` of ``jobs`` (those whose record is gone left out)."""
         if not jobs:
             return {}
         infos = self.client.mget([self.keys.job_info(job) for job in jobs])
