@@ -17,6 +17,8 @@ that dies has its shards taken over once its leases run out. Each tick it
      at most ``headroom`` times what the live jobs finish in it (thesis
      4.2.1.2): queues never run far ahead of the jobs, so the weights stay
      current.
+A tick that moves tasks makes three round trips to Redis (``_read``, the pools'
+sizes, the moves with their counts).
 Killing it at any instant loses and duplicates nothing: every move is one Lua
 call in one shard. SIGTERM and SIGINT stop it after the current tick, and its
 shards are handed at once to the live dispatchers that rank first for them.
