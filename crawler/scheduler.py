@@ -49,6 +49,7 @@ from twisted.internet.defer import Deferred, DeferredList
 from crawler.context import JobContext
 from crawler.metrics import set_job_tasks
 from crawler.spiders import SOURCE_CALLBACKS, Follow
+from master.bloomgen import KnownLinks
 from master.siteconfig import domain_of
 from master.tasks import Task, decode_task, make_task
 from master.throttle import JobView
@@ -83,7 +84,7 @@ class NewLink(NamedTuple):
 
 class ClusterScheduler:
     def __init__(self, crawler: Crawler, context: JobContext, tick: float, ready_size: int,
-                 idle_timeout: float, url_length_limit: int = 0) -> None:
+                 idle_timeout: float, url_length_limit: int = 0, known_links: int = 0) -> None:
         self.crawler = crawler
         self.context = context
         self.stats = crawler.stats
@@ -95,6 +96,7 @@ class ClusterScheduler:
         self.new_links: list[NewLink] = []
         # links pushed whose Bloom filter add failed: (URL, crawl id), added next round
         self.unadded: list[tuple[str, str]] = []
+        self.known = KnownLinks(context.bloom, known_links)   # links the filter holds
         self.spider: Spider | None = None
         self.loop: twisted_task.LoopingCall | None = None
         self.last_work = time.monotonic()
@@ -119,7 +121,8 @@ class ClusterScheduler:
         scheduler = cls(crawler, context, settings.getfloat("CRAWLCLUSTER_SCHEDULER_TICK"),
                         settings.getint("CRAWLCLUSTER_SCHEDULER_READY"),
                         settings.getfloat("CRAWLCLUSTER_IDLE_TIMEOUT"),
-                        crawler.settings.getint("URLLENGTH_LIMIT"))
+                        crawler.settings.getint("URLLENGTH_LIMIT"),
+                        settings.getint("CRAWLCLUSTER_KNOWN_LINKS"))
         crawler.signals.connect(scheduler.spider_idle, signal=signals.spider_idle)
         return scheduler
 
@@ -248,6 +251,7 @@ class ClusterScheduler:
             return set()
         # Present in the crawl's scope: listed, so added, by an earlier visit.
         removed = bloom.remove_many(changed, scope=task["crawlid"])
+        self.known.forget(changed, [task["crawlid"]] * len(changed))
         self.stats.inc_value("crawlcluster/links/changed", sum(removed))
         return {url for url, gone in zip(changed, removed, strict=True) if gone}
 
@@ -479,6 +483,7 @@ class ClusterScheduler:
         if self.unadded:
             urls, crawlids = zip(*self.unadded, strict=True)
             self.context.bloom.add_many(list(urls), scope=list(crawlids))
+            self.known.remember(urls, crawlids)
             self.unadded = []
         if not self.new_links:
             return
@@ -496,8 +501,9 @@ class ClusterScheduler:
         """Look the links up in the filter, push those it has not seen, then add them
         to it: a job that dies in between leaves its pushed links findable as new by a
         page crawled again, and the pools' dedupe window queues them once."""
-        seen = self.context.bloom.contains_many(
-            [link.url for link in links], scope=[link.parent["task"]["crawlid"] for link in links])
+        seen = self._seen([link.url for link in links],
+                          [link.parent["task"]["crawlid"] for link in links],
+                          [link.recrawl for link in links])
         unseen = [link for link, found in zip(links, seen, strict=True) if not found]
         made = [(link, task) for link in unseen if (task := self._task_for_link(link))]
         kept = {id(task) for task in self._within_domain_limits([task for _, task in made])}
@@ -521,11 +527,27 @@ class ClusterScheduler:
         try:
             self.context.bloom.add_many([url for url, _ in added],
                                         scope=[crawlid for _, crawlid in added])
+            self.known.remember([url for url, _ in added], [crawlid for _, crawlid in added])
         except redis.RedisError as exc:
             # Pushed already: only the filter is behind, and catches up next round.
             logger.error("Redis error adding %d pushed links to the Bloom filter (added "
                          "next round): %s", len(added), exc)
             self.unadded += added
+
+    def _seen(self, urls: list[str], crawlids: list[str], recrawl: list[bool]) -> list[bool]:
+        """Whether the filter holds each link: those this process knows it holds are not
+        looked up again (a changed page always is: it was just taken out)."""
+        seen = [known and not again for known, again
+                in zip(self.known.known(urls, crawlids), recrawl, strict=True)]
+        asked = [n for n, known in enumerate(seen) if not known]
+        found = self.context.bloom.contains_many([urls[n] for n in asked],
+                                                 scope=[crawlids[n] for n in asked])
+        for n, held in zip(asked, found, strict=True):
+            seen[n] = held
+        held_urls = [n for n, held in zip(asked, found, strict=True) if held]
+        self.known.remember([urls[n] for n in held_urls], [crawlids[n] for n in held_urls])
+        self.stats.inc_value("crawlcluster/links/known", len(urls) - len(asked))
+        return seen
 
     def _remember_pushes(self, pushed: list[tuple[Task, bool]]) -> None:
         now = time.monotonic()

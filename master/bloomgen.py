@@ -95,6 +95,8 @@ class AgingBloomFilter:
         self.filter_options = filter_options      # hash_in, chunk
         self._filters: dict[str, BloomFilter] = {}
         self._live: list[BloomFilter] = []
+        # the live generations as last read: (name, created) each, oldest first
+        self.lineup: tuple[tuple[str, float], ...] = ()
         self._read_at = -math.inf
         self.live()                               # creates the list, or checks it
 
@@ -183,6 +185,8 @@ class AgingBloomFilter:
         if time.monotonic() - self._read_at >= self.refresh or not self._live:
             state = self._read_state()
             self._live = [self._filter(generation) for generation in state["live"]]
+            self.lineup = tuple((generation["name"], generation["created"])
+                                for generation in state["live"])
             self._filters = {bloom.name: bloom for bloom in self._live}
             self._read_at = time.monotonic()
         return self._live
@@ -302,3 +306,48 @@ class AgingBloomFilter:
                 "bytes": sum(self._filter(generation).params.bytes
                              for generation, _, _ in estimates),
                 "budget_bytes": self.budget.bytes if self.budget else None}
+
+
+class KnownLinks:
+    """Links one process learnt the filter holds, so that a link met again (a menu, a
+    related-articles box, a hub listing) is not looked up in Redis again: most links a
+    page yields were seen before, and each lookup costs Redis a few bit reads a URL.
+
+    While the live generations stay the same, a URL the filter held still holds (bits
+    are only set). When they turn over, or the list is made anew, everything is
+    forgotten: a URL only the oldest generation holds must be looked up to be kept in
+    the newest. A URL taken out of the filter (counting mode) is forgotten with it. At
+    most ``size`` links are kept (a 64-bit hash of crawl id and URL each); past that the
+    memory starts over. ``size`` 0 keeps none.
+    """
+
+    def __init__(self, bloom: AgingBloomFilter, size: int) -> None:
+        self.bloom = bloom
+        self.size = size
+        self._known: set[int] = set()
+        self._lineup: tuple[tuple[str, float], ...] = ()
+
+    def known(self, urls: Sequence[str], scopes: Sequence[str]) -> list[bool]:
+        """True for each URL (of the crawl in ``scopes``) known to be in the filter."""
+        self.bloom.live()
+        self._follow_lineup()
+        return [hash((scope, url)) in self._known
+                for url, scope in zip(urls, scopes, strict=True)]
+
+    def remember(self, urls: Sequence[str], scopes: Sequence[str]) -> None:
+        """The filter holds these now (found, or added, by the generations last read)."""
+        if not self.size:
+            return
+        self._follow_lineup()
+        if len(self._known) + len(urls) > self.size:
+            self._known.clear()
+        self._known.update(hash((scope, url)) for url, scope in zip(urls, scopes, strict=True))
+
+    def _follow_lineup(self) -> None:
+        if self.bloom.lineup != self._lineup:
+            self._known.clear()
+            self._lineup = self.bloom.lineup
+
+    def forget(self, urls: Sequence[str], scopes: Sequence[str]) -> None:
+        self._known.difference_update(hash((scope, url))
+                                      for url, scope in zip(urls, scopes, strict=True))

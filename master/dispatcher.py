@@ -45,7 +45,7 @@ from master.lua import LuaScripts
 from master.registry import Heartbeats, JobInfo, JobRegistry
 from master.retention import Retention
 from master.schedules import Schedules
-from master.shards import ShardLeases, prune, read_index
+from master.shards import ShardLeases, index_marks, prune
 from master.wrr import WeightedRoundRobin
 from settings.clients import RedisClient
 from settings.loader import Settings
@@ -77,12 +77,12 @@ WEIGHTS_EVERY = 1.0
 class TickReads:
     """What a tick reads before it moves anything, in one round trip: the live jobs,
     the pacing window's start and what went out in it so far, and the shards each
-    spider type's pools are marked in (for the types of the jobs last read)."""
+    spider type's pools are marked in, and when (for the types of the jobs last read)."""
 
     jobs: dict[str, JobInfo]
     window_started: float
     dispatched: int
-    indexes: dict[str, list[int]]
+    indexes: dict[str, dict[int, float]]
 
 
 def instance_id() -> str:
@@ -223,7 +223,7 @@ class Dispatcher:
         self.registry.read_live_ids(pipe)
         pipe.get(self.keys.dispatched(started))
         for spider_type in types:
-            pipe.zrange(self.keys.pool_shards(spider_type), 0, -1)
+            pipe.zrange(self.keys.pool_shards(spider_type), 0, -1, withscores=True)
         ids, dispatched, *indexes = pipe.execute()
         now = self.clock()
         if set(ids) != self._infos_ids or now - self._infos_read_at >= WEIGHTS_EVERY:
@@ -231,7 +231,7 @@ class Dispatcher:
             self._infos_ids, self._infos_read_at = set(ids), now
         return TickReads(jobs={job: self._infos[job] for job in ids if job in self._infos},
                          window_started=started, dispatched=int(dispatched or 0),
-                         indexes={spider_type: sorted(int(shard) for shard in index)
+                         indexes={spider_type: index_marks(index)
                                   for spider_type, index in zip(types, indexes, strict=True)})
 
     def _current_weights(self, jobs: dict[str, JobInfo]) -> dict[str, int]:
@@ -326,17 +326,18 @@ class Dispatcher:
         return max(0, int(paced) - reads.dispatched)
 
     def _dispatch(self, spider_type: str, weights: dict[str, int], budget: int,
-                  marked: list[int] | None = None) -> int:
+                  marked: dict[int, float] | None = None) -> int:
         """Move up to ``budget`` tasks of ``spider_type`` out of the pools of the shards
-        this dispatcher holds (of those ``marked`` in the type's index, read here if not
-        given): sizes read first, so the weighted round robin's sequence is cut into
-        exactly the pieces each shard's call uses; then one script call per shard,
-        pipelined. Shards found empty leave the index."""
+        this dispatcher holds (of those ``marked`` in the type's index, shard -> when,
+        read here if not given): sizes read first, so the weighted round robin's
+        sequence is cut into exactly the pieces each shard's call uses; then one script
+        call per shard, pipelined. Shards found empty leave the index, unless marked
+        too lately."""
         index = self.keys.pool_shards(spider_type)
         looked_at = self.clock()
         if marked is None:
-            marked = read_index(self.client, index)
-        held = [shard for shard in marked if shard in self.leases.held]
+            marked = index_marks(self.client.zrange(index, 0, -1, withscores=True))
+        held = [shard for shard in sorted(marked) if shard in self.leases.held]
         if not held:
             return 0
         pipe = self.client.pipeline(transaction=False)
@@ -346,7 +347,7 @@ class Dispatcher:
         self.found_work = self.found_work or any(sizes.values())
         pipe = self.client.pipeline(transaction=False)
         prune(self.scripts, pipe, index, [shard for shard, size in sizes.items() if not size],
-              looked_at)
+              looked_at, marked)
         takes = self._shares({shard: size for shard, size in sizes.items() if size}, budget)
         if takes:
             self._dispatch_pass(spider_type, weights, takes, pipe)

@@ -158,7 +158,8 @@ class Frontier:
             for number in numbers:
                 task = tasks[number]
                 digest = link_digest(task) if dedupe and dedupe[number] else ""
-                args += [seed_score(task), encode_task(task), digest]
+                args += [seed_score(task), encode_task(task), digest, task["crawlid"],
+                         task["domain"]]
             self.scripts.run("pool_push", [self.keys.pool(shard, spider_type),
                                            self.keys.pushed(shard)], args, pipe=pipe)
         return indexed, start, list(groups.values())
@@ -235,8 +236,8 @@ class Frontier:
         for shard, items in by_shard.items():
             args = [self.max_retries + 1, *self._templates(shard, "failed", *CRAWL_STATE, "parked"),
                     self.keys.pool_template(shard)]
-            for n, _ in items:
-                args += list(outcomes[n])
+            for n, task in items:
+                args += [*outcomes[n], task["crawlid"], task["domain"]]
             self.scripts.run("lease_finish", [self.keys.leases(shard),
                                               self.keys.lease_owners(shard)], args, pipe=target)
 

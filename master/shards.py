@@ -14,7 +14,7 @@ slower full sweeps (the dispatcher's upkeep, an idle job's rescan).
 import json
 import time
 import zlib
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 from master.counters import Clock
@@ -79,9 +79,14 @@ def mark_index(target: Any, index: str, shards: Iterable[int], now: float) -> No
 
 
 def prune(scripts: LuaScripts, pipe: Any, index: str, shards: Sequence[int],
-          seen_at: float) -> None:
+          seen_at: float, marks: Mapping[int, float] | None = None) -> None:
     """Remove ``shards`` from ``index`` unless marked within PRUNE_MARGIN of ``seen_at``
-    (when they were seen empty)."""
+    (when they were seen empty). ``marks`` (shard -> marked at, as read before the look)
+    leaves out at once those marked too lately to go: a busy shard, seen empty between
+    two pushes, costs no call."""
+    cutoff = seen_at - PRUNE_MARGIN
+    if marks is not None:
+        shards = [shard for shard in shards if marks.get(shard, cutoff) <= cutoff]
     if shards:
         scripts.run("index_prune", [index], [repr(seen_at - PRUNE_MARGIN),
                                              *map(str, shards)], pipe=pipe)
@@ -89,6 +94,11 @@ def prune(scripts: LuaScripts, pipe: Any, index: str, shards: Sequence[int],
 
 def read_index(client: RedisClient, index: str) -> list[int]:
     return sorted(int(shard) for shard in client.zrange(index, 0, -1))
+
+
+def index_marks(entries: Iterable[tuple[str, float]]) -> dict[int, float]:
+    """An index read with its scores (``ZRANGE ... WITHSCORES``): shard -> marked at."""
+    return {int(shard): float(marked) for shard, marked in entries}
 
 
 def crawl_shards(client: RedisClient, keys: Keys, crawlid: str) -> list[int]:

@@ -124,6 +124,10 @@ CRAWLCLUSTER_JOB_HEARTBEAT_TTL = 30.0
 # queued once. Longer than the job heartbeat TTL, so the pages of a job that died between
 # pushing links and adding them to the Bloom filter, crawled again, do not queue them twice.
 CRAWLCLUSTER_PUSH_DEDUPE_SECONDS = 120.0
+# Links a spider process remembers the Bloom filter holding, so that a link met again (a
+# menu, a related-articles box) is not looked up in Redis again: about 60 bytes each; past
+# that many it starts over. 0: every link is looked up.
+CRAWLCLUSTER_KNOWN_LINKS = 100_000
 # Seconds an ended crawl (drained, stopped or expired) keeps its state in Redis; then every
 # key it made is deleted, and info answers from its MongoDB crawl record (7 days).
 CRAWLCLUSTER_CRAWL_RETENTION = 7 * 86400.0

@@ -16,7 +16,8 @@
 -- ARGV[6]  the shard's paused crawls (hash crawl id -> when)
 -- ARGV[7]  parked set key template, string.format(template, crawlid)
 -- ARGV[8]  pool key template, string.format(template, spider type)
--- ARGV[9..] per task: the task JSON exactly as taken, outcome, reason
+-- ARGV[9..] per task: the task JSON exactly as taken, outcome, reason, its crawl id, its
+--          domain
 -- Returns: per task, 0 lease not held, 1 done, 2 queued again, 3 failed for good,
 -- 4 purged.
 local allowed = tonumber(ARGV[1])
@@ -34,7 +35,7 @@ local function add(totals, key, field, count)
 end
 
 local members = {}
-for i = 9, #ARGV, 3 do members[#members + 1] = ARGV[i] end
+for i = 9, #ARGV, 5 do members[#members + 1] = ARGV[i] end
 local held, taken = {}, {}
 for start = 1, #members, 7000 do
   local scores = redis.call('ZMSCORE', KEYS[1],
@@ -50,24 +51,29 @@ end
 batched('ZREM', KEYS[1], taken)
 batched('HDEL', KEYS[2], taken)
 
-local pending, counts, flags = {}, {}, {}   -- totals by key and field; crawl -> flags
-local function flags_of(crawlid)
-  if not flags[crawlid] then
-    flags[crawlid] = {stopped = redis.call('HEXISTS', ARGV[5], crawlid) == 1,
-                      paused = redis.call('HEXISTS', ARGV[6], crawlid) == 1}
+local pending, counts, crawls = {}, {}, {}  -- totals by key and field; crawl -> keys
+local function keys_of(crawlid)
+  if not crawls[crawlid] then
+    crawls[crawlid] = {pending = string.format(ARGV[3], crawlid),
+                       counts = string.format(ARGV[4], crawlid)}
   end
-  return flags[crawlid]
+  return crawls[crawlid]
+end
+local function flags_of(crawlid)
+  local crawl = keys_of(crawlid)
+  if crawl.stopped == nil then
+    crawl.stopped = redis.call('HEXISTS', ARGV[5], crawlid) == 1
+    crawl.paused = redis.call('HEXISTS', ARGV[6], crawlid) == 1
+  end
+  return crawl
 end
 
-local function finish(member, outcome, reason)
+local function finish(member, outcome, reason, crawlid, domain)
   if not held[member] then return 0 end
   held[member] = nil                        -- the same task twice in one call counts once
-  -- Tasks are canonical JSON: a done one needs two fields, read without decoding it.
-  local crawlid = string.match(member, '"crawlid":"([^"]*)"')
-  local domain = string.match(member, '"domain":"([^"]*)"')
   local function finished(field, code)
-    add(pending, string.format(ARGV[3], crawlid), domain, -1)
-    add(counts, string.format(ARGV[4], crawlid), field, 1)
+    add(pending, keys_of(crawlid).pending, domain, -1)
+    add(counts, keys_of(crawlid).counts, field, 1)
     return code
   end
   if outcome == 'done' then return finished('done', 1) end
@@ -92,8 +98,8 @@ local function finish(member, outcome, reason)
 end
 
 local codes = {}
-for i = 9, #ARGV, 3 do
-  codes[#codes + 1] = finish(ARGV[i], ARGV[i + 1], ARGV[i + 2])
+for i = 9, #ARGV, 5 do
+  codes[#codes + 1] = finish(ARGV[i], ARGV[i + 1], ARGV[i + 2], ARGV[i + 3], ARGV[i + 4])
 end
 for key, fields in pairs(pending) do
   for domain, change in pairs(fields) do

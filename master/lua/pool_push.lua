@@ -16,7 +16,8 @@
 -- ARGV[5]  parked set key template, string.format(template, crawlid)
 -- ARGV[6]  now (seconds)
 -- ARGV[7]  dedupe window (seconds)
--- ARGV[8..] per task: score, task JSON, digest ("" for none: a seed, a hub)
+-- ARGV[8..] per task: score, task JSON, digest ("" for none: a seed, a hub), its crawl id,
+--          its domain
 -- Returns: one letter per task: "q" queued (or parked), "s" refused because its crawl is
 -- stopped, "r" pushed within the window already, "d" in the pool already as it is.
 local now, window = tonumber(ARGV[6]), tonumber(ARGV[7])
@@ -44,23 +45,23 @@ local function present(key, members)
   return found
 end
 
-local tasks, flags = {}, {}                  -- per task {crawlid, domain, ...}; per crawl
-for i = 8, #ARGV, 3 do
-  local member = ARGV[i + 1]
-  -- Tasks are canonical JSON; reading two fields beats decoding the whole task.
-  local crawlid = string.match(member, '"crawlid":"([^"]*)"')
-  if flags[crawlid] == nil then
-    flags[crawlid] = {stopped = redis.call('HEXISTS', ARGV[3], crawlid) == 1,
-                      parked = redis.call('HEXISTS', ARGV[4], crawlid) == 1}
+local tasks, crawls = {}, {}                 -- per task {crawlid, domain, ...}; per crawl
+for i = 8, #ARGV, 5 do
+  local crawlid = ARGV[i + 3]
+  if crawls[crawlid] == nil then
+    crawls[crawlid] = {stopped = redis.call('HEXISTS', ARGV[3], crawlid) == 1,
+                       parked = redis.call('HEXISTS', ARGV[4], crawlid) == 1,
+                       pending = string.format(ARGV[1], crawlid),
+                       counts = string.format(ARGV[2], crawlid)}
   end
-  tasks[#tasks + 1] = {crawlid = crawlid, domain = string.match(member, '"domain":"([^"]*)"'),
-                       score = ARGV[i], member = member, digest = ARGV[i + 2]}
+  tasks[#tasks + 1] = {crawlid = crawlid, domain = ARGV[i + 4], score = ARGV[i],
+                       member = ARGV[i + 1], digest = ARGV[i + 2]}
 end
 
 -- Links pushed within the window already: refused ("r").
 local digests = {}
 for _, task in ipairs(tasks) do
-  if not flags[task.crawlid].stopped and task.digest ~= '' then
+  if not crawls[task.crawlid].stopped and task.digest ~= '' then
     digests[#digests + 1] = task.digest
   end
 end
@@ -82,7 +83,7 @@ end
 local targets, order = {}, {}                -- key -> {members, entries}; keys in order
 local codes, fresh_digests = {}, {}
 for n, task in ipairs(tasks) do
-  if flags[task.crawlid].stopped then
+  if crawls[task.crawlid].stopped then
     codes[n] = 's'
   elseif task.digest ~= '' and recent[task.digest] then
     codes[n] = 'r'
@@ -93,7 +94,7 @@ for n, task in ipairs(tasks) do
       fresh_digests[#fresh_digests + 1] = task.digest
     end
     local key = KEYS[1]
-    if flags[task.crawlid].parked then key = string.format(ARGV[5], task.crawlid) end
+    if crawls[task.crawlid].parked then key = string.format(ARGV[5], task.crawlid) end
     if not targets[key] then
       targets[key] = {members = {}, entries = {}}
       order[#order + 1] = key
@@ -128,8 +129,7 @@ for n, task in ipairs(tasks) do
     else
       target.there[task.member] = true       -- the same task twice in one call: once
       codes[n] = 'q'
-      local counts = string.format(ARGV[2], task.crawlid)
-      local domains = string.format(ARGV[1], task.crawlid)
+      local counts, domains = crawls[task.crawlid].counts, crawls[task.crawlid].pending
       pending[domains] = pending[domains] or {}
       pending[domains][task.domain] = (pending[domains][task.domain] or 0) + 1
       queued[counts] = (queued[counts] or 0) + 1

@@ -5,7 +5,7 @@ from dataclasses import replace
 import pytest
 
 from master.bloom import DOUBLE, BloomFilter, BloomParams
-from master.bloomgen import AgingBloomFilter, generation_shape
+from master.bloomgen import AgingBloomFilter, KnownLinks, generation_shape
 from master.keys import Keys
 from tests.master.conftest import Clock
 
@@ -114,6 +114,34 @@ def test_counting_generations_remove_a_url_wherever_it_is(redis, test_settings):
     assert bloom.contains_many(["http://a.com/page"], scope="c") == [True]  # now in two
     assert bloom.remove_many(["http://a.com/page"], scope="c") == [True]
     assert bloom.contains_many(["http://a.com/page"], scope="c") == [False]
+
+
+def test_known_links_are_kept_per_crawl_until_the_generations_turn_over(redis, test_settings):
+    bloom, clock = aging(redis, test_settings)
+    known = KnownLinks(bloom, 1_000)
+    urls = ["http://a.com/1", "http://a.com/2"]
+    bloom.add_many(urls[:1], scope="c")
+    known.remember(urls[:1], ["c"])
+    assert known.known(urls, ["c", "c"]) == [True, False]
+    assert known.known(urls[:1], ["other crawl"]) == [False]
+    known.forget(urls[:1], ["c"])                    # taken out of the filter
+    assert known.known(urls[:1], ["c"]) == [False]
+    known.remember(urls, ["c", "c"])
+    fill(bloom, clock, [f"http://b.com/{n}" for n in range(1_000)])   # a turnover
+    assert len(bloom.live()) >= 2
+    assert known.known(urls, ["c", "c"]) == [False, False]   # looked up again: refreshed
+
+
+def test_known_links_start_over_past_their_size(redis, test_settings):
+    bloom, _ = aging(redis, test_settings)
+    known = KnownLinks(bloom, 3)
+    known.remember(["http://a.com/1", "http://a.com/2"], ["c", "c"])
+    known.remember(["http://a.com/3", "http://a.com/4"], ["c", "c"])
+    assert known.known([f"http://a.com/{n}" for n in range(1, 5)], ["c"] * 4) == [
+        False, False, True, True]
+    none = KnownLinks(bloom, 0)
+    none.remember(["http://a.com/1"], ["c"])
+    assert none.known(["http://a.com/1"], ["c"]) == [False]
 
 
 @pytest.mark.parametrize("frontier_settings", ["redis", "redis-cluster"], indirect=True)

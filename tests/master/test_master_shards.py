@@ -17,7 +17,7 @@ from master.keys import Keys, cluster_slot, shard_of, shard_tags
 from master.lua import LuaScripts, script_sources
 from master.registry import JobRegistry
 from master.schedules import Schedules
-from master.shards import ShardLeases, check_shape, prune, read_index
+from master.shards import ShardLeases, check_shape, index_marks, prune, read_index
 from master.siteconfig import SiteConfig
 from master.tasks import encode_task, make_task
 from master.throttle import ThrottledQueues
@@ -193,7 +193,7 @@ def test_the_checked_scripts_do_catch_a_key_of_another_shard(redis, test_setting
         scripts.run("pool_push", [keys.pool(wrong, "universal"), keys.pushed(wrong)],
                     [*frontier._templates(wrong - 1, "pending", "counts", "stopped", "paused",
                                           "parked"), 0, 60, 0, '{"crawlid":"c1","domain":"x"}',
-                     ""])
+                     "", "c1", "x"])
 
 
 def test_a_shard_marked_after_it_was_seen_empty_stays_in_the_index(redis, test_settings):
@@ -205,6 +205,21 @@ def test_a_shard_marked_after_it_was_seen_empty_stays_in_the_index(redis, test_s
     prune(scripts, pipe, index, [1, 2, 3], seen_at=200.0)        # 3 was marked 0 s before
     pipe.execute()
     assert read_index(redis, index) == [3]
+
+
+def test_a_shard_read_as_marked_lately_is_not_pruned_at_all(redis, test_settings):
+    keys = Keys.from_settings(test_settings)
+    index = keys.pool_shards("universal")
+    redis.zadd(index, {"1": 100.0, "2": 200.0})
+    marks = index_marks(redis.zrange(index, 0, -1, withscores=True))
+    pipe = redis.pipeline(transaction=False)
+    prune(LuaScripts(redis), pipe, index, [1, 2], seen_at=200.0, marks=marks)
+    assert len(pipe) == 1                                         # one call, for shard 1
+    pipe.execute()
+    assert read_index(redis, index) == [2]
+    pipe = redis.pipeline(transaction=False)
+    prune(LuaScripts(redis), pipe, index, [2], seen_at=200.0, marks=marks)
+    assert len(pipe) == 0                                         # no call at all
 
 
 def test_a_crawl_over_many_shards_is_summed_and_stopped_everywhere(redis, test_settings):
