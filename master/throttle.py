@@ -18,7 +18,7 @@ from typing import Any
 from master.counters import Clock
 from master.keys import Keys
 from master.lua import LuaScripts
-from master.shards import mark_index, prune, read_index
+from master.shards import index_marks, mark_index, prune, read_index
 from master.siteconfig import SiteConfig
 from settings.clients import RedisClient
 from settings.loader import Settings
@@ -35,6 +35,7 @@ class JobView:
     domains: dict[int, Sequence[str]] = field(default_factory=dict)
     empty: list[int] = field(default_factory=list)   # shards the last take found no domain in
     seen_at: float = 0.0
+    marks: dict[int, float] = field(default_factory=dict)   # shard -> marked at, as read
 
     def all_domains(self) -> list[str]:
         return sorted(domain for names in self.domains.values() for domain in names)
@@ -114,7 +115,8 @@ class ThrottledQueues:
         view = self.job_view(job) if view is None else view
         result = TakeResult()
         pipe = self.client.pipeline(transaction=False)
-        prune(self.scripts, pipe, self.keys.job_shards(job), view.empty, view.seen_at)
+        prune(self.scripts, pipe, self.keys.job_shards(job), view.empty, view.seen_at,
+              view.marks)
         now = self.clock()
         start, called = len(pipe), []        # called: (shard, its open domains)
         for shard, domains in sorted(view.domains.items()):
@@ -138,10 +140,10 @@ class ThrottledQueues:
             else:         # nothing to take there (yet): only whether domains came
                 pipe.smembers(self.keys.job_domains(job, shard))
             called.append((shard, open_domains))
-        pipe.zrange(self.keys.job_shards(job), 0, -1)
+        pipe.zrange(self.keys.job_shards(job), 0, -1, withscores=True)
         *replies, shards_now = pipe.execute()
-        result.view = JobView(dict.fromkeys(sorted(int(shard) for shard in shards_now), ()),
-                              seen_at=now)
+        marks = index_marks(shards_now)
+        result.view = JobView(dict.fromkeys(sorted(marks), ()), seen_at=now, marks=marks)
         for (shard, open_domains), reply in zip(called, replies[start:], strict=True):
             domains_now, *per = reply if open_domains else [reply]
             self._collect(result, open_domains, per)

@@ -163,7 +163,7 @@ CRAWLCLUSTER_NODE_IP = ""
 CRAWLCLUSTER_SCHEDULER_TICK = 0.05
 # Requests kept ready in the spider process (the rest wait, throttled, in Redis); the
 # scheduler takes more once half or fewer are left.
-CRAWLCLUSTER_SCHEDULER_READY = 64
+CRAWLCLUSTER_SCHEDULER_READY = 128
 # Seconds with no work after which the spider closes (0 = wait for work forever).
 CRAWLCLUSTER_IDLE_TIMEOUT = 0.0
 # Refuse requests to private, loopback and link-local addresses (an SSRF guard for deployments).

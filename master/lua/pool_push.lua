@@ -6,7 +6,8 @@
 -- again: two jobs that both found the link new, or a push retried after a failed round,
 -- queue it once. Every key is of the shard of KEYS[1]. Digests and pool entries are looked
 -- up and written in one command per key (a lone one by adding it: ZADD says whether it was
--- there), and the counts added once per crawl and domain.
+-- there; a task with a digest, made from a link just now, is not looked up), and the
+-- counts added once per crawl and domain.
 -- KEYS[1]  the shard's pool of the spider type (zset of task JSON, score -priority)
 -- KEYS[2]  the shard's recently pushed link digests (zset, score = when pushed)
 -- ARGV[1]  pending hash key template, string.format(template, crawlid)
@@ -100,7 +101,9 @@ for n, task in ipairs(tasks) do
       order[#order + 1] = key
     end
     local target = targets[key]
-    target.members[#target.members + 1] = task.member
+    -- A link's task (one with a digest) was just made, with a fresh id: only its link
+    -- can repeat, and the digests catch that. Other tasks may be in the pool already.
+    if task.digest == '' then target.members[#target.members + 1] = task.member end
     target.entries[#target.entries + 1] = task.score
     target.entries[#target.entries + 1] = task.member
     task.target = key
@@ -111,7 +114,7 @@ if not one_digest_added then batched('ZADD', KEYS[2], fresh_digests, 'NX') end
 local pending, queued = {}, {}               -- totals by key and field
 for _, key in ipairs(order) do
   local target = targets[key]
-  if #target.members == 1 then               -- ZADD answers whether it was there
+  if #target.entries == 2 and #target.members == 1 then   -- ZADD answers if it was there
     target.there = {}
     if redis.call('ZADD', key, unpack(target.entries)) == 0 then
       target.there[target.members[1]] = true
