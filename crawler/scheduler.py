@@ -1,6 +1,6 @@
 """Scrapy scheduler over the master's Redis frontier (``SCHEDULER`` setting).
 
-Every ``CRAWLCLUSTER_SCHEDULER_TICK`` seconds one round (steps 1 and 2 every other
+Every ``CRAWLCLUSTER_SCHEDULER_TICK`` seconds one round (steps 1 and 2 every third
 round while over half the ready requests are left: Redis pays per call, and the job
 then waits for none of what they write):
   1. new links the spider produced are pushed to their shards' pools: those the crawl's
@@ -68,7 +68,7 @@ RESCAN_EVERY = 5.0        # seconds between an idle job's looks for its queues i
 IDLE_AFTER = 1.0
 IDLE_LOOK = 0.5
 # Ticks between a busy job's pushes and reports (``_writes_due``).
-BUSY_WRITES_EVERY = 2
+BUSY_WRITES_EVERY = 3
 
 
 class NewLink(NamedTuple):
