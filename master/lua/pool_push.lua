@@ -22,20 +22,23 @@
 -- Returns: one letter per task: "q" queued (or parked), "s" refused because its crawl is
 -- stopped, "r" pushed within the window already, "d" in the pool already as it is.
 local now, window = tonumber(ARGV[6]), tonumber(ARGV[7])
+local now, window = tonumber(ARGV[6]), tonumber(ARGV[7])
+local FIRST, STEP = 8, 5
 
--- command(key, args...) in pieces small enough for unpack.
-local function batched(command, key, args, ...)
-  local options = {...}
+-- ZADD key [option] args... in pieces small enough for unpack.
+local function zadd(key, option, args)
   for start = 1, #args, 7000 do
-    local piece = {unpack(options)}
-    for n = start, math.min(start + 6999, #args) do piece[#piece + 1] = args[n] end
-    redis.call(command, key, unpack(piece))
+    local last = math.min(start + 6999, #args)
+    if option then
+      redis.call('ZADD', key, option, unpack(args, start, last))
+    else
+      redis.call('ZADD', key, unpack(args, start, last))
+    end
   end
 end
 
 -- ZMSCORE of many members: found[member] = true for those in the zset.
-local function present(key, members)
-  local found = {}
+local function present(key, members, found)
   for start = 1, #members, 7000 do
     local scores = redis.call('ZMSCORE', key,
                               unpack(members, start, math.min(start + 6999, #members)))
@@ -46,103 +49,106 @@ local function present(key, members)
   return found
 end
 
-local tasks, crawls = {}, {}                 -- per task {crawlid, domain, ...}; per crawl
-for i = 8, #ARGV, 5 do
+local crawls = {}                            -- crawl id -> its flags and keys
+local digests = {}                           -- of tasks whose crawl is not stopped
+for i = FIRST, #ARGV, STEP do
   local crawlid = ARGV[i + 3]
-  if crawls[crawlid] == nil then
-    crawls[crawlid] = {stopped = redis.call('HEXISTS', ARGV[3], crawlid) == 1,
-                       parked = redis.call('HEXISTS', ARGV[4], crawlid) == 1,
-                       pending = string.format(ARGV[1], crawlid),
-                       counts = string.format(ARGV[2], crawlid)}
+  local crawl = crawls[crawlid]
+  if crawl == nil then
+    crawl = {stopped = redis.call('HEXISTS', ARGV[3], crawlid) == 1,
+             parked = redis.call('HEXISTS', ARGV[4], crawlid) == 1,
+             pending = string.format(ARGV[1], crawlid), counts = string.format(ARGV[2], crawlid),
+             domains = {}, queued = 0}          -- pending counts added by domain, and in all
+    crawls[crawlid] = crawl
   end
-  tasks[#tasks + 1] = {crawlid = crawlid, domain = ARGV[i + 4], score = ARGV[i],
-                       member = ARGV[i + 1], digest = ARGV[i + 2]}
+  if not crawl.stopped and ARGV[i + 2] ~= '' then digests[#digests + 1] = ARGV[i + 2] end
 end
 
 -- Links pushed within the window already: refused ("r").
-local digests = {}
-for _, task in ipairs(tasks) do
-  if not crawls[task.crawlid].stopped and task.digest ~= '' then
-    digests[#digests + 1] = task.digest
-  end
-end
 local recent = {}
 local one_digest_added = false              -- a lone digest is looked up by adding it
-if #digests == 1 then
+if #digests > 0 then
   redis.call('ZREMRANGEBYSCORE', KEYS[2], '-inf', now - window)
-  if redis.call('ZADD', KEYS[2], 'NX', now, digests[1]) == 0 then
-    recent[digests[1]] = true
+  if #digests == 1 then
+    if redis.call('ZADD', KEYS[2], 'NX', now, digests[1]) == 0 then
+      recent[digests[1]] = true
+    else
+      one_digest_added = true
+    end
   else
-    one_digest_added = true
+    present(KEYS[2], digests, recent)
   end
-elseif #digests > 1 then
-  redis.call('ZREMRANGEBYSCORE', KEYS[2], '-inf', now - window)
-  recent = present(KEYS[2], digests)
 end
 
 -- The rest go to the pool (or a paused crawl's parked set): "q" if new there, "d" if not.
-local targets, order = {}, {}                -- key -> {members, entries}; keys in order
 local codes, fresh_digests = {}, {}
-for n, task in ipairs(tasks) do
-  if crawls[task.crawlid].stopped then
+local targets, order = {}, {}                -- key -> {members, entries}; keys in order
+for i = FIRST, #ARGV, STEP do
+  local digest, crawl = ARGV[i + 2], crawls[ARGV[i + 3]]
+  local n = #codes + 1
+  if crawl.stopped then
     codes[n] = 's'
-  elseif task.digest ~= '' and recent[task.digest] then
+  elseif digest ~= '' and recent[digest] then
     codes[n] = 'r'
   else
-    if task.digest ~= '' then
-      recent[task.digest] = true             -- the same link twice in one call: once
+    codes[n] = false
+    if digest ~= '' then
+      recent[digest] = true                  -- the same link twice in one call: once
       fresh_digests[#fresh_digests + 1] = now
-      fresh_digests[#fresh_digests + 1] = task.digest
+      fresh_digests[#fresh_digests + 1] = digest
     end
     local key = KEYS[1]
-    if crawls[task.crawlid].parked then key = string.format(ARGV[5], task.crawlid) end
-    if not targets[key] then
-      targets[key] = {members = {}, entries = {}}
+    if crawl.parked then key = string.format(ARGV[5], ARGV[i + 3]) end
+    local target = targets[key]
+    if not target then
+      target = {members = {}, entries = {}, there = {}}
+      targets[key] = target
       order[#order + 1] = key
     end
-    local target = targets[key]
     -- A link's task (one with a digest) was just made, with a fresh id: only its link
     -- can repeat, and the digests catch that. Other tasks may be in the pool already.
-    if task.digest == '' then target.members[#target.members + 1] = task.member end
-    target.entries[#target.entries + 1] = task.score
-    target.entries[#target.entries + 1] = task.member
-    task.target = key
+    if digest == '' then target.members[#target.members + 1] = ARGV[i + 1] end
+    target.entries[#target.entries + 1] = ARGV[i]
+    target.entries[#target.entries + 1] = ARGV[i + 1]
   end
 end
-if not one_digest_added then batched('ZADD', KEYS[2], fresh_digests, 'NX') end
+if not one_digest_added and #fresh_digests > 0 then zadd(KEYS[2], 'NX', fresh_digests) end
 
-local pending, queued = {}, {}               -- totals by key and field
 for _, key in ipairs(order) do
   local target = targets[key]
   if #target.entries == 2 and #target.members == 1 then   -- ZADD answers if it was there
-    target.there = {}
     if redis.call('ZADD', key, unpack(target.entries)) == 0 then
       target.there[target.members[1]] = true
     end
   else
-    target.there = present(key, target.members)
-    batched('ZADD', key, target.entries)
+    present(key, target.members, target.there)
+    zadd(key, nil, target.entries)
   end
 end
-for n, task in ipairs(tasks) do
-  if not codes[n] then
-    local target = targets[task.target]
-    if target.there[task.member] then
+local n = 0
+for i = FIRST, #ARGV, STEP do
+  n = n + 1
+  if codes[n] == false then
+    local crawl = crawls[ARGV[i + 3]]
+    local key = KEYS[1]
+    if crawl.parked then key = string.format(ARGV[5], ARGV[i + 3]) end
+    local there = targets[key].there
+    if there[ARGV[i + 1]] then
       codes[n] = 'd'
     else
-      target.there[task.member] = true       -- the same task twice in one call: once
+      there[ARGV[i + 1]] = true              -- the same task twice in one call: once
       codes[n] = 'q'
-      local counts, domains = crawls[task.crawlid].counts, crawls[task.crawlid].pending
-      pending[domains] = pending[domains] or {}
-      pending[domains][task.domain] = (pending[domains][task.domain] or 0) + 1
-      queued[counts] = (queued[counts] or 0) + 1
+      crawl.domains[ARGV[i + 4]] = (crawl.domains[ARGV[i + 4]] or 0) + 1
+      crawl.queued = crawl.queued + 1
     end
   end
 end
-for key, fields in pairs(pending) do
-  for domain, count in pairs(fields) do redis.call('HINCRBY', key, domain, count) end
+for _, crawl in pairs(crawls) do
+  for domain, count in pairs(crawl.domains) do
+    redis.call('HINCRBY', crawl.pending, domain, count)
+  end
+  if crawl.queued > 0 then redis.call('HINCRBY', crawl.counts, 'queued', crawl.queued) end
 end
-for key, count in pairs(queued) do redis.call('HINCRBY', key, 'queued', count) end
 -- A shard no spider pushes to any more keeps no digests beyond the window.
 if #digests > 0 then redis.call('EXPIRE', KEYS[2], math.ceil(window) + 1) end
 return table.concat(codes)
