@@ -29,11 +29,6 @@ local function batched(command, key, args)
   end
 end
 
-local function add(totals, key, field, count)
-  totals[key] = totals[key] or {}
-  totals[key][field] = (totals[key][field] or 0) + count
-end
-
 local members = {}
 for i = 9, #ARGV, 5 do members[#members + 1] = ARGV[i] end
 local held, taken = {}, {}
@@ -51,62 +46,62 @@ end
 batched('ZREM', KEYS[1], taken)
 batched('HDEL', KEYS[2], taken)
 
-local pending, counts, crawls = {}, {}, {}  -- totals by key and field; crawl -> keys
-local function keys_of(crawlid)
-  if not crawls[crawlid] then
-    crawls[crawlid] = {pending = string.format(ARGV[3], crawlid),
-                       counts = string.format(ARGV[4], crawlid)}
-  end
-  return crawls[crawlid]
-end
-local function flags_of(crawlid)
-  local crawl = keys_of(crawlid)
-  if crawl.stopped == nil then
-    crawl.stopped = redis.call('HEXISTS', ARGV[5], crawlid) == 1
-    crawl.paused = redis.call('HEXISTS', ARGV[6], crawlid) == 1
+local crawls = {}                            -- crawl id -> its keys, flags and changes
+local function crawl_of(crawlid)
+  local crawl = crawls[crawlid]
+  if not crawl then
+    crawl = {pending = string.format(ARGV[3], crawlid), counts = string.format(ARGV[4], crawlid),
+             domains = {}, fields = {}}      -- pending changes by domain; counts by field
+    crawls[crawlid] = crawl
   end
   return crawl
+end
+
+-- A task that leaves for good: one less pending in its domain, one more under ``field``.
+local function finished(crawl, domain, field, code)
+  crawl.domains[domain] = (crawl.domains[domain] or 0) - 1
+  crawl.fields[field] = (crawl.fields[field] or 0) + 1
+  return code
 end
 
 local function finish(member, outcome, reason, crawlid, domain)
   if not held[member] then return 0 end
   held[member] = nil                        -- the same task twice in one call counts once
-  local function finished(field, code)
-    add(pending, keys_of(crawlid).pending, domain, -1)
-    add(counts, keys_of(crawlid).counts, field, 1)
-    return code
+  local crawl = crawl_of(crawlid)
+  if outcome == 'done' then return finished(crawl, domain, 'done', 1) end
+  if crawl.stopped == nil then
+    crawl.stopped = redis.call('HEXISTS', ARGV[5], crawlid) == 1
+    crawl.paused = redis.call('HEXISTS', ARGV[6], crawlid) == 1
   end
-  if outcome == 'done' then return finished('done', 1) end
   local task = cjson.decode(member)
-  local flag = flags_of(crawlid)
   local back = string.format(ARGV[8], task['spider_type'])
-  if flag.paused then back = string.format(ARGV[7], crawlid) end
+  if crawl.paused then back = string.format(ARGV[7], crawlid) end
   if outcome == 'release' then
-    if flag.stopped then return finished('purged', 4) end
+    if crawl.stopped then return finished(crawl, domain, 'purged', 4) end
     redis.call('ZADD', back, -(task['priority'] or 0), member)
     return 2
   end
   task['attempts'] = (task['attempts'] or 0) + 1
   if outcome == 'retry' and task['attempts'] < allowed then
-    if flag.stopped then return finished('purged', 4) end
+    if crawl.stopped then return finished(crawl, domain, 'purged', 4) end
     redis.call('ZADD', back, -(task['priority'] or 0), cjson.encode(task))
     return 2
   end
   redis.call('HSET', string.format(ARGV[2], crawlid), task['url'],
     cjson.encode({reason = reason, attempts = task['attempts']}))
-  return finished('failed', 3)
+  return finished(crawl, domain, 'failed', 3)
 end
 
 local codes = {}
 for i = 9, #ARGV, 5 do
   codes[#codes + 1] = finish(ARGV[i], ARGV[i + 1], ARGV[i + 2], ARGV[i + 3], ARGV[i + 4])
 end
-for key, fields in pairs(pending) do
-  for domain, change in pairs(fields) do
-    if redis.call('HINCRBY', key, domain, change) <= 0 then redis.call('HDEL', key, domain) end
+for _, crawl in pairs(crawls) do
+  for domain, change in pairs(crawl.domains) do
+    if redis.call('HINCRBY', crawl.pending, domain, change) <= 0 then
+      redis.call('HDEL', crawl.pending, domain)
+    end
   end
-end
-for key, fields in pairs(counts) do
-  for field, count in pairs(fields) do redis.call('HINCRBY', key, field, count) end
+  for field, count in pairs(crawl.fields) do redis.call('HINCRBY', crawl.counts, field, count) end
 end
 return codes
