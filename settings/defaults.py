@@ -152,7 +152,7 @@ CRAWLCLUSTER_DISPATCH_BATCH = 500
 CRAWLCLUSTER_DISPATCH_LEASE_SECONDS = 10.0
 # Seconds between the dispatcher's ticks (each moves all that the pools hold and pacing allows);
 # after a second of ticks finding no work the pause doubles each tick, up to 0.5 s.
-CRAWLCLUSTER_DISPATCH_IDLE_SLEEP = 0.05
+CRAWLCLUSTER_DISPATCH_IDLE_SLEEP = 0.1
 
 # --- crawler (the Scrapy project on slave nodes) --------------------------------
 # This spider process's job id ("" = the `_job` spider argument, else spider-host-pid).
