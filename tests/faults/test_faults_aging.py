@@ -31,10 +31,13 @@ def aging_cluster(frontier_settings, kafka_topics, zookeeper, mongo_db, tmp_path
     # the 5 s that a generation stays newest are over: what is tested is the turnover.
     # (Before each group hashed on its own, the junk generations alone erred at ~1e-5,
     # and on some ports a page of the site was one of those errors, never fetched.)
+    # Half the fault tests' request rate, so that the crawl (444 pages over 4 hosts,
+    # about 8 s) outlasts the 5 s its first generation must stay newest: at 30 a second
+    # a host, a fast crawl could end before any turnover.
     settings = frontier_settings.copy_with(CRAWLCLUSTER_BLOOM_CAPACITY=1_200,
                                            CRAWLCLUSTER_BLOOM_ERROR_RATE=1e-8,
                                            CRAWLCLUSTER_CRAWL_RETENTION=1.0)
-    local = make_cluster(settings, tmp_path)
+    local = make_cluster(settings, tmp_path, CRAWLCLUSTER_THROTTLE_HITS=15)
     yield local
     local.down(servers=False)
 

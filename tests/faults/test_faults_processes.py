@@ -40,16 +40,17 @@ DISPATCH_LEASE = SCALED["CRAWLCLUSTER_DISPATCH_LEASE_SECONDS"]
 SPIDER_DRAIN = JOB_TTL + 30
 
 
-def make_cluster(test_settings, tmp_path, masters=1):
+def make_cluster(test_settings, tmp_path, masters=1, **overrides):
     """A two-node cluster (one universal spider each), up, with the default timings
-    scaled down (tests/faults/siteowner.py)."""
-    settings = test_settings.copy_with(
+    scaled down (tests/faults/siteowner.py); ``overrides`` are settings set last."""
+    settings = test_settings.copy_with(**{
         **SCALED,
-        CRAWLCLUSTER_STATE_DIR=str(tmp_path / "state"),
-        CRAWLCLUSTER_MANAGER_ADDRESS=f"127.0.0.1:{free_port()}",
-        CRAWLCLUSTER_THROTTLE_HITS=30, CRAWLCLUSTER_THROTTLE_WINDOW=1.0,
-        CRAWLCLUSTER_DISPATCH_WINDOW=1.0, CRAWLCLUSTER_DISPATCH_HEADROOM=2.0,
-        CRAWLCLUSTER_DISPATCH_DEFAULT_WEIGHT=1200, CRAWLCLUSTER_IDLE_TIMEOUT=0.0)
+        "CRAWLCLUSTER_STATE_DIR": str(tmp_path / "state"),
+        "CRAWLCLUSTER_MANAGER_ADDRESS": f"127.0.0.1:{free_port()}",
+        "CRAWLCLUSTER_THROTTLE_HITS": 30, "CRAWLCLUSTER_THROTTLE_WINDOW": 1.0,
+        "CRAWLCLUSTER_DISPATCH_WINDOW": 1.0, "CRAWLCLUSTER_DISPATCH_HEADROOM": 2.0,
+        "CRAWLCLUSTER_DISPATCH_DEFAULT_WEIGHT": 1200, "CRAWLCLUSTER_IDLE_TIMEOUT": 0.0,
+        **overrides})
     local = LocalCluster(settings, nodes=2, procs=1, spider_types=("universal",),
                          out=lambda *_: None, masters=masters)
     try:
