@@ -56,9 +56,12 @@ for i = FIRST, #ARGV, STEP do
   local crawl = crawls[crawlid]
   if crawl == nil then
     crawl = {stopped = redis.call('HEXISTS', ARGV[3], crawlid) == 1,
-             parked = redis.call('HEXISTS', ARGV[4], crawlid) == 1,
+             target = KEYS[1],                -- the pool, or the crawl's parked set
              pending = string.format(ARGV[1], crawlid), counts = string.format(ARGV[2], crawlid),
              domains = {}, queued = 0}          -- pending counts added by domain, and in all
+    if redis.call('HEXISTS', ARGV[4], crawlid) == 1 then
+      crawl.target = string.format(ARGV[5], crawlid)
+    end
     crawls[crawlid] = crawl
   end
   if not crawl.stopped and ARGV[i + 2] ~= '' then digests[#digests + 1] = ARGV[i + 2] end
@@ -97,8 +100,7 @@ for i = FIRST, #ARGV, STEP do
       fresh_digests[#fresh_digests + 1] = now
       fresh_digests[#fresh_digests + 1] = digest
     end
-    local key = KEYS[1]
-    if crawl.parked then key = string.format(ARGV[5], ARGV[i + 3]) end
+    local key = crawl.target
     local target = targets[key]
     if not target then
       target = {members = {}, entries = {}, there = {}}
@@ -130,9 +132,7 @@ for i = FIRST, #ARGV, STEP do
   n = n + 1
   if codes[n] == false then
     local crawl = crawls[ARGV[i + 3]]
-    local key = KEYS[1]
-    if crawl.parked then key = string.format(ARGV[5], ARGV[i + 3]) end
-    local there = targets[key].there
+    local there = targets[crawl.target].there
     if there[ARGV[i + 1]] then
       codes[n] = 'd'
     else
