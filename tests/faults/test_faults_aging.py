@@ -43,29 +43,49 @@ def aging_cluster(frontier_settings, kafka_topics, zookeeper, mongo_db, tmp_path
 
 
 class SecondMaster:
-    """Upkeep of the filter and retention passes, every half second, in a thread."""
+    """Upkeep of the filter and retention passes, every half second, in a thread.
+
+    The cluster's own dispatcher keeps the filter too, and may turn it over first: the
+    generations are watched in the list itself, whoever started or dropped them."""
 
     def __init__(self, settings, database):
         self.client = redis_client(settings, "test")
         self.bloom = AgingBloomFilter.from_settings(self.client, settings)
         self.retention = Retention.from_settings(self.client, settings)
         self.retention.database = lambda: database
-        self.turnovers = self.retired = 0
-        self.dropped: set[str] = set()
+        self.retired = 0
+        self.before: set[str] = set()
+        self.seen: set[str] = set()
+        self.last: set[str] = set()
         self.stop = threading.Event()
         self.thread = threading.Thread(target=self.run, daemon=True)
 
+    def watch_from_now(self):
+        self.before = self.seen = self.live_names()
+
+    def live_names(self) -> set[str]:
+        self.bloom._read_at = float("-inf")
+        return {bloom.name for bloom in self.bloom.live()}
+
+    @property
+    def turnovers(self) -> int:
+        return len(self.seen - self.before)
+
+    @property
+    def dropped(self) -> set[str]:
+        return self.seen - self.last
+
     def run(self):
         while not self.stop.wait(0.5):
-            before = {bloom.name for bloom in self.bloom.live()}
-            if self.bloom.upkeep():
-                self.turnovers += 1
-                self.dropped |= before - {bloom.name for bloom in self.bloom.live()}
+            self.bloom.upkeep()
+            self.seen = self.seen | self.live_names()
             self.retired += self.retention.run()["retired"]
 
     def close(self):
         self.stop.set()
         self.thread.join(timeout=30)
+        self.last = self.live_names()
+        self.seen = self.seen | self.last
         self.client.close()
 
 
@@ -89,7 +109,8 @@ def test_a_crawl_through_filter_turnover_and_retention(aging_cluster, site, mong
         master.bloom.refresh, refresh = 0.0, master.bloom.refresh    # no gap: nobody adds yet
         master.bloom.upkeep()
         master.bloom.refresh = refresh
-    junk_generations = {bloom.name for bloom in master.bloom.live()}
+    master.watch_from_now()
+    junk_generations = master.before
     try:
         crawl_through(aging_cluster, site, mongo_db, "aging-crawl",
                       Fault("filter turnover and retention", drain_bound=120),
