@@ -223,6 +223,51 @@ def test_a_message_not_confirmed_is_on_the_topic_once(test_settings, kafka_topic
     assert sorted(value for value in on_topic if value.startswith(b"message")) == values
 
 
+class LookSpy:
+    """``_find`` that notes the floor it reads from; unreadable the first ``fails`` times."""
+
+    def __init__(self, producer, fails=0):
+        self.real, self.fails, self.floors = producer._find, fails, []
+
+    def __call__(self, topic, wanted, timeout, floor):
+        from kafka.errors import KafkaTimeoutError
+
+        self.floors.append(floor)
+        if len(self.floors) <= self.fails:
+            raise KafkaTimeoutError(f"could not read {topic} back in {timeout} s")
+        return self.real(topic, wanted, timeout, floor)
+
+
+@pytest.mark.parametrize("first_look_fails", [False, True], ids=["found", "after-a-failure"])
+def test_a_look_reads_from_where_the_producers_confirmed_messages_ended(
+        test_settings, kafka_topics, first_look_fails):
+    """A message not confirmed was sent after those confirmed before it: the look reads
+    from there, not the last LOOK_BACK records (too slow on some brokers), also in the
+    call after a delivery that failed unsure."""
+    from settings.clients import DeliveringProducer, DeliveryFailed
+
+    topic = kafka_topics[0]
+    producer = DeliveringProducer(test_settings, "test")
+    try:
+        earlier = producer.deliver(topic, [b"earlier %d" % n for n in range(20)])
+        ends: dict[int, int] = {}
+        for metadata in earlier:
+            ends[metadata.partition] = max(ends.get(metadata.partition, 0), metadata.offset + 1)
+        producer._send = FailAfterSend(producer, stored=True)
+        producer._find = spy = LookSpy(producer, fails=2 if first_look_fails else 0)
+        if first_look_fails:
+            with pytest.raises(DeliveryFailed):
+                producer.deliver(topic, [b"unsure"], timeout=1.0, give_up_after=0.5)
+            producer.deliver(topic, [b"unsure"], unsure=[0])
+        else:
+            producer.deliver(topic, [b"unsure"])
+    finally:
+        producer.close()
+    assert spy.floors[-1] == ends and all(floor == ends for floor in spy.floors)
+    assert producer._send.calls == 1           # found, never sent again
+    assert topic_values(test_settings, topic).count(b"unsure") == 1
+
+
 def test_a_message_refused_for_good_fails_the_delivery_naming_those_stored(test_settings,
                                                                            kafka_topics):
     """A message too large is not sent again and again; the caller learns which of the
@@ -247,7 +292,7 @@ def test_a_message_that_cannot_be_looked_for_is_sent_all_the_same(test_settings,
 
     from settings.clients import DeliveringProducer
 
-    def unreadable(topic, wanted, timeout):
+    def unreadable(topic, wanted, timeout, floor):
         raise KafkaTimeoutError(f"could not read {topic} back in {timeout} s")
 
     topic = kafka_topics[0]
