@@ -22,7 +22,6 @@
 -- Returns: one letter per task: "q" queued (or parked), "s" refused because its crawl is
 -- stopped, "r" pushed within the window already, "d" in the pool already as it is.
 local now, window = tonumber(ARGV[6]), tonumber(ARGV[7])
-local now, window = tonumber(ARGV[6]), tonumber(ARGV[7])
 local FIRST, STEP = 8, 5
 
 -- ZADD key [option] args... in pieces small enough for unpack.
