@@ -62,10 +62,10 @@ BODY_WORDS = re.compile(
     r"articlebody|storytext|post-?text|body-?text|rich-?text|paywall|caas-body")
 _BODY_WORD_PARTS = ("body", "content", "text", "paywall")
 # Attributes rarer than class and id that mark a container; elements with any of them
-# are found in one XPath call per page and classified apart.
-_RARE_MARKS = etree.XPath(
-    "//*[@itemprop or @role or @aria-hidden or @hidden or "
-    "contains(translate(@style, ' ', ''), 'display:none')]")
+# are found in one XPath call per page and classified apart (any style: which of them
+# hide is for _hidden to say). A union of attribute paths is several times faster in
+# libxml2 than a predicate tested on every element.
+_RARE_MARKS = etree.XPath("(//@itemprop|//@role|//@aria-hidden|//@hidden|//@style)/..")
 _NON_WORD = re.compile(r"[^a-z0-9]+")
 _COPYRIGHT = re.compile(r"(?:©|\(c\)|copyright\b)", re.IGNORECASE)
 MAX_GAP = 12                  # light lines bridged when heavy blocks go on after them

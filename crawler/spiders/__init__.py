@@ -18,7 +18,8 @@ from collections.abc import AsyncIterator, Callable, Iterable, Iterator, Mapping
 from typing import Any, NamedTuple
 
 import scrapy
-from parsel import Selector, SelectorList
+from lxml import etree
+from parsel import Selector, SelectorList, css2xpath
 from scrapy import Request
 from scrapy.http import Response, TextResponse
 
@@ -39,12 +40,64 @@ class Follow(NamedTuple):
 
 def first_value(selector: Readable, expression: str) -> str:
     """A field's text: every match stripped, the non-empty ones joined by newlines."""
-    values = [value.strip() for value in selector.xpath(expression).getall()]
+    values = [value.strip() for value in xpath_strings(selector, expression)]
     return "\n".join(value for value in values if value)
 
 
+_XPATHS: dict[str, etree.XPath] = {}     # expression -> compiled, parsel's namespaces
+
+
+def xpath_strings(selector: Readable, expression: str) -> list[str]:
+    """``selector.xpath(expression).getall()``, without a Selector made for each match:
+    making them was most of a field's cost (a page's three fields took a third of the
+    time its parse did). Anything but a parsed page or element with parsel's default
+    namespaces goes through parsel."""
+    if isinstance(selector, TextResponse):
+        selector = selector.selector
+    if not isinstance(selector, Selector) or selector.type not in ("html", "xml") \
+            or not hasattr(selector.root, "xpath") \
+            or selector.namespaces != Selector._default_namespaces:
+        return selector.xpath(expression).getall()
+    compiled = _XPATHS.get(expression)
+    if compiled is None:
+        try:
+            compiled = etree.XPath(expression, namespaces=Selector._default_namespaces,
+                                   smart_strings=False)
+        except etree.XPathError as exc:
+            raise ValueError(f"XPath error: {exc} in {expression}") from None
+        if len(_XPATHS) > 10_000:              # the expressions of every crawl's rules
+            _XPATHS.clear()
+        _XPATHS[expression] = compiled
+    try:
+        result = compiled(selector.root)
+    except etree.XPathError as exc:
+        raise ValueError(f"XPath error: {exc} in {expression}") from None
+    method = "html" if selector.type == "html" else "xml"
+    return [_as_string(match, method) for match in (result if isinstance(result, list)
+                                                     else [result])]
+
+
+def _as_string(match: Any, method: str) -> str:
+    """A match as parsel's ``get()`` gives it: text as it is, an element serialized,
+    a boolean as "1" or "0", a number as ``str()`` does."""
+    if isinstance(match, str):
+        return match
+    if isinstance(match, bool):
+        return "1" if match else "0"
+    if isinstance(match, float):
+        return str(match)
+    return etree.tostring(match, method=method, encoding="unicode", with_tail=False)
+
+
 def css_value(selector: Readable, expression: str) -> str:
-    values = [value.strip() for value in selector.css(expression).getall()]
+    """``first_value`` of a CSS selector."""
+    if isinstance(selector, TextResponse):
+        selector = selector.selector
+    if isinstance(selector, Selector) and selector.type == "html":
+        found = xpath_strings(selector, css2xpath(expression))   # parsel's own translation
+    else:
+        found = selector.css(expression).getall()
+    values = [value.strip() for value in found]
     return "\n".join(value for value in values if value)
 
 

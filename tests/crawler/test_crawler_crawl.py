@@ -131,7 +131,9 @@ def test_universal_crawl_every_page_exactly_once(frontier_settings, mongo_db, bi
 def test_robots_rules_of_one_host_at_a_time_are_read_again_and_obeyed(
         test_settings, mongo_db, static_site, tmp_path):
     """A spider keeping one host's robots.txt rules: the crawl moves between the site's
-    four hosts, so their robots.txt is read again and again, and still obeyed."""
+    four hosts, so their robots.txt is read again, and still obeyed. (How often it moves
+    between them depends on how the hosts' fetches interleave: only a read again is
+    certain.)"""
     manifest, site = static_site
     since = len(site.access_log())
     submit(test_settings, {"crawlid": "robots", "spider_type": "universal",
@@ -141,7 +143,7 @@ def test_robots_rules_of_one_host_at_a_time_are_read_again_and_obeyed(
     robots = Counter(e["host"] for e in site.access_log()[since:]
                      if e["path"].endswith("robots.txt"))
     assert set(robots) == set(manifest["spec"]["hosts"])
-    assert sum(robots.values()) > 2 * len(robots), robots
+    assert sum(robots.values()) > len(robots), robots
     assert not set(fetched(site, since)) & set(manifest["disallowed"])
     assert link_counts(test_settings, "robots")["refused"]["robots"] == len(manifest["disallowed"])
 

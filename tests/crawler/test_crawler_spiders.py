@@ -1,10 +1,12 @@
 """The spiders' link output: straight to the cluster's scheduler when it runs them,
-Requests under any other scheduler; the same links either way."""
+Requests under any other scheduler; the same links either way. Their field values:
+what parsel gives."""
 
+import pytest
 from scrapy import Request
-from scrapy.http import HtmlResponse
+from scrapy.http import HtmlResponse, XmlResponse
 
-from crawler.spiders import Follow
+from crawler.spiders import Follow, css_value, first_value, xpath_strings
 from crawler.spiders.precise import PreciseSpider
 from crawler.spiders.universal import UniversalSpider
 
@@ -107,3 +109,35 @@ def test_a_rule_takes_what_its_own_link_extractor_would():
         expected = [link.url for link in rule.extractor.extract_links(response)]
         for lean in (True, False):
             assert rule.take(response, every_url(response, lean), lean) == expected, spec
+
+
+FIELD_PAGE = b"""<html><head><title>A title</title>
+<meta property="og:title" content="Og title"></head><body>
+<h1> Head <b>line</b> </h1><!-- a comment -->
+<div class="content"><p>One &amp; two</p><p>  </p><p>Three<br>four</p></div>
+<a href="/x">x</a><a href="/y">y</a></body></html>"""
+FIELD_XPATHS = ["//h1//text()", "//title/text()", "//div[@class='content']/p/text()",
+                "//meta[@property='og:title']/@content", "//div[@class='content']",
+                "count(//a)", "boolean(//h1)", "//comment()", "re:test(//title, 'title')",
+                "string(//h1)", "//missing/text()", "//a/@href"]
+FIELD_CSS = ["h1::text", "h1 ::text", "div.content p::text", "a::attr(href)", "div.content",
+             "meta[property='og:title']::attr(content)"]
+
+
+@pytest.mark.parametrize("kind", ["html", "xml"])
+def test_field_values_are_what_parsel_gives_without_a_selector_a_match(kind):
+    response = (HtmlResponse if kind == "html" else XmlResponse)(
+        url="http://a.test/", body=FIELD_PAGE.replace(b"<br>", b"<br/>").replace(
+            b'"Og title">', b'"Og title"/>'), encoding="utf-8")
+    for expression in FIELD_XPATHS:
+        assert xpath_strings(response, expression) == \
+            response.xpath(expression).getall(), expression
+        for element in response.xpath("//div"):         # relative, from an element
+            for relative in (".//text()", "./@class", ".", "string(.)"):
+                assert xpath_strings(element, relative) == element.xpath(relative).getall()
+    for expression in FIELD_CSS:
+        assert css_value(response, expression) == "\n".join(
+            value.strip() for value in response.css(expression).getall() if value.strip())
+    assert first_value(response, "//div[@class='content']/p/text()") == "One & two\nThree\nfour"
+    with pytest.raises(ValueError, match=r"XPath error.*//h1\["):
+        first_value(response, "//h1[")
