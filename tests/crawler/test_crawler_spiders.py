@@ -6,6 +6,7 @@ import pytest
 from scrapy import Request
 from scrapy.http import HtmlResponse, XmlResponse
 
+from crawler import spiders
 from crawler.spiders import Follow, css_value, first_value, xpath_strings
 from crawler.spiders.precise import PreciseSpider
 from crawler.spiders.universal import UniversalSpider
@@ -139,5 +140,6 @@ def test_field_values_are_what_parsel_gives_without_a_selector_a_match(kind):
         assert css_value(response, expression) == "\n".join(
             value.strip() for value in response.css(expression).getall() if value.strip())
     assert first_value(response, "//div[@class='content']/p/text()") == "One & two\nThree\nfour"
+    assert set(FIELD_XPATHS) <= set(spiders._XPATHS)     # compiled by us, not read by parsel
     with pytest.raises(ValueError, match=r"XPath error.*//h1\["):
         first_value(response, "//h1[")
