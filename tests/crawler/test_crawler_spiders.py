@@ -143,3 +143,11 @@ def test_field_values_are_what_parsel_gives_without_a_selector_a_match(kind):
     assert set(FIELD_XPATHS) <= set(spiders._XPATHS)     # compiled by us, not read by parsel
     with pytest.raises(ValueError, match=r"XPath error.*//h1\["):
         first_value(response, "//h1[")
+
+
+def test_compiled_field_expressions_are_kept_within_a_bound(monkeypatch):
+    monkeypatch.setattr(spiders, "_XPATHS", {})
+    response = HtmlResponse(url="http://a.test/", body=FIELD_PAGE, encoding="utf-8")
+    for n in range(10_050):                       # every crawl's rules over months
+        xpath_strings(response, f"//p[{n + 1}]/text()")
+    assert 0 < len(spiders._XPATHS) <= 10_001
