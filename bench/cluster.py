@@ -9,7 +9,8 @@ logic and MongoDB inserts:
      (managers, master, preprocess, monitor, servers), the crawl submitted
      through Kafka and followed with ``info`` until it drains.
 Pages/s is pages fetched over the time from the first to the last fetch in
-nginx's log. Both runs are repeated ``--rounds`` times, interleaved, each
+nginx's log; a page fetched twice, or not at all, stops the benchmark with an error
+naming the pages. Both runs are repeated ``--rounds`` times, interleaved, each
 cluster brought up afresh (this kind of VM drifts in speed from minute to
 minute); the ratio is the median of the rounds' ratios. The last line is one
 JSON object with ``pages_per_s``, ``pages_per_s_per_proc``,
@@ -35,11 +36,14 @@ from bench.common import (  # noqa: E402
     finish,
     machine,
     parallel_scaling,
+    served_pages,
+    site_pages,
 )
-from bench.crawl import COMMON, RULE, measure, run_peer  # noqa: E402
+from bench.crawl import COMMON, RULE, run_peer  # noqa: E402
 from manager.local.cluster import LocalCluster  # noqa: E402
 from manager.local.services import StaticSite, free_port  # noqa: E402
 from manager.local.sitegen import DEFAULT_HOSTS, SiteSpec, generate_site  # noqa: E402
+from manager.local.sitelog import RepeatedFetches  # noqa: E402
 from message_processing.client import RequestClient  # noqa: E402
 
 UNTHROTTLED = {"CRAWLCLUSTER_THROTTLE_HITS": 100000, "CRAWLCLUSTER_THROTTLE_WINDOW": 1.0,
@@ -85,6 +89,14 @@ def run_cluster(settings, manifest, procs, crawlid):
         cluster.down(servers=False)
 
 
+def pages_per_s(site, since, label, expected):
+    """Pages a second of one run (it stops the benchmark if a page was fetched twice)."""
+    entries, span = served_pages(site, since, expected, label)
+    print(f"  {label:<36} {len(entries):>6} pages in {span:6.1f} s: "
+          f"{len(entries) / span:7.1f} pages/s, each page once", flush=True)
+    return len(entries) / span
+
+
 def run_clean(settings, manifest, procs, crawlid):
     with bench_redis(settings):            # the cluster's keys go with it
         run_cluster(settings, manifest, procs, crawlid)
@@ -104,7 +116,8 @@ def main():
     spec = SiteSpec(port=free_port(DEFAULT_HOSTS), details_per_host=args.pages_per_host,
                     related_links=20)
     manifest = generate_site(work / "site", spec)
-    pages = sum(1 for p in manifest["pages"] if p["kind"] in ("index", "list", "detail"))
+    expected = site_pages(manifest)
+    pages = len(expected)
     (work / "rule.json").write_text(json.dumps(RULE))
     print(f"bench/cluster.py on {machine()}: {pages} pages on {len(spec.hosts)} hosts; "
           f"crawlcluster with {args.procs} spider processes; {args.rounds} rounds")
@@ -118,10 +131,11 @@ def main():
             run_peer(settings, site, manifest, work / "rule.json",
                      {"SCHEDULER": "scrapy.core.scheduler.Scheduler"}, work / "vanilla.log",
                      f"vanilla-{number}")
-            vanilla = measure(site, since, "vanilla Scrapy, 1 process", pages)
+            vanilla = pages_per_s(site, since, "vanilla Scrapy, 1 process", expected)
             since = len(site.access_log())
             run_clean(cluster_settings(settings, work), manifest, args.procs, f"cluster-{number}")
-            cluster = measure(site, since, f"crawlcluster, {args.procs} processes", pages)
+            cluster = pages_per_s(site, since, f"crawlcluster, {args.procs} processes",
+                                  expected)
             rounds.append({"vanilla": vanilla, "cluster": cluster, "machine_scaling": scaling})
             drop_bench_database(settings)
     ratios = [r["cluster"] / r["vanilla"] for r in rounds]
@@ -137,4 +151,7 @@ def main():
 
 
 if __name__ == "__main__":
-    main()
+    try:
+        main()
+    except RepeatedFetches as exc:      # a run without a fault fetched a page twice
+        sys.exit(f"bench/cluster.py: {exc}")

@@ -13,6 +13,7 @@ import uuid
 from contextlib import contextmanager
 
 from manager.local.services import LocalServers
+from manager.local.sitelog import check_fetched_once, page_fetches
 from master.keys import Keys
 from settings.clients import redis_client
 from settings.loader import load_settings
@@ -165,6 +166,21 @@ def parallel_scaling(processes=2, seconds=3.0):
         return sum(int(worker.communicate()[0]) for worker in workers)
 
     return spin(processes) / spin(1)
+
+
+def served_pages(site, since, pages, label):
+    """A run's requests from nginx's log entry ``since`` on (robots.txt left out) and
+    the seconds from the first to the last. Stops the benchmark (``RepeatedFetches``,
+    naming the pages) when the run, which has no fault, fetched a page twice or missed
+    one of ``pages`` (their URLs)."""
+    entries = [e for e in site.access_log()[since:] if not e["path"].endswith("/robots.txt")]
+    check_fetched_once(page_fetches(entries, site.port), pages, what=label.strip())
+    return entries, entries[-1]["time"] - entries[0]["time"]
+
+
+def site_pages(manifest):
+    """The URLs of a generated site's pages a crawl of it fetches (``sitegen``)."""
+    return [p["url"] for p in manifest["pages"] if p["kind"] in ("index", "list", "detail")]
 
 
 def finish(summary):

@@ -35,7 +35,10 @@ of the small shape as before (``vs_scrapy`` over the same-logic peer, ``vs_scrap
 firehose on over off, and ``firehose_cpu_cost``, the same for CPU per page), and every
 figure of both shapes under ``shapes``. ``--runs`` keeps only the runs named (e.g.
 ``--runs scrapy_redis ours_1`` for the Redis figures alone); a ratio whose two runs did
-not both run is null.
+not both run is null. Every run is judged by nginx's log: a page fetched twice, or not at
+all, stops the benchmark with an error naming the pages (``bench.common.served_pages``);
+``fetches_per_page`` is the largest, over every run of ours, of fetches over the site's
+pages (1.0: each page once).
 """
 
 import argparse
@@ -64,6 +67,8 @@ from bench.common import (  # noqa: E402
     machine,
     parallel_scaling,
     require_peers,
+    served_pages,
+    site_pages,
 )
 from manager.local.crawl import Crawl, cluster_env, submit  # noqa: E402
 from manager.local.services import (  # noqa: E402
@@ -72,6 +77,7 @@ from manager.local.services import (  # noqa: E402
     free_port,
 )
 from manager.local.sitegen import DEFAULT_HOSTS, SiteSpec, generate_site  # noqa: E402
+from manager.local.sitelog import RepeatedFetches  # noqa: E402
 from settings.loader import default_scrapy_settings  # noqa: E402
 
 RULE = {"rules": [
@@ -105,22 +111,23 @@ PEER_COMPONENTS = {
 }
 
 
-def measure(site, since, label, pages_expected, redis_work, cpu):
-    """``{pages_per_s, redis_cpu, redis_cmds, cpu_ms, master_cpu_ms, mongodb_cpu_ms}`` of
-    one run (Redis in us and commands, the others in CPU ms, per page fetched)."""
-    entries = [e for e in site.access_log()[since:] if not e["path"].endswith("robots.txt")]
-    span = entries[-1]["time"] - entries[0]["time"]
+def measure(site, since, label, expected, redis_work, cpu):
+    """``{pages_per_s, redis_cpu, redis_cmds, cpu_ms, master_cpu_ms, mongodb_cpu_ms,
+    fetches_per_page}`` of one run (Redis in us and commands, the others in CPU ms, per
+    page fetched). Stops the benchmark if a page of ``expected`` (URLs) was fetched
+    twice or not at all."""
+    entries, span = served_pages(site, since, expected, label)
     pages = len(entries)
     redis_cpu, commands = redis_work.per(pages)
     row = {"pages_per_s": pages / span, "redis_cpu": redis_cpu, "redis_cmds": commands,
+           "fetches_per_page": pages / len(expected),
            **{f"{name}_ms": seconds * 1e3 / pages for name, seconds in cpu.items()}}
     print(f"  {label:<44} {pages:>6} pages in {span:6.1f} s: {row['pages_per_s']:7.1f} pages/s"
           f", spiders {row['cpu_ms']:5.2f} CPU ms a page"
           + (f" (+ dispatcher {row['master_cpu_ms']:.2f})" if row.get("master_cpu_ms") else "")
           + f", MongoDB {row['mongodb_cpu_ms']:.2f}"
           + (f", Redis {redis_cpu:6.1f} CPU us and {commands:5.1f} commands" if commands >= 1
-             else "")
-          + ("" if pages == pages_expected else f"  (expected {pages_expected})"), flush=True)
+             else ""), flush=True)
     return row
 
 
@@ -265,7 +272,8 @@ def run_shape(settings, shape, per_host, rounds_wanted, work, mongodb_pid, runs_
     make_spec, rule = SHAPES[shape]
     spec = make_spec(free_port(DEFAULT_HOSTS), per_host)
     manifest = generate_site(work / f"site-{shape}", spec)
-    pages = sum(1 for p in manifest["pages"] if p["kind"] in ("index", "list", "detail"))
+    expected = site_pages(manifest)
+    pages = len(expected)
     print(f"{shape} pages: {pages} on {len(spec.hosts)} hosts, {spec.related_links} related "
           f"links a detail page" + (", 20-100 KB each, followed" if shape == "real" else ""),
           flush=True)
@@ -285,7 +293,7 @@ def run_shape(settings, shape, per_host, rounds_wanted, work, mongodb_pid, runs_
                 redis_work = RedisWork(client).start()
                 cpu = run()
                 cpu["mongodb_cpu"] = process_cpu_seconds(mongodb_pid) - mongodb
-                results[key] = measure(site, since, label, pages, redis_work, cpu)
+                results[key] = measure(site, since, label, expected, redis_work, cpu)
                 print(f"    (whole run {time.monotonic() - started:.0f} s)", flush=True)
             rounds.append(results)
             drop_bench_database(settings)
@@ -315,6 +323,8 @@ def shape_summary(pages, rounds):
         "firehose_cpu_cost": median_ratio(rounds, "ours_1_firehose", "ours_1", "cpu_ms"),
         "redis_cpu_vs_scrapy_redis": median_ratio(rounds, "ours_1", "scrapy_redis",
                                                   "redis_cpu"),
+        "fetches_per_page": max((r[key]["fetches_per_page"] for r in rounds for key in runs
+                                 if key.startswith("ours")), default=None),
         "machine_two_proc_scaling": statistics.median(r["machine_scaling"] for r in rounds),
     }
 
@@ -368,6 +378,8 @@ def main():
                                                       "redis_cmds"),
         "redis_cpu_vs_scrapy_redis": pages_shape["redis_cpu_vs_scrapy_redis"],
         "machine_two_proc_scaling": pages_shape["machine_two_proc_scaling"],
+        "fetches_per_page": max((shape["fetches_per_page"] for shape in shapes.values()
+                                 if shape["fetches_per_page"] is not None), default=None),
         "rounds": args.rounds,
         "shapes": shapes,
         "machine": machine(),
@@ -375,4 +387,7 @@ def main():
 
 
 if __name__ == "__main__":
-    main()
+    try:
+        main()
+    except RepeatedFetches as exc:      # a run without a fault fetched a page twice
+        sys.exit(f"bench/crawl.py: {exc}")

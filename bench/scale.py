@@ -58,6 +58,7 @@ from manager.local.services import (
     spawn,
     stop_process,
 )
+from manager.local.sitelog import RepeatedFetches, check_fetched_once
 from master.bloom import BloomFilter, BloomParams
 from master.bloomgen import AgingBloomFilter
 from master.dispatcher import Dispatcher
@@ -65,7 +66,7 @@ from master.frontier import Frontier
 from master.keys import Keys
 from master.registry import JobRegistry
 from master.siteconfig import SiteConfig
-from master.tasks import make_task
+from master.tasks import decode_task, make_task
 from master.throttle import ThrottledQueues
 
 JOBS = ("job1", "job2", "job3", "job4")
@@ -126,6 +127,7 @@ class CrawlCycle:
         self.views = dict.fromkeys(JOBS)
         self.made = 0
         self.random = random.Random(7)
+        self.taken = []                  # task members taken, checked once timed
 
     def new_urls(self, count):
         urls = []
@@ -148,13 +150,17 @@ class CrawlCycle:
                 "universal", dict.fromkeys(JOBS, 600), 4_000))
             for job in JOBS:
                 done += self.crawl_pages(job)
-        return time.perf_counter() - started, done
+        seconds = time.perf_counter() - started
+        check_fetched_once(Counter(decode_task(member)["url"] for member in self.taken),
+                           what="scale: the pages taken")
+        return seconds, done
 
     def crawl_pages(self, job):
         """One job's take, its pages finished and their links pushed; how many pages."""
         result = self.phase("take", lambda: self.queues.take(
             job, "universal", f"10.0.0.{JOBS.index(job) + 1}", self.views[job], per_domain=2))
         self.views[job] = result.view
+        self.taken += [member for _, member in result.tasks]
         if result.tasks:
             self.phase("finish", lambda: self.frontier.finish_many(
                 [(member, "done", "") for _, member in result.tasks]))
@@ -356,4 +362,7 @@ def main():
 
 
 if __name__ == "__main__":
-    main()
+    try:
+        main()
+    except RepeatedFetches as exc:      # a page taken twice: the frontier lost track
+        sys.exit(f"bench/scale.py: {exc}")

@@ -53,6 +53,7 @@ from master.bloomgen import KnownLinks
 from master.siteconfig import domain_of
 from master.tasks import Task, decode_task, make_task
 from master.throttle import JobView
+from master.urls import canonical_url
 
 logger = logging.getLogger(__name__)
 
@@ -74,12 +75,17 @@ BUSY_WRITES_EVERY = 3
 class NewLink(NamedTuple):
     """A link a page yielded, waiting for the next round's filter check."""
 
-    url: str
+    url: str                 # as the page spelt it, without its fragment: what is fetched
+    key: str                 # its canonical URL (Scrapy's): what the crawl knows it by
     parent: dict[str, Any]   # the page's task and its crawl's config
     domain: str
     callback: str
     extra: dict[str, Any] | None   # spider fields for the link's task (the rule that took it)
     recrawl: bool = False   # a page its sitemap says changed: out of the filter, pushed again
+
+    @property
+    def crawlid(self) -> str:
+        return str(self.parent["task"]["crawlid"])
 
 
 class ClusterScheduler:
@@ -251,7 +257,8 @@ class ClusterScheduler:
             return set()
         # Present in the crawl's scope: listed, so added, by an earlier visit.
         removed = bloom.remove_many(changed, scope=task["crawlid"])
-        self.known.forget(changed, [task["crawlid"]] * len(changed))
+        self.known.forget([canonical_url(url) for url in changed],
+                          [task["crawlid"]] * len(changed))
         self.stats.inc_value("crawlcluster/links/changed", sum(removed))
         return {url for url, gone in zip(changed, removed, strict=True) if gone}
 
@@ -453,14 +460,19 @@ class ClusterScheduler:
         ``NewLink``, or None if the crawl refuses it. Its task is made only once the
         filter finds it new (most links a page yields were seen before)."""
         reason = self._refusal(url, parent)
+        if not reason:
+            try:
+                key = canonical_url(url)
+            except ValueError:                    # a port out of range, say
+                reason = "invalid"
         if reason:
             self._refuse(parent["task"]["crawlid"], reason)
             return None
-        return NewLink(url, parent, domain_of(url), callback, extra)
+        return NewLink(url.partition("#")[0], key, parent, domain_of(url), callback, extra)
 
     def _refusal(self, url: str, parent: dict[str, Any]) -> str | None:
         """Why the crawl refuses a link before any Redis check, or None."""
-        if not url.startswith(("http://", "https://")):
+        if not url[:8].lower().startswith(("http://", "https://")):
             return "scheme"
         if self.url_length_limit and len(url) > self.url_length_limit:
             return "url_length"
@@ -498,13 +510,21 @@ class ClusterScheduler:
             raise
 
     def _push_links(self, links: list[NewLink]) -> None:
-        """Look the links up in the filter, push those it has not seen, then add them
-        to it: a job that dies in between leaves its pushed links findable as new by a
-        page crawled again, and the pools' dedupe window queues them once."""
-        seen = self._seen([link.url for link in links],
-                          [link.parent["task"]["crawlid"] for link in links],
-                          [link.recrawl for link in links])
-        unseen = [link for link, found in zip(links, seen, strict=True) if not found]
+        """Queue each page the crawl has neither seen nor queued, once. The round's
+        links are taken one per canonical URL of their crawl, whatever fragment or
+        spelling each came with; those the filter has not seen are pushed, then added
+        to it. A job that dies between the push and the add leaves its pushed links
+        findable as new by a page crawled again, and the pools' dedupe window (by
+        canonical URL too) queues them once; so does it a link two jobs find new at
+        once."""
+        distinct = distinct_links(links)
+        duplicates = [link.crawlid for link in links if link is not distinct.get(
+            (link.crawlid, link.key))]
+        distinct_list = list(distinct.values())
+        seen = self._seen(distinct_list)
+        unseen = [link for link, found in zip(distinct_list, seen, strict=True) if not found]
+        duplicates += [link.crawlid for link, found in zip(distinct_list, seen, strict=True)
+                       if found]
         made = [(link, task) for link in unseen if (task := self._task_for_link(link))]
         kept = {id(task) for task in self._within_domain_limits([task for _, task in made])}
         pushed = [(link, task) for link, task in made if id(task) in kept]
@@ -515,30 +535,30 @@ class ClusterScheduler:
                                in zip(pushed, codes, strict=True) if code == "q"])
         for task in queued:
             self._count_link(task["crawlid"], "new")
-        repeated = [task for (_, task), code in zip(pushed, codes, strict=True)
-                    if code not in "qs"]
-        duplicates = [link.parent["task"] for link, found in zip(links, seen, strict=True)
-                      if found] + repeated
-        for task in duplicates:
-            self._count_link(task["crawlid"], "duplicate")
+        duplicates += [task["crawlid"] for (_, task), code in zip(pushed, codes, strict=True)
+                       if code not in "qs"]
+        for crawlid in duplicates:
+            self._count_link(crawlid, "duplicate")
         self.stats.inc_value("crawlcluster/links/new", len(queued))
         self.stats.inc_value("crawlcluster/links/duplicate", len(duplicates))
-        added = [(link.url, link.parent["task"]["crawlid"]) for link in unseen]
+        added = [(link.key, link.crawlid) for link in unseen]
         try:
-            self.context.bloom.add_many([url for url, _ in added],
+            self.context.bloom.add_many([key for key, _ in added],
                                         scope=[crawlid for _, crawlid in added])
-            self.known.remember([url for url, _ in added], [crawlid for _, crawlid in added])
+            self.known.remember([key for key, _ in added], [crawlid for _, crawlid in added])
         except redis.RedisError as exc:
             # Pushed already: only the filter is behind, and catches up next round.
             logger.error("Redis error adding %d pushed links to the Bloom filter (added "
                          "next round): %s", len(added), exc)
             self.unadded += added
 
-    def _seen(self, urls: list[str], crawlids: list[str], recrawl: list[bool]) -> list[bool]:
+    def _seen(self, links: list[NewLink]) -> list[bool]:
         """Whether the filter holds each link: those this process knows it holds are not
         looked up again (a changed page always is: it was just taken out)."""
-        seen = [known and not again for known, again
-                in zip(self.known.known(urls, crawlids), recrawl, strict=True)]
+        urls = [link.key for link in links]
+        crawlids = [link.crawlid for link in links]
+        seen = [known and not link.recrawl for known, link
+                in zip(self.known.known(urls, crawlids), links, strict=True)]
         asked = [n for n, known in enumerate(seen) if not known]
         found = self.context.bloom.contains_many([urls[n] for n in asked],
                                                  scope=[crawlids[n] for n in asked])
@@ -590,6 +610,17 @@ class ClusterScheduler:
 
 
 Cookies = dict[str | bytes, str | bytes | bool | float | int]    # as a Request takes them
+
+
+def distinct_links(links: list[NewLink]) -> dict[tuple[str, str], NewLink]:
+    """One link per crawl and canonical URL, by ``(crawl id, canonical URL)``: the first
+    found, or the first a changed sitemap entry asks to crawl again."""
+    first: dict[tuple[str, str], NewLink] = {}
+    for link in links:
+        name = (link.crawlid, link.key)
+        if name not in first or (link.recrawl and not first[name].recrawl):
+            first[name] = link
+    return first
 
 
 def modified_after(lastmod: str | None, moment: float) -> bool:

@@ -22,6 +22,7 @@ from master.keys import Keys
 from master.lua import LuaScripts
 from master.shards import Marks, check_shape, crawl_shards
 from master.tasks import Task, decode_task, encode_task, seed_score
+from master.urls import canonical_url
 from settings.clients import RedisClient
 from settings.loader import Settings
 
@@ -35,8 +36,9 @@ CRAWL_STATE = ("pending", "counts", "stopped", "paused")
 
 
 def link_digest(task: Task) -> str:
-    """What identifies a link pushed to the pools: its crawl and URL (64 bits)."""
-    return hashlib.blake2b(f"{task['crawlid']}\n{task['url']}".encode(),
+    """What identifies a link pushed to the pools: its crawl and canonical URL (64 bits),
+    so the same page spelt two ways is one link."""
+    return hashlib.blake2b(f"{task['crawlid']}\n{canonical_url(task['url'])}".encode(),
                            digest_size=8).hexdigest()
 
 

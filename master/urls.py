@@ -23,7 +23,7 @@ _PAIR = re.compile(r"[A-Za-z0-9_.~-]+(?:=[A-Za-z0-9_.~-]*)?")
 
 def canonical_url(url: str) -> str:
     """The canonical form of ``url`` (w3lib's, as Scrapy fingerprints it)."""
-    match = _SIMPLE.fullmatch(url)
+    match = _SIMPLE.fullmatch(url.partition("#")[0])     # the fragment is dropped
     if (match is None or "/." in (match["path"] or "")
             or (match["port"] and int(match["port"]) > 65535)):
         return _w3lib_canonicalize(url)

@@ -140,6 +140,28 @@ def static_site(tmp_path_factory):
 
 
 @pytest.fixture(scope="session")
+def docs_site(tmp_path_factory):
+    """A generated site shaped like real documentation (``manager.local.docsite``: 261
+    pages of hundreds of links each, fragments, self-links, large pages) on nginx.
+
+    Yields ``(manifest, site)``."""
+    from manager.local.docsite import DocsSpec, generate_docs_site
+    from manager.local.services import StaticSite, free_port
+
+    root = tmp_path_factory.mktemp("docs-site")
+    spec = DocsSpec(port=free_port([DocsSpec.host]))
+    manifest = generate_docs_site(root, spec)
+    try:
+        site = StaticSite(root / "www", [spec.host], spec.port, root / "run").start()
+    except CrawlClusterError as exc:
+        if IN_CI:
+            pytest.fail(f"nginx could not serve the documentation site: {exc}")
+        pytest.skip(f"nginx could not serve the documentation site: {exc}")
+    yield manifest, site
+    site.stop()
+
+
+@pytest.fixture(scope="session")
 def redis_cluster(base_settings, tmp_path_factory):
     """Settings naming a local Redis Cluster (3 masters, each with a replica) started by
     ``crawlcluster services`` for this session, on six free consecutive ports."""

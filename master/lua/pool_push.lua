@@ -2,7 +2,7 @@
 -- count them as pending for their crawl and domain (the counts `info` answers from). A
 -- task of a stopped crawl is not queued; one of a paused crawl is parked (pending, not
 -- dispatched) until the crawl resumes. A task with a digest (a spider's new link: its
--- crawl and URL) pushed to the shard within the dedupe window already is not queued
+-- crawl and canonical URL) pushed to the shard within the dedupe window already is not queued
 -- again: two jobs that both found the link new, or a push retried after a failed round,
 -- queue it once. Every key is of the shard of KEYS[1]. Digests and pool entries are looked
 -- up and written in one command per key (a lone one by adding it: ZADD says whether it was

@@ -9,11 +9,14 @@ import pytest
 import crawler as crawler_package
 from manager.local.crawl import Crawl, run_crawl, submit
 from manager.local.demo import PRECISE_RULE, UNIVERSAL_RULE  # the rules for the generated site
+from manager.local.docsite import DOCS_RULE
 from manager.local.services import StaticSite, free_port
 from manager.local.sitegen import DEFAULT_HOSTS, SiteSpec, generate_site
+from manager.local.sitelog import check_fetched_once, fetch_summary, page_fetches
 from master.counters import WindowCounts
 from master.crawls import CrawlStore
 from master.siteconfig import SiteConfig
+from master.urls import canonical_url
 from settings.clients import redis_client
 
 # The demo's rules, and one taking the pages robots.txt forbids.
@@ -32,8 +35,15 @@ def big_site(tmp_path_factory):
 
 
 def fetched(site, since):
-    return Counter(f"http://{e['host']}:{site.port}{e['path']}" for e in site.access_log()[since:]
-                   if not e["path"].endswith("robots.txt"))
+    return page_fetches(site.access_log()[since:], site.port)
+
+
+def assert_fetched_once(site, since, pages, what):
+    """nginx served each of ``pages`` (URLs) once from log entry ``since`` on, and
+    nothing else; prints what it served."""
+    served = fetched(site, since)
+    print(f"\n{what}, no fault: nginx served {fetch_summary(served)}")
+    check_fetched_once(served, pages, what)
 
 
 def link_counts(settings, crawlid):
@@ -63,12 +73,15 @@ def reachable(manifest, maxdepth):
 
 def test_precise_crawl_stores_every_item_field_by_field(test_settings, mongo_db, redis,
                                                         static_site, tmp_path):
-    manifest, _ = static_site
+    manifest, site = static_site
     host = manifest["spec"]["hosts"][0]
     start = f"http://{host}:{manifest['spec']['port']}/list/1.html"
+    since = len(site.access_log())
     submit(test_settings, {"crawlid": "precise-1", "spider_type": "precise", "url": start,
                            "rule": PRECISE_RULE})
     assert run_crawl(test_settings, "precise", tmp_path) == [0]
+    assert_fetched_once(site, since, [p["url"] for p in manifest["pages"] if p["host"] == host
+                                      and p["kind"] in ("list", "detail")], "precise crawl")
 
     stored = {item["url"]: item for item in mongo_db["items_precise"].find()}
     expected = [p for p in manifest["pages"] if p["kind"] == "detail" and p["host"] == host]
@@ -106,9 +119,8 @@ def test_universal_crawl_every_page_exactly_once(frontier_settings, mongo_db, bi
     assert {item["url"] for item in items} == details
     assert len(items) == len(details)
     counts = fetched(site, since)
-    assert all(count == 1 for count in counts.values()), counts.most_common(3)
     crawled = {p["url"] for p in manifest["pages"] if p["kind"] in ("index", "list")} | details
-    assert set(counts) == crawled                           # every page, nothing else
+    assert_fetched_once(site, since, crawled, "universal crawl")   # every page, nothing else
     assert not set(counts) & set(manifest["disallowed"])     # robots.txt obeyed
     links = link_counts(test_settings, "all")
     refused = links["refused"]
@@ -128,6 +140,30 @@ def test_universal_crawl_every_page_exactly_once(frontier_settings, mongo_db, bi
     assert refused["rule"] == len(manifest["disallowed"])     # no rule takes /private/ here
 
 
+@pytest.mark.parametrize("frontier_settings", ["redis", "redis-cluster"], indirect=True)
+def test_universal_crawl_of_a_documentation_site_fetches_each_page_once(
+        frontier_settings, mongo_db, docs_site, tmp_path):
+    """Pages of hundreds of links, the same page linked from everywhere by many
+    fragments and spellings, two spiders: nginx serves each page once."""
+    manifest, site = docs_site
+    since = len(site.access_log())
+    submit(frontier_settings, {"crawlid": "docs", "spider_type": "universal", "maxdepth": 50,
+                               "url": manifest["start_url"], "rule": DOCS_RULE})
+    assert run_crawl(frontier_settings, "universal", tmp_path, spiders=2) == [0, 0]
+
+    fetched = page_fetches(site.access_log()[since:], site.port)
+    print(f"\ndocumentation site, no fault: nginx served {fetch_summary(fetched)}; "
+          f"{len(manifest['pages'])} pages")
+    check_fetched_once(fetched, [page["url"] for page in manifest["pages"]])
+    details = {p["url"]: p["title"] for p in manifest["pages"] if p["kind"] == "detail"}
+    items = {canonical_url(item["url"]): item["title"]
+             for item in mongo_db["items_universal"].find({"crawlid": "docs"})}
+    assert items == details
+    links = link_counts(frontier_settings, "docs")
+    assert links["new"] == len(manifest["pages"]) - 1       # every page but the seed, once
+    assert links["found"] == links["new"] + links["duplicate"] >= 300 * len(manifest["pages"])
+
+
 def test_robots_rules_of_one_host_at_a_time_are_read_again_and_obeyed(
         test_settings, mongo_db, static_site, tmp_path):
     """A spider keeping one host's robots.txt rules: the crawl moves between the site's
@@ -144,6 +180,9 @@ def test_robots_rules_of_one_host_at_a_time_are_read_again_and_obeyed(
                      if e["path"].endswith("robots.txt"))
     assert set(robots) == set(manifest["spec"]["hosts"])
     assert sum(robots.values()) > len(robots), robots
+    assert_fetched_once(site, since, [p["url"] for p in manifest["pages"]
+                                      if p["kind"] in ("index", "list", "detail")],
+                        "robots.txt read again")
     assert not set(fetched(site, since)) & set(manifest["disallowed"])
     assert link_counts(test_settings, "robots")["refused"]["robots"] == len(manifest["disallowed"])
 
@@ -205,6 +244,9 @@ def test_two_spiders_share_one_domain_throttle(test_settings, mongo_db, redis, z
 
     entries = [e for e in site.access_log()[since:] if not e["path"].endswith("robots.txt")]
     times = sorted(e["time"] for e in entries if e["host"] == limited)
+    assert_fetched_once(site, since, [p["url"] for p in manifest["pages"]
+                                      if p["kind"] in ("index", "list", "detail")],
+                        "two throttled spiders")
     assert len(times) == sum(1 for p in manifest["pages"]
                              if p["host"] == limited and p["kind"] in ("index", "list", "detail"))
     for i, start in enumerate(times):            # never more than 5 in any second

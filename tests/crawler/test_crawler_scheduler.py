@@ -1,9 +1,20 @@
-"""The cluster scheduler's pacing when idle (pure logic, a driven clock)."""
+"""The cluster scheduler: its pacing when idle (pure logic, a driven clock), and its
+link path on the test's real servers (each page queued once)."""
 
 from types import SimpleNamespace
 
+import pytest
+from scrapy import Request
+from scrapy.http import HtmlResponse
+from scrapy.utils.test import get_crawler
+
 from crawler import scheduler
 from crawler.scheduler import IDLE_AFTER, IDLE_LOOK, ClusterScheduler
+from crawler.spiders import Follow
+from crawler.spiders.universal import UniversalSpider
+from manager.local.crawl import submit
+from master.keys import Keys
+from master.tasks import decode_task, make_task
 
 
 def test_an_idle_job_looks_for_work_every_idle_look_not_every_round(monkeypatch):
@@ -23,3 +34,80 @@ def test_an_idle_job_looks_for_work_every_idle_look_not_every_round(monkeypatch)
     assert not ClusterScheduler._resting(state)
     held[0], state.last_work = 0, now[0]                  # just took work: every round again
     assert not ClusterScheduler._resting(state)
+
+
+# --- the link path on a real Redis: each page queued once ---------------------------------
+
+SITE = "http://127.0.0.1:8000"
+CONFIG = {"crawlid": "once", "spider_type": "universal", "url": f"{SITE}/index.html",
+          "rule": {"rules": [{"allow": [r"\.html"], "follow": True}]}}
+
+
+@pytest.fixture
+def job_scheduler(test_settings, redis, zookeeper, mongo_db):
+    """``job_scheduler(job)``: a ClusterScheduler of a universal spider on the test's
+    servers (not started: the test drives its link path)."""
+    submit(test_settings, CONFIG)
+    made = []
+
+    def make(job):
+        crawler = get_crawler(UniversalSpider,
+                              settings_dict={**test_settings, "CRAWLCLUSTER_JOB_ID": job})
+        crawler.spider = crawler._create_spider()
+        made.append(ClusterScheduler.from_crawler(crawler))
+        return made[-1]
+
+    yield make
+    for made_scheduler in made:
+        made_scheduler.context.close()
+
+
+def page_yields(scheduler_, url, links):
+    """A page of the crawl yielding ``links`` to the scheduler."""
+    task = make_task(url, "once", "universal")
+    meta = {"crawlcluster": {"task": task, "config": CONFIG, "member": "m"}}
+    response = HtmlResponse(url, body=b"<html></html>", request=Request(url, meta=meta))
+    scheduler_.add_links(response, [Follow(link) for link in links])
+
+
+def pooled(settings, redis_client_):
+    keys = Keys.from_settings(settings)
+    return sorted(decode_task(member)["url"] for shard in keys.all_shards()
+                  for member in redis_client_.zrange(keys.pool(shard, "universal"), 0, -1))
+
+
+def test_a_page_is_queued_once_whatever_fragment_spelling_round_or_job(
+        job_scheduler, test_settings, redis):
+    first = job_scheduler("job-a")
+    page_yields(first, f"{SITE}/index.html", [
+        f"{SITE}/ref/x.html#a", f"{SITE}/ref/x.html#b", f"{SITE}/ref/x.html",
+        f"{SITE}/api/../ref/x.html#c", f"{SITE}/index.html#top", "HTTP://127.0.0.1:8000/ref/x.html",
+        f"{SITE}/y.html?b=2&a=1", f"{SITE}/y.html?a=1&b=2#q"])
+    first.enqueue_request(Request(f"{SITE}/ref/x.html#d",
+                                  meta={"crawlcluster_parent": {"task": make_task(
+                                      f"{SITE}/index.html", "once", "universal"),
+                                      "config": CONFIG}}))
+    first._push_new_links()                         # one round
+    assert pooled(test_settings, redis) == [f"{SITE}/index.html", f"{SITE}/ref/x.html",
+                                            f"{SITE}/y.html?b=2&a=1"]
+
+    page_yields(first, f"{SITE}/ref/x.html", [f"{SITE}/ref/x.html#e", f"{SITE}/y.html?a=1&b=2"])
+    first._push_new_links()                         # a later round
+    second = job_scheduler("job-b")
+    page_yields(second, f"{SITE}/y.html", [f"{SITE}/ref/x.html#f", f"{SITE}/index.html"])
+    second._push_new_links()                        # another job
+    assert len(pooled(test_settings, redis)) == 3
+
+    # A job killed between its push and its filter add: a page crawled again elsewhere
+    # yields the link with another fragment, and the pools' window still queues it once.
+    def killed(*args, **kwargs):
+        raise SystemExit("killed")
+
+    first.context.bloom.add_many = killed
+    page_yields(first, f"{SITE}/ref/x.html", [f"{SITE}/z.html#one"])
+    with pytest.raises(SystemExit):
+        first._push_new_links()
+    page_yields(second, f"{SITE}/y.html", [f"{SITE}/z.html#two", f"{SITE}/z.html"])
+    second._push_new_links()
+    assert pooled(test_settings, redis).count(f"{SITE}/z.html") == 1
+    assert len(pooled(test_settings, redis)) == 4

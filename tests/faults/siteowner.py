@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 
 from manager.local.demo import UNIVERSAL_RULE
 from master.frontier import Frontier
+from master.urls import canonical_url
 from message_processing.client import RequestClient
 from settings.clients import redis_client
 from settings.loader import default_settings
@@ -98,9 +99,10 @@ def leased_now(settings):
 
 
 def served_to(manifest, served, crawlid, since=0):
-    """``Counter(URL -> times nginx served it to the crawl)`` from log entry ``since``."""
+    """``Counter(canonical URL -> times nginx served it to the crawl)`` from log entry
+    ``since`` (robots.txt included)."""
     port = manifest["spec"]["port"]
-    return Counter(f"http://{entry['host']}:{port}{entry['path']}"
+    return Counter(canonical_url(f"http://{entry['host']}:{port}{entry['path']}")
                    for entry in served.access_log()[since:]
                    if entry["agent"] == agent_of(crawlid))
 
@@ -147,10 +149,11 @@ def assert_ground_truth(manifest, mongo_db, crawlid):
     """Every detail page stored exactly once, with the site's fields."""
     details = {p["url"]: p for p in manifest["pages"] if p["kind"] == "detail"}
     items = list(mongo_db["items_universal"].find({"crawlid": crawlid}))
-    assert len(items) == len({item["url"] for item in items})          # nothing twice
-    assert {item["url"] for item in items} == set(details)              # nothing missing
-    for item in items:
-        assert item["title"] == details[item["url"]]["title"]
+    urls = [canonical_url(item["url"]) for item in items]
+    assert len(items) == len(set(urls))                                 # nothing twice
+    assert set(urls) == set(details)                                    # nothing missing
+    for url, item in zip(urls, items, strict=True):
+        assert item["title"] == details[url]["title"]
 
 
 def crawl_through(cluster, site, mongo_db, crawlid, fault, strike, done_before=100,

@@ -19,6 +19,7 @@ import pytest
 
 from manager.local.cluster import LocalCluster, manager_call
 from manager.local.demo import UNIVERSAL_RULE
+from manager.local.docsite import DOCS_RULE
 from manager.local.services import free_port
 from master.crawls import CrawlStore
 from master.keys import Keys
@@ -86,6 +87,16 @@ def test_a_spider_process_killed_mid_crawl(cluster, site, mongo_db):
     crawl_through(cluster, site, mongo_db, "kill-spider",
                   Fault("spider killed", SPIDER_DRAIN),
                   lambda: os.kill(running_spider_pid(node2, "node2"), signal.SIGKILL))
+
+
+def test_a_spider_killed_mid_crawl_of_a_documentation_site(cluster, docs_site, mongo_db):
+    """Hundreds of links a page, each page linked by many fragments: a page crawled
+    again after the kill yields them all, and still nothing multiplies."""
+    node2 = cluster.node_settings(2)
+    crawl_through(cluster, docs_site, mongo_db, "kill-spider-docs",
+                  Fault("spider killed on a documentation site", SPIDER_DRAIN),
+                  lambda: os.kill(running_spider_pid(node2, "node2"), signal.SIGKILL),
+                  done_before=60, rule=DOCS_RULE, maxdepth=50)
 
 
 def test_a_spider_killed_mid_sitemap_crawl_with_revisits(cluster, site, mongo_db):

@@ -14,12 +14,14 @@ pairs = st.tuples(st.text(SAFE, min_size=0, max_size=4),
                   st.one_of(st.none(), st.text(SAFE + "=", max_size=4)))
 queries = st.one_of(st.just(""), st.just("?"), st.lists(pairs, max_size=4).map(
     lambda ps: "?" + "&".join(k if v is None else f"{k}={v}" for k, v in ps)))
+fragments = st.one_of(st.just(""), st.just("#"), st.text(SAFE + "#?/&=%:", max_size=6).map(
+    lambda text: "#" + text))
 
 
 @settings(max_examples=1000, deadline=None)
-@given(st.sampled_from(["http", "https"]), hosts, ports, paths, queries)
-def test_fast_path_equals_w3lib(scheme, host, port, path, query):
-    url = f"{scheme}://{host}{port}{path}{query}"
+@given(st.sampled_from(["http", "https"]), hosts, ports, paths, queries, fragments)
+def test_fast_path_equals_w3lib(scheme, host, port, path, query, fragment):
+    url = f"{scheme}://{host}{port}{path}{query}{fragment}"
     assert canonical_url(url) == canonicalize_url(url)
 
 
