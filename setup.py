@@ -51,6 +51,7 @@ setup(
         "test": [
             "pytest>=8",
             "pytest-timeout>=2.3",
+            "pytest-xdist>=3.5",  # workers with servers of their own (tests/conftest.py)
             "hypothesis>=6",  # property tests of URL canonicalization
             "ruff>=0.6",
             "PyYAML>=6",  # docker-compose.yml structure test

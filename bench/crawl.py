@@ -37,8 +37,8 @@ figure of both shapes under ``shapes``. ``--runs`` keeps only the runs named (e.
 ``--runs scrapy_redis ours_1`` for the Redis figures alone); a ratio whose two runs did
 not both run is null. Every run is judged by nginx's log: a page fetched twice, or not at
 all, stops the benchmark with an error naming the pages (``bench.common.served_pages``);
-``fetches_per_page`` is the largest, over every run of ours, of fetches over the site's
-pages (1.0: each page once).
+``fetches_per_page`` is the largest, over every run of ours, of fetches over distinct
+pages (1.0: each page once). Every figure per page is per distinct page.
 """
 
 import argparse
@@ -111,16 +111,15 @@ PEER_COMPONENTS = {
 }
 
 
-def measure(site, since, label, expected, redis_work, cpu):
+def measure(site, since, label, expected, redis_work, cpu, ours):
     """``{pages_per_s, redis_cpu, redis_cmds, cpu_ms, master_cpu_ms, mongodb_cpu_ms,
     fetches_per_page}`` of one run (Redis in us and commands, the others in CPU ms, per
-    page fetched). Stops the benchmark if a page of ``expected`` (URLs) was fetched
-    twice or not at all."""
-    entries, span = served_pages(site, since, expected, label)
-    pages = len(entries)
+    distinct page fetched). A run of ours stops the benchmark if a page of ``expected``
+    (URLs) was fetched twice or not at all."""
+    pages, fetches, span = served_pages(site, since, expected, label, ours)
     redis_cpu, commands = redis_work.per(pages)
     row = {"pages_per_s": pages / span, "redis_cpu": redis_cpu, "redis_cmds": commands,
-           "fetches_per_page": pages / len(expected),
+           "fetches_per_page": fetches / pages,
            **{f"{name}_ms": seconds * 1e3 / pages for name, seconds in cpu.items()}}
     print(f"  {label:<44} {pages:>6} pages in {span:6.1f} s: {row['pages_per_s']:7.1f} pages/s"
           f", spiders {row['cpu_ms']:5.2f} CPU ms a page"
@@ -293,7 +292,8 @@ def run_shape(settings, shape, per_host, rounds_wanted, work, mongodb_pid, runs_
                 redis_work = RedisWork(client).start()
                 cpu = run()
                 cpu["mongodb_cpu"] = process_cpu_seconds(mongodb_pid) - mongodb
-                results[key] = measure(site, since, label, expected, redis_work, cpu)
+                results[key] = measure(site, since, label, expected, redis_work, cpu,
+                                       ours=key.startswith("ours"))
                 print(f"    (whole run {time.monotonic() - started:.0f} s)", flush=True)
             rounds.append(results)
             drop_bench_database(settings)

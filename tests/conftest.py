@@ -1,8 +1,9 @@
 """Shared fixtures: real servers from the harness, one namespace per test.
 
 The servers are the ones ``crawlcluster services up`` runs (started here if
-they are not answering). Outside CI a server that cannot be started skips
-the tests needing it; in CI (``CI=true``) it fails them.
+they are not answering); under pytest-xdist each worker starts its own, on ports
+and in a state directory of its own. Outside CI a server that cannot be started
+skips the tests needing it; in CI (``CI=true``) it fails them.
 
 Every test that touches a server gets ``test_settings``: the loaded settings
 with its own Redis key prefix, Kafka topics and group id, ZooKeeper root and
@@ -10,7 +11,9 @@ MongoDB database, all removed after the test.
 """
 
 import os
+import tempfile
 import uuid
+from pathlib import Path
 
 import pytest
 
@@ -26,6 +29,60 @@ from settings.errors import CrawlClusterError
 from settings.loader import load_settings, parse_bool
 
 IN_CI = parse_bool("CI", os.environ.get("CI", "false"))
+# pytest-xdist workers (``-n auto`` in pytest.ini): the tests mostly wait on servers and
+# crawls, so more workers than CPUs. A worker runs a whole file at a time (``--dist
+# loadgroup``, grouped by file below), so the local clusters a module shares are built once.
+WORKERS_PER_CPU = 2
+MAX_WORKERS = 4
+SERVER_ADDRESSES = {
+    "CRAWLCLUSTER_REDIS_URL": "redis://127.0.0.1:{port}/0",
+    "CRAWLCLUSTER_KAFKA_BOOTSTRAP": "127.0.0.1:{port}",
+    "CRAWLCLUSTER_ZOOKEEPER_HOSTS": "127.0.0.1:{port}",
+    "CRAWLCLUSTER_MONGODB_URL": "mongodb://127.0.0.1:{port}/?directConnection=true",
+}
+
+
+# Tests that take minutes: each is a work unit of its own for the xdist workers (the rest
+# go a whole file at a time), and they start first, so the run does not end waiting on one.
+SLOW_TESTS = ("test_a_simulated_year_comes_back_to_the_same_state_every_day",
+              "test_broker_restarts_30_times_with_requests_flowing")
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_collection_modifyitems(config, items):
+    """Group the tests for ``--dist loadgroup``: by file, each slow test alone, slow
+    tests first (the order is the same on every worker, as xdist requires)."""
+    def slow(item):
+        return item.originalname in SLOW_TESTS
+
+    for item in items:
+        group = item.nodeid if slow(item) else item.nodeid.split("::")[0]
+        item.add_marker(pytest.mark.xdist_group(group))
+    items.sort(key=lambda item: not slow(item))     # a stable sort keeps the file order
+
+
+def pytest_xdist_auto_num_workers(config):
+    return max(1, min(MAX_WORKERS, WORKERS_PER_CPU * (os.cpu_count() or 1)))
+
+
+def pytest_configure(config):
+    """An xdist worker gets servers of its own (``local_servers`` starts them): its own
+    ports and state directory, set in its environment so that everything it starts
+    (roles, spiders, CLI commands) finds them too."""
+    worker = os.environ.get("PYTEST_XDIST_WORKER")
+    if worker:
+        os.environ.update(worker_environment(worker, os.environ.get("PYTEST_XDIST_TESTRUNUID",
+                                                                    uuid.uuid4().hex)))
+
+
+def worker_environment(worker, run):
+    """The settings of one xdist worker's servers, as environment variables."""
+    from manager.local.services import free_port
+
+    state = Path(tempfile.gettempdir()) / f"crawlcluster-tests-{run[:12]}" / worker
+    return {"CRAWLCLUSTER_STATE_DIR": str(state),
+            **{name: address.format(port=free_port()) for name, address
+               in SERVER_ADDRESSES.items()}}
 
 
 @pytest.fixture(scope="session")
