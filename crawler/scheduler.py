@@ -33,7 +33,7 @@ adds the counts to the crawl's ``crawl_links`` hash with the round's outcomes, f
 
 import logging
 import time
-from collections import deque
+from collections import Counter, deque
 from collections.abc import Mapping
 from datetime import UTC, datetime
 from typing import Any, NamedTuple
@@ -493,10 +493,8 @@ class ClusterScheduler:
 
     def _push_new_links(self) -> None:
         if self.unadded:
-            urls, crawlids = zip(*self.unadded, strict=True)
-            self.context.bloom.add_many(list(urls), scope=list(crawlids))
-            self.known.remember(urls, crawlids)
-            self.unadded = []
+            unadded, self.unadded = self.unadded, []
+            self._add_to_filter(unadded)
         if not self.new_links:
             return
         links, self.new_links = self.new_links, []
@@ -516,32 +514,41 @@ class ClusterScheduler:
         to it. A job that dies between the push and the add leaves its pushed links
         findable as new by a page crawled again, and the pools' dedupe window (by
         canonical URL too) queues them once; so does it a link two jobs find new at
-        once."""
-        distinct = distinct_links(links)
-        duplicates = [link.crawlid for link in links if link is not distinct.get(
-            (link.crawlid, link.key))]
-        distinct_list = list(distinct.values())
-        seen = self._seen(distinct_list)
-        unseen = [link for link, found in zip(distinct_list, seen, strict=True) if not found]
-        duplicates += [link.crawlid for link, found in zip(distinct_list, seen, strict=True)
-                       if found]
+        once. Every link is counted new, refused or duplicate."""
+        distinct = list(distinct_links(links).values())
+        unseen = [link for link, seen in zip(distinct, self._seen(distinct), strict=True)
+                  if not seen]
+        queued, refused = self._queue(unseen)
+        duplicates = Counter(link.crawlid for link in links)
+        duplicates.subtract(task["crawlid"] for task in queued)
+        duplicates.subtract(link.crawlid for link in refused)
+        for task in queued:
+            self._count_link(task["crawlid"], "new")
+        for crawlid, count in duplicates.items():
+            if count:
+                self._count_link(crawlid, "duplicate", count)
+        self.stats.inc_value("crawlcluster/links/new", len(queued))
+        self.stats.inc_value("crawlcluster/links/duplicate", sum(duplicates.values()))
+        self._add_to_filter([(link.key, link.crawlid) for link in unseen])
+
+    def _queue(self, unseen: list[NewLink]) -> tuple[list[Task], list[NewLink]]:
+        """Push the tasks of links the filter has not seen (within their crawls'
+        ``domain_max_pages``). Returns the tasks queued (or refused as their crawl
+        stopped), and the links refused here (``invalid``, ``domain_max_pages``)."""
         made = [(link, task) for link in unseen if (task := self._task_for_link(link))]
         kept = {id(task) for task in self._within_domain_limits([task for _, task in made])}
         pushed = [(link, task) for link, task in made if id(task) in kept]
         codes = self.context.frontier.push_links([task for _, task in pushed],
                                                  [link.recrawl for link, _ in pushed])
-        queued = [task for (_, task), code in zip(pushed, codes, strict=True) if code in "qs"]
         self._remember_pushes([(task, link.recrawl) for (link, task), code
                                in zip(pushed, codes, strict=True) if code == "q"])
-        for task in queued:
-            self._count_link(task["crawlid"], "new")
-        duplicates += [task["crawlid"] for (_, task), code in zip(pushed, codes, strict=True)
-                       if code not in "qs"]
-        for crawlid in duplicates:
-            self._count_link(crawlid, "duplicate")
-        self.stats.inc_value("crawlcluster/links/new", len(queued))
-        self.stats.inc_value("crawlcluster/links/duplicate", len(duplicates))
-        added = [(link.key, link.crawlid) for link in unseen]
+        queued = [task for (_, task), code in zip(pushed, codes, strict=True) if code in "qs"]
+        pushed_links = {id(link) for link, _ in pushed}
+        return queued, [link for link in unseen if id(link) not in pushed_links]
+
+    def _add_to_filter(self, added: list[tuple[str, str]]) -> None:
+        """Add pushed links (canonical URL, crawl id) to the filter and to what this
+        process knows it holds; on a Redis error, next round."""
         try:
             self.context.bloom.add_many([key for key, _ in added],
                                         scope=[crawlid for _, crawlid in added])

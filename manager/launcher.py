@@ -4,11 +4,14 @@ scrapyd starts a job and forgets it when it ends. A spider the manager starts to
 for work (no idle timeout: the node's configured spiders) is meant to run for good, so
 when one exits non-zero (it crashed, was killed, or its watchdog ended it as stuck) it
 is started again, as the same spider with the same settings and arguments, after a
-backoff that doubles each time. One that dies ``RESTART_LIMIT`` times within
-``RESTART_WINDOW`` seconds is reported and left stopped. One that closed past its
-memory bound (exit status ``EXIT_RECYCLE``) is started again at once, uncounted. Jobs
-with an idle timeout (``CRAWLCLUSTER_IDLE_TIMEOUT``, the node's or the job's own), and
-spiders that end cleanly, are not restarted.
+backoff that doubles each time (manager/restarts.py). One that keeps dying is *waiting*:
+it is started again once the servers a spider needs answer (Redis, ZooKeeper, MongoDB;
+a Redis Cluster failover of the node the settings name, a server restarting), at most
+once a minute, and is listed meanwhile in ``listjobs.json``'s ``waiting`` and the node's
+``crawlcluster_spiders_waiting`` metric. One that closed past its memory bound (exit
+status ``EXIT_RECYCLE``) is started again at once, uncounted. Jobs with an idle timeout
+(``CRAWLCLUSTER_IDLE_TIMEOUT``, the node's or the job's own), and spiders that end
+cleanly, are not restarted.
 """
 
 import logging
@@ -18,16 +21,16 @@ from typing import Any
 
 from scrapyd.interfaces import IEnvironment, ISpiderScheduler
 from scrapyd.launcher import Launcher, ScrapyProcessProtocol, get_crawl_args
-from twisted.internet import reactor
+from twisted.internet import reactor, threads
 
+from crawler.commands.crawl import CLUSTER_SERVERS, SERVERS
+from manager.restarts import SERVER_CHECK_EVERY, RestartPolicy
+from settings.clients import check_server
 from settings.process import EXIT_RECYCLE
 
 logger = logging.getLogger(__name__)
 
 IDLE_SETTING = "CRAWLCLUSTER_IDLE_TIMEOUT"
-RESTART_LIMIT = 5
-RESTART_WINDOW = 600.0          # seconds
-FIRST_BACKOFF = 1.0             # seconds; doubled at each restart within the window
 
 
 class ExitRecordingProtocol(ScrapyProcessProtocol):
@@ -48,8 +51,10 @@ class SupervisingLauncher(Launcher):
     def __init__(self, config: Any, app: Any) -> None:
         super().__init__(config, app)
         self.stopping = False              # set by the manager at shutdown: no restarts
-        self.restarts: dict[str, list[float]] = {}    # a spider's first job id -> restart times
+        self.policy = RestartPolicy()                 # deaths by a spider's first job id
         self.first_job: dict[str, str] = {}           # a restarted job's id -> its spider's first
+        # a spider's first job id -> what listjobs says of it while it waits for servers
+        self.waiting: dict[str, dict[str, Any]] = {}
 
     def _spawn_process(self, message: dict[str, Any], slot: int) -> None:
         original = dict(message, settings=dict(message.get("settings", {})))
@@ -82,22 +87,57 @@ class SupervisingLauncher(Launcher):
 
     def _restart(self, process: ExitRecordingProtocol) -> None:
         first = self.first_job.pop(process.job, process.job)     # only live jobs kept
-        now = time.monotonic()
-        times = [at for at in self.restarts.get(first, []) if now - at < RESTART_WINDOW]
-        if len(times) >= RESTART_LIMIT:
-            logger.error("spider job %s exited with %s and died %d times in %.0f s: not "
-                         "started again (see its log)", process.job, process.exit_code,
-                         len(times), RESTART_WINDOW)
-            return
-        times.append(now)
-        self.restarts[first] = times
-        delay = FIRST_BACKOFF * 2 ** (len(times) - 1)
-        job = f"{first}-r{len(times)}-{int(time.time())}"
+        delay = self.policy.died(first)
+        restarts = self.policy.restarts(first)
+        job = f"{first}-r{restarts}-{int(time.time())}"
         self.first_job[job] = first
-        logger.warning("spider job %s exited with %s: starting %s again as %s in %.0f s "
-                       "(restart %d in %.0f s)", process.job, process.exit_code,
-                       process.spider, job, delay, len(times), RESTART_WINDOW)
-        reactor.callLater(delay, self._schedule_again, process, job)
+        if self.policy.waiting(first):
+            logger.error("spider job %s exited with %s, dying too often (%d times in the "
+                         "last %.0f s): %s waits for its servers to answer, then starts as %s "
+                         "(at once after an outage, else %.0f s after it died)", process.job,
+                         process.exit_code, restarts, self.policy.window, process.spider, job,
+                         self.policy.cap)
+            self.waiting[first] = {"spider": process.spider, "job": job, "since": time.time(),
+                                   "exit_code": process.exit_code, "deaths": restarts}
+        else:
+            logger.warning("spider job %s exited with %s: starting %s again as %s in %.0f s "
+                           "(restart %d in %.0f s)", process.job, process.exit_code,
+                           process.spider, job, delay, restarts, self.policy.window)
+        reactor.callLater(delay, self._start_when_servers_answer, process, job, first)
+
+    def _start_when_servers_answer(self, process: ExitRecordingProtocol, job: str,
+                                   first: str) -> None:
+        """Schedule the job again, unless it is waiting and a server it needs is down
+        (then look again in ``SERVER_CHECK_EVERY`` s); the servers are checked in a
+        thread (a dead one takes its connect timeout)."""
+        if self.stopping:
+            return
+        if first not in self.waiting:
+            self.policy.started(first)
+            self._schedule_again(process, job)
+            return
+
+        def checked(down: list[str]) -> None:
+            if self.stopping:
+                return
+            entry = self.waiting[first]
+            entry["servers_down"] = down
+            entry["outage_seen"] = entry.get("outage_seen", False) or bool(down)
+            if down or not self.policy.may_start(first, entry["outage_seen"]):
+                reactor.callLater(SERVER_CHECK_EVERY, self._start_when_servers_answer,
+                                  process, job, first)
+                return
+            logger.info("the servers of %s answer again: starting it as %s", process.spider, job)
+            del self.waiting[first]
+            self.policy.started(first)
+            self._schedule_again(process, job)
+
+        threads.deferToThread(self._servers_down, process.spider).addCallback(checked)
+
+    def _servers_down(self, spider: str) -> list[str]:
+        settings = self.app.crawlcluster["settings"]
+        return [kind for kind in SERVERS.get(spider, CLUSTER_SERVERS)
+                if not check_server(settings, kind)[0]]
 
     def _recycle(self, process: ExitRecordingProtocol) -> None:
         first = self.first_job.pop(process.job, process.job)

@@ -13,12 +13,13 @@ cluster (each scrape costs Redis a few thousand cheap reads); its heartbeat
 shows it in ``stats`` and on the Status page like every role.
 """
 
+import json
 import logging
 import os
 import re
 import shutil
 import time
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -84,11 +85,18 @@ class ClusterCollector:
 
     def __init__(self, client: Any, settings: Any) -> None:
         self.reader = FigureReader(client, settings)
+        # what a local cluster's supervisor writes of the roles it starts again
+        self.restarts = settings.getpath("CRAWLCLUSTER_STATE_DIR") / "supervisor.json"
 
     def collect(self) -> Iterator[Metric]:
         started = time.perf_counter()
         figures = self.reader.read()
         yield from cluster_metrics(figures)
+        yield _gauge("crawlcluster_role_waiting", "1 while a role of a local cluster died "
+                     "too often and waits for the servers to answer to start again "
+                     "(crawlcluster supervisor)", ["role"],
+                     {role: float(bool(entry.get("waiting")))
+                      for role, entry in read_json(self.restarts).items()})
         yield GaugeMetricFamily("crawlcluster_exporter_read_seconds",
                                 "Time the last scrape took to read the figures from Redis",
                                 value=time.perf_counter() - started)
@@ -233,10 +241,41 @@ class MetricsPage(resource.Resource):
         return body
 
 
-def node_registry(metrics_dir: Path) -> CollectorRegistry:
+def read_json(path: Path) -> dict[str, Any]:
+    """A JSON object from a file; {} if there is none, or it is being rewritten."""
+    try:
+        value = json.loads(path.read_text())
+    except (OSError, ValueError):
+        return {}
+    return value if isinstance(value, dict) else {}
+
+
+def node_registry(metrics_dir: Path,
+                  waiting: Callable[[], Mapping[str, Mapping[str, Any]]] | None = None
+                  ) -> CollectorRegistry:
+    """The node's spiders' metrics, and (``waiting``: the launcher's) how many of its
+    spiders wait for their servers to start again."""
     registry = CollectorRegistry(auto_describe=False)
     registry.register(NodeCollector(metrics_dir))
+    if waiting is not None:
+        registry.register(WaitingCollector(waiting))
     return registry
+
+
+class WaitingCollector:
+    """``crawlcluster_spiders_waiting{spider}``: spiders of this node that died too often
+    and are started again once their servers answer (manager/launcher.py)."""
+
+    def __init__(self, waiting: Callable[[], Mapping[str, Mapping[str, Any]]]) -> None:
+        self.waiting = waiting
+
+    def collect(self) -> Iterator[Metric]:
+        counts: dict[str, float] = {}
+        for entry in list(self.waiting().values()):
+            counts[entry["spider"]] = counts.get(entry["spider"], 0) + 1
+        yield _gauge("crawlcluster_spiders_waiting", "Spiders of this node that died too "
+                     "often and wait for their servers to answer to start again", ["spider"],
+                     counts)
 
 
 def cluster_registry(client: Any, settings: Any) -> CollectorRegistry:

@@ -89,7 +89,7 @@ SERVICES = {
     "listspiders.json": "scrapyd.webservice.ListSpiders",
     "delproject.json": "scrapyd.webservice.DeleteProject",
     "delversion.json": "scrapyd.webservice.DeleteVersion",
-    "listjobs.json": "scrapyd.webservice.ListJobs",
+    "listjobs.json": "manager.web.ListJobs",
     "daemonstatus.json": "scrapyd.webservice.DaemonStatus",
     "cluster.json": "manager.web.ClusterView",
     "overview.json": "manager.web.Overview",

@@ -21,6 +21,7 @@ from typing import Any
 
 from prometheus_client import CollectorRegistry
 from scrapyd import website
+from scrapyd.webservice import ListJobs as ScrapydListJobs
 from scrapyd.webservice import Schedule as ScrapydSchedule
 from scrapyd.webservice import WsResource, param
 from twisted.internet import threads
@@ -156,6 +157,18 @@ class Overview(WsResource):
         return self.reader.read().as_json()
 
 
+class ListJobs(ScrapydListJobs):
+    """scrapyd's ``listjobs.json`` plus ``waiting``: the node's spiders that died too
+    often and are started again once their servers answer (manager/launcher.py), each
+    with its spider, next job id, since when, last exit status and the servers found
+    down."""
+
+    def render_GET(self, txrequest: Any, *args: Any, **kwargs: Any) -> dict[str, Any]:
+        jobs: dict[str, Any] = super().render_GET(txrequest, *args, **kwargs)
+        jobs["waiting"] = [dict(entry) for entry in self.root.launcher.waiting.values()]
+        return jobs
+
+
 class NodeMetrics(MetricsPage):
     """``/metrics``: this node's spider processes (their registry is made at the first
     scrape: the clients are attached to the app after the root is built)."""
@@ -168,7 +181,8 @@ class NodeMetrics(MetricsPage):
     @property
     def registry(self) -> CollectorRegistry:  # type: ignore[override]
         if self._registry is None:
-            self._registry = node_registry(metrics_dir(self.root.crawlcluster["settings"]))
+            self._registry = node_registry(metrics_dir(self.root.crawlcluster["settings"]),
+                                           lambda: self.root.launcher.waiting)
         return self._registry
 
 

@@ -106,7 +106,8 @@ class ThrottledQueues:
              per_domain: PerDomain = 1) -> TakeResult:
         """Try each domain of the job once; lease up to ``per_domain`` tasks of each, as
         many as the windows allow. ``per_domain`` is a number, or a callable of
-        ``(domain, hits, window)`` giving the number.
+        ``(domain, hits, window)`` giving the number, ``hits`` being what this job's IP
+        may make in a window (the domain's limit, or its per-IP limit if tighter).
 
         ``view`` is where the job's queues are (``result.view`` of the last take; read
         first if None). ``min_interval`` maps a domain to seconds between requests it
@@ -129,7 +130,8 @@ class ThrottledQueues:
                     continue
                 hits, window = self.limit(domain, (min_interval or {}).get(domain))
                 ip_hits = min(hits, self.site_config.ip_hits(domain))
-                wanted = per_domain(domain, hits, window) if callable(per_domain) else per_domain
+                wanted = (per_domain(domain, ip_hits, window) if callable(per_domain)
+                          else per_domain)
                 args += [domain, hits, ip_hits, int(window * 1000), wanted]
                 open_domains.append(domain)
             if open_domains:

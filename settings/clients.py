@@ -125,6 +125,21 @@ def cluster_nodes(url: str) -> tuple[str, list[tuple[str, int]]]:
     return urlunsplit(parts._replace(netloc=netloc)), nodes
 
 
+def masters_url(settings: "Settings") -> str:
+    """``CRAWLCLUSTER_REDIS_URL`` naming every master of the Redis Cluster it points at
+    (``redis://[auth@]h1:p1,h2:p2,h3:p3/db``): a role given it starts while any of them
+    answers."""
+    client = redis_client(settings, "services")
+    try:
+        masters = sorted(f"{node.host}:{node.port}" for node in client.get_primaries())
+    finally:
+        client.close()
+    parts = urlsplit(settings["CRAWLCLUSTER_REDIS_URL"])
+    auth, _, _ = parts.netloc.rpartition("@")
+    netloc = ",".join(masters)
+    return str(urlunsplit(parts._replace(netloc=f"{auth}@{netloc}" if auth else netloc)))
+
+
 @cache
 def _cluster_class() -> Any:
     """RedisCluster whose pipelines resolve commands as the client does (redis-py 8.1

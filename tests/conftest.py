@@ -55,12 +55,15 @@ def pytest_collection_modifyitems(config, items):
     def slow(item):
         return item.originalname in SLOW_TESTS
 
+    if not config.pluginmanager.hasplugin("xdist"):
+        return
     for item in items:
         group = item.nodeid if slow(item) else item.nodeid.split("::")[0]
         item.add_marker(pytest.mark.xdist_group(group))
     items.sort(key=lambda item: not slow(item))     # a stable sort keeps the file order
 
 
+@pytest.hookimpl(optionalhook=True)         # pytest -p no:xdist runs without it
 def pytest_xdist_auto_num_workers(config):
     return max(1, min(MAX_WORKERS, WORKERS_PER_CPU * (os.cpu_count() or 1)))
 

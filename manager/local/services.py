@@ -25,7 +25,13 @@ from pathlib import Path
 from typing import Any, Self
 from urllib.parse import urlsplit
 
-from settings.clients import SERVER_KINDS, check_server, cluster_nodes, server_address
+from settings.clients import (
+    SERVER_KINDS,
+    check_server,
+    cluster_nodes,
+    masters_url,
+    server_address,
+)
 from settings.errors import ServiceError
 from settings.loader import Settings
 
@@ -237,7 +243,7 @@ class StateDir:
         return self.root / "supervisor.json"
 
     def restarts(self) -> dict[str, Any]:
-        """``{role: {"restarts": n, "given_up": bool, "last": unix time}}`` as the
+        """``{role: {"restarts": n, "waiting": bool, "last": unix time}}`` as the
         supervisor wrote them since the cluster's last ``up`` ({} if none)."""
         try:
             return json.loads(self.restarts_path().read_text())
@@ -405,6 +411,10 @@ class LocalServers:
                 if ok:
                     self.out(f"{kind:<10} {server_address(self.settings, kind)}  "
                              f"started (pid {process.pid}), {detail}")
+                    if self._cluster(kind):
+                        self.out(f"{'':<10} its masters, to name them all (a role then "
+                                 f"starts while any answers): CRAWLCLUSTER_REDIS_URL="
+                                 f"{masters_url(self.settings)}")
                     return
             time.sleep(0.1)
         raise ServiceError(f"{kind} did not answer within {self.start_timeout:.0f} s; "
@@ -428,8 +438,8 @@ class LocalServers:
             all_up = all_up and ok
         for role, entry in sorted(self.state.restarts().items()):
             self.out(f"{'restarts':<10} {role}: started again {entry['restarts']} times"
-                     + (", then given up (dying too often; see its log)"
-                        if entry.get("given_up") else ""))
+                     + (", and is waiting: it died too often, and is started again once "
+                        "every server answers (see its log)" if entry.get("waiting") else ""))
         for pid, command in leftover_processes(self.state):
             self.out(f"{'leftover':<10} pid {pid}  {command}  (a process of this state "
                      f"directory's cluster that nothing recorded runs; `crawlcluster down` "

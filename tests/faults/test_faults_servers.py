@@ -4,13 +4,16 @@ fetches within what was in flight plus 1% of the pages (tests/faults/siteowner.p
 
 import os
 import signal
+import subprocess
 import sys
 import threading
 import time
+from urllib.parse import urlsplit
 
 import pytest
 
-from manager.local.cluster import LocalCluster
+from manager.local.cluster import LocalCluster, manager_call
+from manager.local.crawl import cluster_env
 from manager.local.demo import UNIVERSAL_RULE
 from manager.local.services import LocalServers, free_port, port_open, spawn, stop_process
 from master.siteconfig import parse_config
@@ -366,32 +369,20 @@ def private_redis_cluster(test_settings, tmp_path):
     servers.down(["redis"])
 
 
-@pytest.mark.parametrize("run", range(5))
-def test_a_redis_cluster_master_killed_mid_crawl_failover(private_redis_cluster, kafka_topics,
-                                                          zookeeper, mongo_db, site, tmp_path,
-                                                          run):
-    """SIGKILL the master holding the most frontier keys: its replica is promoted (node
-    timeout 2 s) without the writes it had not been sent yet; every role carries on by
-    itself (jobs push their last links again and set their leases right), and nginx sees
-    each page fetched at most twice. Five times in a row: it must hold every time."""
+def kill_master_and_wait_for_promotion(settings, port):
+    """SIGKILL the Redis Cluster master on ``port`` and wait until a replica holds its
+    slots (node timeout 2 s); return the masters after the failover."""
     import redis as redis_py
 
-    local = make_cluster(private_redis_cluster, tmp_path)
-    promoted = []
+    from settings.clients import redis_client
 
-    def kill_a_master():
-        from settings.clients import redis_client
-
-        client = redis_client(local.settings, "test")
-        busiest = max(client.get_primaries(), key=lambda node: client.dbsize(target_nodes=node))
-        port, ports = busiest.port, [node.port for node in client.get_nodes()]
-        client.close()
-        record = local.state.recorded(f"redis-{port}") or {}
-        pid = record.get("pid") or int(redis_py.Redis(port=port).info("server")["process_id"])
-        os.kill(pid, signal.SIGKILL)
-        survivor = redis_py.Redis(port=next(p for p in ports if p != port),
-                                  decode_responses=True)
-        deadline = time.monotonic() + 30
+    client = redis_client(settings, "test")
+    ports = [node.port for node in client.get_nodes()]
+    client.close()
+    os.kill(int(redis_py.Redis(port=port).info("server")["process_id"]), signal.SIGKILL)
+    survivor = redis_py.Redis(port=next(p for p in ports if p != port), decode_responses=True)
+    deadline = time.monotonic() + 30
+    try:
         while True:
             try:
                 nodes = survivor.execute_command("CLUSTER", "NODES")
@@ -400,13 +391,33 @@ def test_a_redis_cluster_master_killed_mid_crawl_failover(private_redis_cluster,
                            if "master" in line.split()[2] and "fail" not in line.split()[2]]
                 if str(port) not in masters and len(masters) == 3 and \
                         survivor.cluster("info")["cluster_state"] == "ok":
-                    promoted.append(masters)
-                    break
+                    return masters
             except redis_py.RedisError:
                 pass                                  # the survivor is busy failing over
             assert time.monotonic() < deadline, "no replica was promoted"
             time.sleep(0.5)
+    finally:
         survivor.close()
+
+
+@pytest.mark.parametrize("run", range(5))
+def test_a_redis_cluster_master_killed_mid_crawl_failover(private_redis_cluster, kafka_topics,
+                                                          zookeeper, mongo_db, site, tmp_path,
+                                                          run):
+    """SIGKILL the master holding the most frontier keys: its replica is promoted (node
+    timeout 2 s) without the writes it had not been sent yet; every role carries on by
+    itself (jobs push their last links again and set their leases right), and nginx sees
+    each page fetched at most twice. Five times in a row: it must hold every time."""
+    from settings.clients import redis_client
+
+    local = make_cluster(private_redis_cluster, tmp_path)
+    promoted = []
+
+    def kill_a_master():
+        client = redis_client(local.settings, "test")
+        busiest = max(client.get_primaries(), key=lambda node: client.dbsize(target_nodes=node))
+        client.close()
+        promoted.append(kill_master_and_wait_for_promotion(local.settings, busiest.port))
 
     try:
         crawl_through(local, site, mongo_db, f"cluster-failover-{run}",
@@ -415,3 +426,44 @@ def test_a_redis_cluster_master_killed_mid_crawl_failover(private_redis_cluster,
         local.down(servers=False)
     print(f"masters after the failover: {promoted}")
     assert promoted
+
+
+def test_the_redis_cluster_node_the_settings_name_killed_then_spiders_killed_failover(
+        private_redis_cluster, kafka_topics, zookeeper, mongo_db, site, tmp_path):
+    """``CRAWLCLUSTER_REDIS_URL`` names every master, as ``services up`` prints it; the
+    first it names is SIGKILLed mid-crawl. While it stays down every spider is killed
+    (its manager starts it again), the dispatcher is killed and started again and the
+    CLI asks Redis: each starts from another node it names. nginx sees each page
+    fetched at most twice, and the crawl drains."""
+    from settings.clients import cluster_nodes, masters_url
+
+    url = masters_url(private_redis_cluster)
+    local = make_cluster(private_redis_cluster.copy_with(CRAWLCLUSTER_REDIS_URL=url), tmp_path)
+    named = urlsplit(cluster_nodes(url)[0]).port
+    notes = []
+
+    def strike():
+        kill_master_and_wait_for_promotion(local.settings, named)
+        spiders = [job["pid"] for node in (1, 2) for job in manager_call(
+            local.node_settings(node), "listjobs.json?project=crawlcluster")["running"]]
+        for pid in spiders:
+            os.kill(pid, signal.SIGKILL)
+        master = local.state.recorded("cluster-master")
+        os.killpg(master["pid"], signal.SIGKILL)
+        local.up()                           # the dispatcher again, the named node down
+        ping = subprocess.run([sys.executable, "-m", "manager.cli", "ping", "redis"],
+                              env=cluster_env(local.settings, fast=False), capture_output=True,
+                              text=True, timeout=60, check=False)
+        assert ping.returncode == 0, ping.stdout + ping.stderr
+        notes.append(f"{len(spiders)} spiders killed after the failover of {named}; "
+                     f"ping: {ping.stdout.strip()}")
+
+    fault = Fault("the Redis Cluster node the settings name SIGKILLed, then every spider",
+                  60, notes=notes)
+    try:
+        crawl_through(local, site, mongo_db, "named-node-failover", fault, strike)
+        restarted = [job["id"] for node in (1, 2) for job in manager_call(
+            local.node_settings(node), "listjobs.json?project=crawlcluster")["running"]]
+    finally:
+        local.down(servers=False)
+    assert len(restarted) == 2 and all("-r1-" in job for job in restarted), restarted

@@ -6,11 +6,12 @@ again by its manager, and one past its memory bound closes and is started afresh
 import os
 import signal
 import time
+import urllib.request
 
 import pytest
 import redis as redis_py
 
-from manager.local.cluster import manager_call
+from manager.local.cluster import manager_call, manager_url
 from master.keys import Keys
 from master.registry import Heartbeats
 from master.siteconfig import SiteConfig
@@ -132,6 +133,43 @@ def test_watchdog_of_a_spider_stuck_on_a_stopped_redis_and_its_manager_restarts_
         assert f"spider job {job['id']} exited with {EXIT_STALLED}" in manager_log
     finally:
         os.kill(stuck_redis.process.pid, signal.SIGCONT)
+        cluster.down(servers=False)
+
+
+def test_a_spider_killed_while_redis_is_down_waits_and_is_started_once_it_answers(
+        test_settings, stuck_redis, kafka_topics, zookeeper, mongo_db, tmp_path):
+    """Redis stopped and a node's spider SIGKILLed: its manager starts it again, and
+    again (each exits at once: Redis does not answer), then, having seen it die more
+    than 5 times, lists it as waiting and counts it in its metrics, instead of giving up
+    for good; once Redis answers again it starts the spider, which runs."""
+    settings = test_settings.copy_with(
+        CRAWLCLUSTER_REDIS_URL=f"redis://127.0.0.1:{stuck_redis.port}/0")
+    cluster = make_cluster(settings, tmp_path)
+    try:
+        node = cluster.node_settings(1)
+        jobs = lambda: manager_call(node, "listjobs.json?project=crawlcluster")  # noqa: E731
+        wait_for(lambda: jobs()["running"], 30, "the node's spider did not start")
+        [job] = jobs()["running"]
+        stuck_redis.stop()
+        os.kill(job["pid"], signal.SIGKILL)
+        wait_for(lambda: jobs()["waiting"], 90, "the manager never listed its spider waiting")
+        [waiting] = jobs()["waiting"]
+        assert waiting["spider"] == "universal" and waiting["deaths"] > 5
+        with urllib.request.urlopen(manager_url(node) + "metrics", timeout=30) as page:
+            metrics = page.read().decode()
+        assert 'crawlcluster_spiders_waiting{spider="universal"} 1.0' in metrics
+        time.sleep(8)                      # it stays waiting while Redis is down
+        assert jobs()["waiting"] and not jobs()["running"]
+        stuck_redis.start()
+        wait_for(lambda: any(again["id"] == waiting["job"] for again in jobs()["running"]),
+                 30, "the manager did not start its spider once Redis answered")
+        assert not jobs()["waiting"]
+        time.sleep(3)
+        assert [again["id"] for again in jobs()["running"]] == [waiting["job"]]   # it runs
+        log = cluster.state.log_path("cluster-manager-node1").read_text(errors="replace")
+        assert "waits for its servers to answer" in log
+        assert "the servers of universal answer again" in log
+    finally:
         cluster.down(servers=False)
 
 
