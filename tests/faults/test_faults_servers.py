@@ -448,9 +448,12 @@ def test_the_redis_cluster_node_the_settings_name_killed_then_spiders_killed_fai
             local.node_settings(node), "listjobs.json?project=crawlcluster")["running"]]
         for pid in spiders:
             os.kill(pid, signal.SIGKILL)
-        master = local.state.recorded("cluster-master")
-        os.killpg(master["pid"], signal.SIGKILL)
-        local.up()                           # the dispatcher again, the named node down
+        os.killpg(local.state.recorded("cluster-master")["pid"], signal.SIGKILL)
+        deadline = time.monotonic() + 10
+        while local.state.recorded("cluster-master"):     # until the kill has landed
+            assert time.monotonic() < deadline, "the dispatcher outlived SIGKILL"
+            time.sleep(0.05)
+        local.start("master")                # the dispatcher again, the named node down
         ping = subprocess.run([sys.executable, "-m", "manager.cli", "ping", "redis"],
                               env=cluster_env(local.settings, fast=False), capture_output=True,
                               text=True, timeout=60, check=False)
