@@ -21,7 +21,8 @@ from typing import Any
 
 from scrapyd.interfaces import IEnvironment, ISpiderScheduler
 from scrapyd.launcher import Launcher, ScrapyProcessProtocol, get_crawl_args
-from twisted.internet import reactor, threads
+from twisted.internet import reactor as twisted_reactor
+from twisted.internet import threads
 
 from crawler.commands.crawl import CLUSTER_SERVERS, SERVERS
 from manager.restarts import SERVER_CHECK_EVERY, RestartPolicy
@@ -31,6 +32,7 @@ from settings.process import EXIT_RECYCLE
 logger = logging.getLogger(__name__)
 
 IDLE_SETTING = "CRAWLCLUSTER_IDLE_TIMEOUT"
+reactor: Any = twisted_reactor      # zope interfaces mypy cannot see through
 
 
 class ExitRecordingProtocol(ScrapyProcessProtocol):
@@ -66,7 +68,7 @@ class SupervisingLauncher(Launcher):
         process = ExitRecordingProtocol(message["_project"], message["_spider"],
                                         message["_job"], env, args, original)
         process.deferred.addBoth(self._process_finished, slot)
-        reactor.spawnProcess(process, sys.executable, args=args, env=env)  # type: ignore[misc]
+        reactor.spawnProcess(process, sys.executable, args=args, env=env)
         self.processes[slot] = process
 
     def _process_finished(self, result: Any, slot: int) -> None:

@@ -189,14 +189,19 @@ def static_site(tmp_path_factory):
     root = tmp_path_factory.mktemp("site")
     spec = SiteSpec(port=free_port(DEFAULT_HOSTS), details_per_host=30)
     manifest = generate_site(root, spec)
-    try:
-        site = StaticSite(root / "www", spec.hosts, spec.port, root / "run").start()
-    except CrawlClusterError as exc:
-        if IN_CI:
-            pytest.fail(f"nginx could not serve the test site: {exc}")
-        pytest.skip(f"nginx could not serve the test site: {exc}")
+    site = serve_or_fail(StaticSite(root / "www", spec.hosts, spec.port, root / "run"))
     yield manifest, site
     site.stop()
+
+
+def serve_or_fail(site):
+    """Start nginx for a test site: a failure fails the tests in CI, skips them outside."""
+    try:
+        return site.start()
+    except CrawlClusterError as exc:
+        if IN_CI:
+            pytest.fail(f"nginx could not serve a test site: {exc}")
+        pytest.skip(f"nginx could not serve a test site: {exc}")
 
 
 @pytest.fixture(scope="session")
@@ -211,12 +216,7 @@ def docs_site(tmp_path_factory):
     root = tmp_path_factory.mktemp("docs-site")
     spec = DocsSpec(port=free_port([DocsSpec.host]))
     manifest = generate_docs_site(root, spec)
-    try:
-        site = StaticSite(root / "www", [spec.host], spec.port, root / "run").start()
-    except CrawlClusterError as exc:
-        if IN_CI:
-            pytest.fail(f"nginx could not serve the documentation site: {exc}")
-        pytest.skip(f"nginx could not serve the documentation site: {exc}")
+    site = serve_or_fail(StaticSite(root / "www", [spec.host], spec.port, root / "run"))
     yield manifest, site
     site.stop()
 
