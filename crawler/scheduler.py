@@ -380,13 +380,14 @@ class ClusterScheduler:
             return
         domains = view.all_domains()
         share = max(1, -(-(self.ready_size - len(self.ready)) // max(1, len(domains))))
-        slow: set[str] = set()
+        slow: dict[str, float] = {}     # domain -> seconds its fetches are spaced by
 
         def wanted(domain: str, hits: int, window: float) -> int:
-            # A slow domain gets one task per round, fetched next: the window then
-            # holds for fetch times too, not only for take times.
+            # A slow domain gets one task per round, fetched next and spaced from this
+            # process's other fetches of it: the window then holds for fetch times too,
+            # not only for take times, even when a busy machine delays a fetch.
             if hits < window / self.tick:
-                slow.add(domain)
+                slow[domain] = window / max(hits, 1)
                 return 1
             return share
 
@@ -397,6 +398,8 @@ class ClusterScheduler:
             request = self._request_for(member)
             if request is not None:
                 request.meta["crawlcluster"]["urgent"] = domain in slow
+                if domain in slow:
+                    space_fetches(self.crawler, request, domain, slow[domain])
                 self.last_work = time.monotonic()
                 self.crawler.engine.crawl(request)
         context.tracker.throttled.update(result.throttled)
@@ -617,6 +620,25 @@ class ClusterScheduler:
 
 
 Cookies = dict[str | bytes, str | bytes | bool | float | int]    # as a Request takes them
+
+
+def space_fetches(crawler: Crawler, request: Request, domain: str, spacing: float) -> None:
+    """Send ``request`` through a download slot of its throttled domain's own, that lets
+    one request at a time out ``spacing`` seconds after the last (no jitter). The slot
+    is made here as Scrapy's downloader would make it (and its idle-slot cleanup drops
+    it), so no table of slot settings grows with the domains."""
+    from scrapy.core.downloader import Slot
+
+    key = f"crawlcluster-throttled:{domain}"
+    downloader: Any = crawler.engine.downloader if crawler.engine else None
+    if downloader is None:
+        return
+    slot = downloader.slots.get(key)
+    if slot is None:
+        downloader.slots[key] = Slot(1, spacing, 0.0)
+    else:
+        slot.delay, slot.jitter = spacing, 0.0
+    request.meta["download_slot"] = key
 
 
 def distinct_links(links: list[NewLink]) -> dict[tuple[str, str], NewLink]:
