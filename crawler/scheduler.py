@@ -32,6 +32,7 @@ adds the counts to the crawl's ``crawl_links`` hash with the round's outcomes, f
 """
 
 import logging
+import math
 import time
 from collections import Counter, deque
 from collections.abc import Mapping
@@ -113,6 +114,7 @@ class ClusterScheduler:
         self.last_rescan = time.monotonic()
         # the job's shards and domains as the last take read them
         self.view: JobView | None = None
+        self.slow_takes: dict[str, float] = {}    # slow domain -> when this job last took one
         self.plain_bloom_warned: set[str] = set()   # crawls told their filter cannot forget
         # when a round first failed on Redis (None: the last round worked); once one works
         # again, what a failover may have lost is set right (``_reconcile``)
@@ -380,20 +382,23 @@ class ClusterScheduler:
             return
         domains = view.all_domains()
         share = max(1, -(-(self.ready_size - len(self.ready)) // max(1, len(domains))))
-        slow: dict[str, float] = {}     # domain -> seconds its fetches are spaced by
+        slow: dict[str, float] = {}     # domain -> seconds its takes and fetches are spaced by
+        now = time.monotonic()
 
         def wanted(domain: str, hits: int, window: float) -> int:
-            # A slow domain gets one task per round, fetched next and spaced from this
-            # process's other fetches of it: the window then holds for fetch times too,
-            # not only for take times, even when a busy machine delays a fetch.
+            # A slow domain gets one task at a time, window / hits after this process's
+            # last, fetched next and as far from its other fetches: the window's hits are
+            # spread over it instead of taken in a burst at its start, so a fetch a busy
+            # machine delays does not land among the next window's.
             if hits < window / self.tick:
                 slow[domain] = window / max(hits, 1)
-                return 1
+                return int(now - self.slow_takes.get(domain, -math.inf) >= slow[domain])
             return share
 
         result = context.queues.take(context.job, context.spider_type, context.ip, view,
                                      min_interval=context.crawl_delays, per_domain=wanted)
         self.view = result.view
+        self._note_slow_takes(result.tasks, slow, now)
         for domain, member in result.tasks:
             request = self._request_for(member)
             if request is not None:
@@ -411,6 +416,17 @@ class ClusterScheduler:
                 self.stats.inc_value("crawlcluster/tasks/blacklisted", dropped)
         if not result.tasks and result.wait is None:
             self._when_idle()
+
+    def _note_slow_takes(self, tasks: list[tuple[str, str]], slow: dict[str, float],
+                         now: float) -> None:
+        """Remember when this process last took a task of each slow domain (those taken
+        longer ago than their spacing are forgotten once there are many)."""
+        if len(self.slow_takes) > 10_000:
+            self.slow_takes = {domain: at for domain, at in self.slow_takes.items()
+                               if now - at < slow.get(domain, 0.0)}
+        for domain, _ in tasks:
+            if domain in slow:
+                self.slow_takes[domain] = now
 
     def _when_idle(self) -> None:
         """With its queues empty (not merely throttled) and nothing ready, the job takes

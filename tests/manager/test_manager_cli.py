@@ -4,9 +4,15 @@ import os
 import subprocess
 import sys
 
+from settings.clients import ADDRESS_SETTING
+
 
 def run(*args, **env):
-    full_env = {k: v for k, v in os.environ.items() if not k.startswith("CRAWLCLUSTER_")}
+    """The command with the defaults, but for the servers' addresses (a test worker's
+    own, when its environment names them) and ``env``."""
+    servers = set(ADDRESS_SETTING.values())
+    full_env = {k: v for k, v in os.environ.items()
+                if not k.startswith("CRAWLCLUSTER_") or k in servers}
     full_env.update(env)
     return subprocess.run([sys.executable, "-m", "manager.cli", *args], env=full_env,
                           capture_output=True, text=True, timeout=120, check=False)
