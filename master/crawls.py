@@ -202,11 +202,12 @@ class WriteBatch:
     @staticmethod
     def apply_shard_writes(frontier: Frontier, writes: ShardWrites | None, pipe: Any) -> None:
         """Put a ``shard_writes()`` dict on ``pipe``. Applying the same dict twice
-        queues each seed once (the pool is a set of task JSON) unless it was dispatched
-        in between, and re-adds the same hubs; only a domain page is counted twice."""
+        queues each seed once (by its task id, within ``CRAWLCLUSTER_PUSH_DEDUPE_SECONDS``,
+        even if it was dispatched in between), and re-adds the same hubs; only a domain
+        page is counted twice."""
         if not writes:
             return
-        frontier.push(writes["seeds"], pipe=pipe)
+        frontier.push(writes["seeds"], pipe=pipe, once=True)
         for crawlid, domain in writes["domain_pages"]:
             pipe.hincrby(frontier.keys.crawl_domain_pages(crawlid, domain), domain)
         for hub, span in writes["hubs"]:

@@ -42,6 +42,11 @@ def link_digest(task: Task) -> str:
                            digest_size=8).hexdigest()
 
 
+def task_digest(task: Task) -> str:
+    """What identifies one task pushed to the pools whatever its URL: its id (64 bits)."""
+    return hashlib.blake2b(f"task\n{task['id']}".encode(), digest_size=8).hexdigest()
+
+
 def outcome_for_status(status: int) -> tuple[str, str]:
     """``(outcome, reason)`` for an HTTP status: 404/410 and a redirect that reached the
     spider unfollowed (no Location, a scheme other than http(s)) failed, other errors
@@ -101,17 +106,22 @@ class Frontier:
 
     # --- the pool ----------------------------------------------------------------------
 
-    def push(self, tasks: Iterable[Task], pipe: Any = None) -> Any:
+    def push(self, tasks: Iterable[Task], pipe: Any = None, once: bool = False) -> Any:
         """Put new tasks in their shards' pools for dispatch (highest priority first),
-        counted as pending for their crawl; a stopped crawl's tasks are refused.
+        counted as pending for their crawl; a stopped crawl's tasks are refused. With
+        ``once``, a task pushed (by its id) within ``dedupe_seconds`` already is not
+        queued again, even if it was dispatched meanwhile: what an intake that crashed
+        after applying its staged writes applies again.
 
         Returns ``[queued, refused]`` (or the pipeline, with ``pipe``: a caller's
         pipeline may be discarded, so nothing is taken as written until it runs).
         """
+        tasks = list(tasks)
+        digests = [task_digest(task) for task in tasks] if once else []
         if pipe is not None:
-            self._queue_pushes(pipe, list(tasks), again=True)
+            self._queue_pushes(pipe, tasks, again=True, digests=digests)
             return pipe
-        codes = self._push(list(tasks))
+        codes = self._push(tasks, digests)
         return [codes.count("q"), codes.count("s")]
 
     def push_links(self, tasks: list[Task], recrawl: Sequence[bool] = ()) -> str:
@@ -123,11 +133,12 @@ class Frontier:
         ``q`` queued, ``s`` refused (its crawl stopped), ``r`` pushed already, ``d`` in
         the pool already."""
         again = list(recrawl) or [False] * len(tasks)
-        return self._push(tasks, dedupe=[not flag for flag in again])
+        return self._push(tasks, [link_digest(task) if not flag else ""
+                                  for task, flag in zip(tasks, again, strict=True)])
 
-    def _push(self, tasks: list[Task], dedupe: Sequence[bool] = ()) -> str:
+    def _push(self, tasks: list[Task], digests: Sequence[str] = ()) -> str:
         pipe = self.client.pipeline(transaction=False)
-        indexed, start, calls = self._queue_pushes(pipe, tasks, again=False, dedupe=dedupe)
+        indexed, start, calls = self._queue_pushes(pipe, tasks, again=False, digests=digests)
         replies = pipe.execute()[start:] if len(pipe) else []
         self._crawl_shards_known |= indexed
         codes = [""] * len(tasks)
@@ -137,12 +148,13 @@ class Frontier:
         return "".join(codes)
 
     def _queue_pushes(self, pipe: Any, tasks: list[Task], again: bool,
-                      dedupe: Sequence[bool] = ()) -> tuple[set[tuple[str, int]], int,
+                      digests: Sequence[str] = ()) -> tuple[set[tuple[str, int]], int,
                                                             list[list[int]]]:
         """Queue one pool_push call per (shard, spider type) on ``pipe``, after the marks
-        the dispatchers find work by; ``dedupe[n]``: task n is a link pushed once within
-        the window. Returns the crawl shards indexed, where the calls' replies start in
-        the pipeline, and the task numbers of each call."""
+        the dispatchers find work by; ``digests[n]``, if not "": task n is queued once
+        within the window by that digest (``link_digest``, ``task_digest``). Returns the
+        crawl shards indexed, where the calls' replies start in the pipeline, and the
+        task numbers of each call."""
         groups: defaultdict[tuple[int, str], list[int]] = defaultdict(list)
         for number, task in enumerate(tasks):
             groups[(self.keys.shard_of(task["domain"]), task["spider_type"])].append(number)
@@ -159,7 +171,7 @@ class Frontier:
                                self.dedupe_seconds]
             for number in numbers:
                 task = tasks[number]
-                digest = link_digest(task) if dedupe and dedupe[number] else ""
+                digest = digests[number] if digests else ""
                 args += [seed_score(task), encode_task(task), digest, task["crawlid"],
                          task["domain"]]
             self.scripts.run("pool_push", [self.keys.pool(shard, spider_type),

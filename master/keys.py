@@ -215,9 +215,10 @@ class Keys:
         return f"{self.shard_tag(shard)}:lease_owners"
 
     def pushed(self, shard: int) -> str:
-        """zset link digest (crawl id and canonical URL) -> when a spider pushed it to the
-        shard's pool: a link two jobs find new at once, or one pushed again after a failed
-        round, is queued once (kept `CRAWLCLUSTER_PUSH_DEDUPE_SECONDS`; the key expires then too).
+        """zset link digest (crawl id and canonical URL; a seed's task id) -> when it was
+        pushed to the shard's pool: a link two jobs find new at once, one pushed again after
+        a failed round, or a seed an intake applies again after a crash, is queued once
+        (kept `CRAWLCLUSTER_PUSH_DEDUPE_SECONDS`; the key expires then too).
 
         Written by: `pool_push.lua` (new links of spiders)
         Read by: `pool_push.lua`

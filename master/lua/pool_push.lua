@@ -2,12 +2,13 @@
 -- count them as pending for their crawl and domain (the counts `info` answers from). A
 -- task of a stopped crawl is not queued; one of a paused crawl is parked (pending, not
 -- dispatched) until the crawl resumes. A task with a digest (a spider's new link: its
--- crawl and canonical URL) pushed to the shard within the dedupe window already is not queued
--- again: two jobs that both found the link new, or a push retried after a failed round,
--- queue it once. Every key is of the shard of KEYS[1]. Digests and pool entries are looked
--- up and written in one command per key (a lone one by adding it: ZADD says whether it was
--- there; a task with a digest, made from a link just now, is not looked up), and the
--- counts added once per crawl and domain.
+-- crawl and canonical URL; an intake's seed: its task id) pushed to the shard within the
+-- dedupe window already is not queued again: two jobs that both found the link new, a push
+-- retried after a failed round, or staged seeds applied again, queue it once. Every key is
+-- of the shard of KEYS[1]. Digests and pool entries are looked up and written in one
+-- command per key (a lone one by adding it: ZADD says whether it was there; a task with a
+-- digest is not looked up in the pool: its digest catches a repeat), and the counts added
+-- once per crawl and domain.
 -- KEYS[1]  the shard's pool of the spider type (zset of task JSON, score -priority)
 -- KEYS[2]  the shard's recently pushed link digests (zset, score = when pushed)
 -- ARGV[1]  pending hash key template, string.format(template, crawlid)

@@ -81,6 +81,13 @@ def test_staged_shard_writes_survive_a_crash_and_apply_once(frontier_redis, fron
     assert frontier.pool_count() == 13
     pending = CrawlStore(redis, preprocess.keys).pending_totals([f"c{n}" for n in range(13)])
     assert set(pending.values()) == {1}                            # counted once each
+    for shard in frontier.keys.all_shards():                       # dispatched meanwhile
+        redis.delete(frontier.keys.pool(shard, "universal"))
+    redis.rpush(staged, entry)                                     # and applied again
+    preprocess.apply_staged(partition)
+    assert frontier.pool_count() == 0                              # the seeds not queued again
+    pending = CrawlStore(redis, preprocess.keys).pending_totals([f"c{n}" for n in range(13)])
+    assert set(pending.values()) == {1}
 
 
 class StoresTheFirst:
