@@ -1,5 +1,6 @@
 """The generated test site: ground truth (unit) and nginx serving it (integration)."""
 
+import time
 import urllib.request
 from collections import Counter
 
@@ -45,5 +46,11 @@ def test_nginx_serves_every_host_and_logs_requests(static_site):
         assert all(paragraph in body for paragraph in detail["content"])
     robots = manifest["start_url"] + "robots.txt"
     assert b"Disallow: /private/" in urllib.request.urlopen(robots, timeout=5).read()
-    logged = {(entry["host"], entry["path"]) for entry in site.access_log()}
-    assert (manifest["spec"]["hosts"][0], "/robots.txt") in logged
+    # nginx writes a request's log line once it has sent the response, so it may come a
+    # moment after the client has read it: look until it is there, for a few seconds.
+    wanted = (manifest["spec"]["hosts"][0], "/robots.txt")
+    deadline = time.monotonic() + 5
+    while wanted not in (logged := {(e["host"], e["path"]) for e in site.access_log()}) \
+            and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert wanted in logged
