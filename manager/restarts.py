@@ -36,6 +36,7 @@ class RestartPolicy:
     def died(self, name: str) -> float:
         """Note a death; the seconds to wait before starting ``name`` again."""
         now = self.clock()
+        self._forget_healthy(now)
         deaths = [at for at in self.deaths.get(name, []) if now - at < self.window]
         deaths.append(now)
         self.deaths[name] = deaths
@@ -46,6 +47,14 @@ class RestartPolicy:
         if name in self.waiting_names:
             return SERVER_CHECK_EVERY
         return min(self.cap, self.first * 2 ** (len(deaths) - 1))
+
+    def _forget_healthy(self, now: float) -> None:
+        """Drop what is known of processes that have not died for a window and are not
+        waiting: a manager running for months keeps only its recent deaths."""
+        for other in [other for other, deaths in self.deaths.items()
+                      if other not in self.waiting_names and now - deaths[-1] >= self.window]:
+            del self.deaths[other]
+            self.starts.pop(other, None)
 
     def started(self, name: str) -> None:
         self.starts[name] = self.clock()

@@ -43,6 +43,10 @@ def test_the_backoff_doubles_up_to_its_cap_and_a_process_dying_too_often_waits()
     policy.started("spider")
     clock.now += RESTART_WINDOW                      # a start that held for a whole window
     assert policy.died("spider") == 1 and not policy.waiting("spider")
+    policy.died("other")
+    clock.now += RESTART_WINDOW                      # healthy for a window: forgotten
+    policy.died("third")
+    assert set(policy.deaths) == {"third"} and set(policy.starts) <= {"third"}
 
 
 def dead_pid() -> int:
