@@ -2,6 +2,7 @@
 sampled on the way.
 
   python bench/soak.py [--pages 1000000] [--hosts 50] [--large-share 0.02] [--nodes 2]
+  python bench/soak.py --shape docs [--pages 60000] [--large-share 0.3]
 
 The site (``manager/local/sitegen.py``): ``--pages`` detail pages over ``--hosts``
 loopback hosts, served by nginx, each detail linking 5 others on any host, and a
@@ -13,11 +14,20 @@ memory (``VmRSS``) of every process: each role, each manager, each spider, Redis
 the end it checks MongoDB against the site's ground truth: every detail page stored,
 once.
 
+``--shape docs`` crawls real pages' shape instead (``manager/local/docsite.py``): a
+documentation site of ``--pages`` pages on one host, each with ~340 links (a toctree of
+250 pages, the indexes, cross-references by many ``#fragments``), ``--large-share`` of
+the reference pages 100-300 KB, with the documentation rule; RSS is sampled every
+``--every`` pages (5,000 by default for this shape, whose crawl takes about ten
+minutes). At the end nginx's log shows every page fetched exactly once.
+
 Per role: ``rss_max_mb`` (the most at any sample) and ``rss_growth_mb_per_100k`` (the
 growth from the first sample to the last, per 100,000 pages: what a month-long crawl
 adds). Targets: growth at most 10 MB per 100,000 pages, no spider above 250 MB. The
-last line is one JSON object with ``pages``, ``missing``, ``duplicates`` and those per
-role.
+last line is one JSON object with ``pages``, ``missing``, ``duplicates``, those per
+role, ``rss_max_mb`` (the most any spider held) and ``recycles`` (spider processes that
+ended and were started again during the crawl, for their memory bound or any other
+reason: 0 is the target).
 
 Run it with the local servers stopped (``crawlcluster services down``): it starts them,
 the MongoDB-wire server with an 8G storage cache (``CRAWLCLUSTER_MONGODB_LOCAL_CACHE``),
@@ -30,15 +40,23 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+from urllib.parse import urlsplit
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from bench.cluster import cluster_settings  # noqa: E402
-from bench.common import bench_settings, drop_bench_database, finish, machine  # noqa: E402
+from bench.common import (  # noqa: E402
+    bench_settings,
+    drop_bench_database,
+    finish,
+    machine,
+    served_pages,
+)
 from bench.crawl import COMMON  # noqa: E402
 from manager.local.cluster import LocalCluster  # noqa: E402
 from manager.local.demo import UNIVERSAL_RULE  # noqa: E402
+from manager.local.docsite import DOCS_RULE, DocsSpec, generate_docs_site  # noqa: E402
 from manager.local.services import StateDir, StaticSite, free_port  # noqa: E402
 from manager.local.sitegen import SiteSpec, generate_site  # noqa: E402
 from message_processing.client import RequestClient  # noqa: E402
@@ -100,18 +118,34 @@ def make_site(work, pages, hosts, large_share):
     return spec, manifest
 
 
-def crawl(cluster, servers, settings, manifest, every):
-    """Submit the crawl, wait for it to drain; RSS samples at every ``every`` pages."""
+def make_docs_site(work, pages, large_share):
+    sections = DocsSpec(port=0).sections
+    spec = DocsSpec(port=free_port(["127.0.0.1"]), pages_per_section=max(1, pages // len(sections)),
+                    large_share=large_share, toc_window=250)
+    started = time.monotonic()
+    manifest = generate_docs_site(work / "site", spec)
+    print(f"  site: {len(manifest['pages']):,} documentation pages, {manifest['links']:,} "
+          f"links, generated in {time.monotonic() - started:.0f} s", flush=True)
+    return spec, manifest
+
+
+def crawl(cluster, servers, settings, manifest, every, rule):
+    """Submit the crawl, wait for it to drain; RSS samples at every ``every`` pages.
+    Also ``{spider: pids}``: a spider started again on the way has two."""
     client = RequestClient.from_settings(settings, timeout=60)
     samples = []
+    pids = {}
     try:
         reply = client.ask({"type": "crawl", "userid": "bench", "crawlid": CRAWLID,
                             "spider_type": "universal", "url": manifest["start_url"],
-                            "rule": UNIVERSAL_RULE, "maxdepth": 1000})
+                            "rule": rule, "maxdepth": 1000})
         if reply.get("status") != "accepted":
             raise SystemExit(f"crawl refused: {reply}")
         started, next_sample = time.monotonic(), every
         while True:
+            for name, pid in processes(cluster, servers).items():
+                if name.startswith("spider-"):
+                    pids.setdefault(name, set()).add(pid)
             info = client.ask({"type": "info", "userid": "bench", "crawlid": CRAWLID})
             done = info.get("done", 0)
             if done >= next_sample:
@@ -126,7 +160,7 @@ def crawl(cluster, servers, settings, manifest, every):
             if info["total_pending"] == 0 and done:
                 samples.append((done, sample(cluster, servers)))
                 print(flush=True)
-                return info, samples, time.monotonic() - started
+                return info, samples, time.monotonic() - started, pids
             time.sleep(2.0)
     finally:
         client.close()
@@ -140,7 +174,7 @@ def check_items(settings, manifest):
     stored: dict[str, int] = {}
     try:
         items = mongo[settings["CRAWLCLUSTER_MONGODB_DATABASE"]]["items_universal"]
-        for host in sorted({page["host"] for page in manifest["pages"]}):
+        for host in sorted({urlsplit(page["url"]).hostname for page in manifest["pages"]}):
             prefix = f"http://{host}:"
             query = {"crawlid": CRAWLID, "url": {"$gte": prefix, "$lt": prefix[:-1] + ";"}}
             for item in items.find(query, {"url": 1, "_id": 0}).batch_size(2000):
@@ -171,14 +205,20 @@ def per_role(samples, every):
 
 def main():
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--pages", type=int, default=1_000_000)
+    parser.add_argument("--shape", choices=("generated", "docs"), default="generated")
+    parser.add_argument("--pages", type=int)
     parser.add_argument("--hosts", type=int, default=50)
-    parser.add_argument("--large-share", type=float, default=0.02)
+    parser.add_argument("--large-share", type=float)
     parser.add_argument("--nodes", type=int, default=2)
-    parser.add_argument("--every", type=int, default=100_000)
+    parser.add_argument("--every", type=int)
     args = parser.parse_args()
-    print(f"soak: {args.pages:,} pages over {args.hosts} hosts ({args.large_share:.0%} of "
-          f"50-500 KB), {args.nodes} nodes; {machine()}", flush=True)
+    docs = args.shape == "docs"
+    pages = args.pages or (60_000 if docs else 1_000_000)
+    large_share = args.large_share if args.large_share is not None else (0.3 if docs else 0.02)
+    every = args.every or (5_000 if docs else 100_000)
+    print(f"soak: {args.shape} site of {pages:,} pages "
+          f"({large_share:.0%} of {'reference pages 100-300' if docs else 'details 50-500'} KB), "
+          f"{args.nodes} nodes; {machine()}", flush=True)
     os.environ.setdefault("CRAWLCLUSTER_MONGODB_LOCAL_CACHE", "8G")
     settings = bench_settings(("redis", "kafka", "zookeeper", "mongodb"))
     # A database of its own: a run that did not finish leaves its items behind.
@@ -187,30 +227,41 @@ def main():
     servers = StateDir(settings.getpath("CRAWLCLUSTER_STATE_DIR"))
     with tempfile.TemporaryDirectory() as folder:
         work = Path(folder)
-        spec, manifest = make_site(work, args.pages, args.hosts, args.large_share)
+        if docs:
+            spec, manifest = make_docs_site(work, pages, large_share)
+        else:
+            spec, manifest = make_site(work, pages, args.hosts, large_share)
         settings = cluster_settings(settings, work)
         cluster = LocalCluster(settings, nodes=args.nodes, procs=1,
                                spider_types=("universal",), out=lambda *_: None,
                                spider_settings=dict.fromkeys(range(1, args.nodes + 1), COMMON))
-        with StaticSite(work / "site" / "www", spec.hosts, spec.port, work / "run"):
+        hosts = [spec.host] if docs else spec.hosts
+        with StaticSite(work / "site" / "www", hosts, spec.port, work / "run") as site:
             cluster.up()
             try:
-                info, samples, took = crawl(cluster, servers, settings, manifest, args.every)
+                info, samples, took, pids = crawl(cluster, servers, settings, manifest, every,
+                                                  DOCS_RULE if docs else UNIVERSAL_RULE)
             finally:
                 cluster.down(servers=False)
+            if docs:
+                fetched, _, _ = served_pages(site, 0, [p["url"] for p in manifest["pages"]],
+                                             "soak")
+                print(f"  nginx: {fetched:,} pages, each fetched once", flush=True)
         missing, duplicates = check_items(settings, manifest)
         drop_bench_database(settings)
-    roles = per_role(samples, args.every)
+    roles = per_role(samples, every)
+    recycles = sum(len(started) - 1 for started in pids.values())
     for name, figures in roles.items():
         print(f"  {name:<22} max {figures['rss_max_mb']:7.1f} MB, growth "
               f"{figures['rss_growth_mb_per_100k']:6.2f} MB per 100,000 pages")
     details = sum(1 for page in manifest["pages"] if page["kind"] == "detail")
     print(f"  {info['done']:,} pages in {took:.0f} s; {details - missing:,} of {details:,} "
-          f"detail pages stored, {missing} missing, {duplicates} twice", flush=True)
-    finish({"pages": info["done"], "seconds": took, "missing": missing,
-            "duplicates": duplicates, "roles": roles,
-            "spider_rss_max_mb": max((f["rss_max_mb"] for name, f in roles.items()
-                                      if name.startswith("spider-")), default=None)})
+          f"detail pages stored, {missing} missing, {duplicates} twice; spiders started "
+          f"again {recycles} times", flush=True)
+    finish({"shape": args.shape, "pages": info["done"], "seconds": took, "missing": missing,
+            "duplicates": duplicates, "roles": roles, "recycles": recycles,
+            "rss_max_mb": max((f["rss_max_mb"] for name, f in roles.items()
+                               if name.startswith("spider-")), default=None)})
 
 
 if __name__ == "__main__":

@@ -342,6 +342,8 @@ SCRAPY = {
     "DOWNLOAD_MAXSIZE": 20 * 1024 * 1024,
     "SPIDER_MIDDLEWARES": {
         "crawler.middlewares.TaskOutputMiddleware": 950,
+        # Outermost: frees a page's parsed tree once its output is out.
+        "crawler.middlewares.ParsedPageRelease": 1,
         # A link's depth is its task's (maxdepth is enforced by the scheduler).
         "scrapy.spidermiddlewares.depth.DepthMiddleware": None,
     },

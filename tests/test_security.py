@@ -4,6 +4,7 @@ from the settings and never reach a log, an error or a status line."""
 import re
 import subprocess
 import sys
+import time
 import uuid
 from pathlib import Path
 
@@ -103,7 +104,28 @@ class SecureMongo:
         client.close()
         stop_process(self.process.pid)
         self._spawn("--auth")
+        self._wait_for_user()
         return self
+
+    def _wait_for_user(self, timeout=60):
+        """Until the user is let in: a port that accepts is not yet a server that
+        answers, and a test on a loaded machine must not find it missing later."""
+        import pymongo
+
+        deadline = time.monotonic() + timeout
+        while True:
+            assert self.process.poll() is None, (
+                f"the MongoDB-wire server exited with {self.process.returncode}: "
+                f"{(self.data_dir / 'mongo.log').read_text(errors='replace')[-2000:]}")
+            client = pymongo.MongoClient(self.url(), serverSelectionTimeoutMS=2000)
+            try:
+                client.admin.command("ping")
+                return
+            except pymongo.errors.PyMongoError:
+                assert time.monotonic() < deadline, "the MongoDB-wire server never let its user in"
+                time.sleep(0.2)
+            finally:
+                client.close()
 
     def url(self, password=SECRET):
         return (f"mongodb://crawler:{password}@127.0.0.1:{self.port}/"

@@ -50,6 +50,7 @@ class DocsSpec:
     popular: int = 5               # pages every page cross-references, by many fragments
     large_share: float = 0.1       # reference pages made 100-300 KB long
     large_kb: tuple = (100, 300)
+    toc_window: int = 0            # the toctree: every page (0) or this many around the page
     seed: int = 5
 
     def base(self) -> str:
@@ -143,7 +144,7 @@ def _render(spec: DocsSpec, pages: list[_Page], number: int, popular: list[_Page
               + link(pages[2], "Search") + " "
               + (link(pages[number - 1], "previous") if number else "") + " "
               + (link(pages[number + 1], "next") if number + 1 < len(pages) else ""))
-    toctree = "".join(f"<li>{link(page, page.title)}</li>" for page in pages)
+    toctree = "".join(f"<li>{link(page, page.title)}</li>" for page in _toc(spec, pages, number))
     local = "".join(f'<li><a href="#{anchor}">{anchor}</a></li>' for anchor in here.anchors)
     links += [f"#{anchor}" for anchor in here.anchors]
     body = [f'<h1>{escape(here.title)}<a class="headerlink" href="#">¶</a></h1>',
@@ -166,8 +167,11 @@ def _render(spec: DocsSpec, pages: list[_Page], number: int, popular: list[_Page
             links.append(href)
             body.append(f'<p><a href="{escape(href)}">{word}</a></p>')
     if here.path == "genindex.html":
+        # a large site's index names each page once (a few MB, as real ones are)
+        per_page = 1 if spec.toc_window else spec.anchors
         body.append("<dl>" + "".join(f"<dt>{link(page, anchor, anchor)}</dt>"
-                                     for page in pages for anchor in page.anchors) + "</dl>")
+                                     for page in pages for anchor in page.anchors[:per_page])
+                    + "</dl>")
     if here.path.startswith(("ref/", "api/")) and rng.random() < spec.large_share:
         body.append(_padding(rng.randint(*spec.large_kb), rng))
     html = (f'<!DOCTYPE html>\n<html><head><meta charset="utf-8"><title>{escape(here.title)}'
@@ -176,6 +180,17 @@ def _render(spec: DocsSpec, pages: list[_Page], number: int, popular: list[_Page
             f'<ul class="local">{local}</ul></div>\n'
             f'<div class="body" role="main">{"".join(body)}</div>\n</body></html>\n')
     return html, len(links)
+
+
+def _toc(spec: DocsSpec, pages: list[_Page], number: int) -> list[_Page]:
+    """The pages a page's toctree lists: every page, or (a large site, whose toctree
+    Sphinx folds) the indexes and the ``toc_window`` pages around it."""
+    if not spec.toc_window or spec.toc_window >= len(pages):
+        return pages
+    start = max(0, min(number - spec.toc_window // 2, len(pages) - spec.toc_window))
+    indexes = [page for page in pages if page.path.endswith(_INDEXES)]
+    return indexes + [page for page in pages[start:start + spec.toc_window]
+                      if not page.path.endswith(_INDEXES)]
 
 
 def _sentence(rng: random.Random) -> str:

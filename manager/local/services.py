@@ -76,7 +76,7 @@ def is_loopback(host: str) -> bool:
         return False
 
 
-def port_open(host: str, port: int, timeout: float = 0.3) -> bool:
+def port_open(host: str, port: int, timeout: float = 1.0) -> bool:
     try:
         with socket.create_connection((host, port), timeout=timeout):
             return True

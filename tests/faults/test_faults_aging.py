@@ -45,8 +45,9 @@ def aging_cluster(frontier_settings, kafka_topics, zookeeper, mongo_db, tmp_path
 class SecondMaster:
     """Upkeep of the filter and retention passes, every half second, in a thread.
 
-    The cluster's own dispatcher keeps the filter too, and may turn it over first: the
-    generations are watched in the list itself, whoever started or dropped them."""
+    The cluster's own dispatcher keeps the filter and runs retention too, and may turn
+    the filter over or retire the ended crawl first: the generations are watched in the
+    list itself, and the crawl's retirement in Redis and MongoDB, whoever made them."""
 
     def __init__(self, settings, database):
         self.client = redis_client(settings, "test")
@@ -120,10 +121,11 @@ def test_a_crawl_through_filter_turnover_and_retention(aging_cluster, site, mong
     fresh = [f"http://fresh.test/{n}" for n in range(20_000)]
     error = sum(master.bloom.contains_many(fresh, "aging-crawl")) / len(fresh)
     print(f"{junk} junk URLs first; {master.turnovers} turnovers during the crawl, "
-          f"{len(master.dropped)} generations dropped, {master.retired} crawl retired; "
+          f"{len(master.dropped)} generations dropped, {master.retired} crawl retired here; "
           f"{error:.5f} of fresh URLs taken as seen")
     assert master.turnovers >= 1 and master.dropped <= junk_generations and master.dropped
-    assert master.retired == 1
+    # retired once, by this master or the cluster's own (which runs retention too)
+    assert master.retired <= 1
     assert error <= 1e-3          # the junk generations were filled a little past capacity
     client = redis_client(settings, "test")
     try:
