@@ -188,7 +188,9 @@ def _toc(spec: DocsSpec, pages: list[_Page], number: int) -> list[_Page]:
     if not spec.toc_window or spec.toc_window >= len(pages):
         return pages
     start = max(0, min(number - spec.toc_window // 2, len(pages) - spec.toc_window))
-    indexes = [page for page in pages if page.path.endswith(_INDEXES)]
+    # the root indexes come first, a section's index first in its section
+    sections = len(spec.sections)
+    indexes = pages[:3] + [pages[3 + n * (spec.pages_per_section + 1)] for n in range(sections)]
     return indexes + [page for page in pages[start:start + spec.toc_window]
                       if not page.path.endswith(_INDEXES)]
 

@@ -20,7 +20,13 @@ from master.siteconfig import parse_config
 from message_processing.client import NotDelivered, RequestClient
 from message_processing.preprocess.service import Preprocess
 from settings.clients import mongo_client, zookeeper_client
-from tests.faults.siteowner import CrawlWatch, Fault, assert_ground_truth, crawl_through
+from tests.faults.siteowner import (
+    CrawlWatch,
+    Fault,
+    assert_ground_truth,
+    crawl_through,
+    leased_now,
+)
 from tests.faults.test_faults_processes import make_cluster
 from tests.message_processing.samples import crawl
 
@@ -432,8 +438,9 @@ def test_the_redis_cluster_node_the_settings_name_killed_then_spiders_killed_fai
         private_redis_cluster, kafka_topics, zookeeper, mongo_db, site, tmp_path):
     """``CRAWLCLUSTER_REDIS_URL`` names every master, as ``services up`` prints it; the
     first it names is SIGKILLed mid-crawl. While it stays down every spider is killed
-    (its manager starts it again), the dispatcher is killed and started again and the
-    CLI asks Redis: each starts from another node it names. nginx sees each page
+    (its manager starts it again), every role (dispatcher, preprocess, monitor,
+    exporter) is killed and started again and the CLI asks Redis: each starts from
+    another node it names. nginx sees each page
     fetched at most twice, and the crawl drains."""
     from settings.clients import cluster_nodes, masters_url
 
@@ -444,21 +451,25 @@ def test_the_redis_cluster_node_the_settings_name_killed_then_spiders_killed_fai
 
     def strike():
         kill_master_and_wait_for_promotion(local.settings, named)
+        # two faults: what was in flight at the node's kill, then at the spiders'
+        fault.in_flight += leased_now(local.settings)
         spiders = [job["pid"] for node in (1, 2) for job in manager_call(
             local.node_settings(node), "listjobs.json?project=crawlcluster")["running"]]
         for pid in spiders:
             os.kill(pid, signal.SIGKILL)
-        os.killpg(local.state.recorded("cluster-master")["pid"], signal.SIGKILL)
-        deadline = time.monotonic() + 10
-        while local.state.recorded("cluster-master"):     # until the kill has landed
-            assert time.monotonic() < deadline, "the dispatcher outlived SIGKILL"
-            time.sleep(0.05)
-        local.start("master")                # the dispatcher again, the named node down
+        for role in local.roles():           # each role again, the named node down
+            os.killpg(local.state.recorded(f"cluster-{role}")["pid"], signal.SIGKILL)
+            deadline = time.monotonic() + 10
+            while local.state.recorded(f"cluster-{role}"):     # until the kill has landed
+                assert time.monotonic() < deadline, f"{role} outlived SIGKILL"
+                time.sleep(0.05)
+            local.start(role)
         ping = subprocess.run([sys.executable, "-m", "manager.cli", "ping", "redis"],
                               env=cluster_env(local.settings, fast=False), capture_output=True,
                               text=True, timeout=60, check=False)
         assert ping.returncode == 0, ping.stdout + ping.stderr
-        notes.append(f"{len(spiders)} spiders killed after the failover of {named}; "
+        notes.append(f"{len(spiders)} spiders and the roles {', '.join(local.roles())} "
+                     f"killed and started again after the failover of {named}; "
                      f"ping: {ping.stdout.strip()}")
 
     fault = Fault("the Redis Cluster node the settings name SIGKILLed, then every spider",
