@@ -317,29 +317,23 @@ CRAWLCLUSTER_METRICS_CRAWLS = 20
 CRAWLCLUSTER_LOG_LEVEL = "INFO"
 
 # --- Scrapy's own settings for the crawler project ---------------------------
-SCRAPY = {
-    "BOT_NAME": "crawlcluster",
-    "SCHEDULER": "crawler.scheduler.ClusterScheduler",
+# What every spider on the cluster needs, its own or a user's (crawler/addon.py adds these
+# to a user's project): the scheduler, the middlewares that report each task's outcome
+# and mark a page's links with their task, and the process's guards.
+CLUSTER_COMPONENTS = {
     "DOWNLOADER_MIDDLEWARES": {
         "crawler.middlewares.TaskStatusMiddleware": 50,
         "crawler.middlewares.NotModifiedMiddleware": 55,
         "crawler.middlewares.StatusCounterMiddleware": 950,
-        "crawler.middlewares.RandomUserAgentMiddleware": 400,
-        "crawler.proxy.ProxyMiddleware": 740,
         "crawler.middlewares.PrivateAddressGuardMiddleware": 60,
         "crawler.middlewares.RedirectLoopMiddleware": 70,
-        # after decompression (590): repairs the charset of the body the spider reads
-        "crawler.middlewares.CharsetRepairMiddleware": 100,
         "scrapy.downloadermiddlewares.robotstxt.RobotsTxtMiddleware": None,
         "crawler.middlewares.BoundedRobotsTxtMiddleware": 100,
-        "scrapy.downloadermiddlewares.useragent.UserAgentMiddleware": None,
         # The cluster retries a failed download (another job, counted per URL, up to
         # CRAWLCLUSTER_MAX_RETRIES); Scrapy's own retries on top would fetch a failing
         # URL three times per attempt.
         "scrapy.downloadermiddlewares.retry.RetryMiddleware": None,
     },
-    # A page over this is cancelled and its task fails (Scrapy's default is 1 GiB).
-    "DOWNLOAD_MAXSIZE": 20 * 1024 * 1024,
     "SPIDER_MIDDLEWARES": {
         "crawler.middlewares.TaskOutputMiddleware": 950,
         # Outermost: frees a page's parsed tree once its output is out.
@@ -354,6 +348,23 @@ SCRAPY = {
         "crawler.extensions.LoopWatchdog": 0,
         "crawler.extensions.MemoryBound": 0,
     },
+}
+
+SCRAPY = {
+    "BOT_NAME": "crawlcluster",
+    "SCHEDULER": "crawler.scheduler.ClusterScheduler",
+    "DOWNLOADER_MIDDLEWARES": {
+        **CLUSTER_COMPONENTS["DOWNLOADER_MIDDLEWARES"],
+        "crawler.middlewares.RandomUserAgentMiddleware": 400,
+        "crawler.proxy.ProxyMiddleware": 740,
+        # after decompression (590): repairs the charset of the body the spider reads
+        "crawler.middlewares.CharsetRepairMiddleware": 100,
+        "scrapy.downloadermiddlewares.useragent.UserAgentMiddleware": None,
+    },
+    # A page over this is cancelled and its task fails (Scrapy's default is 1 GiB).
+    "DOWNLOAD_MAXSIZE": 20 * 1024 * 1024,
+    "SPIDER_MIDDLEWARES": {**CLUSTER_COMPONENTS["SPIDER_MIDDLEWARES"]},
+    "EXTENSIONS": {**CLUSTER_COMPONENTS["EXTENSIONS"]},
     "ITEM_PIPELINES": {
         "crawler.pipelines.EncodingPipeline": 100,
         "crawler.pipelines.CleaningPipeline": 200,

