@@ -49,7 +49,9 @@ from twisted.internet.defer import Deferred, DeferredList
 
 from crawler.context import JobContext
 from crawler.metrics import set_job_tasks
-from crawler.spiders import SOURCE_CALLBACKS, Follow
+from crawler.spiders import SOURCE_CALLBACKS, ClusterSpider, Follow
+from crawler.taskrequests import RequestNotJSON
+from crawler.userspider import UserCrawl, is_user_task
 from master.bloomgen import KnownLinks
 from master.siteconfig import domain_of
 from master.tasks import Task, decode_task, make_task
@@ -83,6 +85,7 @@ class NewLink(NamedTuple):
     callback: str
     extra: dict[str, Any] | None   # spider fields for the link's task (the rule that took it)
     recrawl: bool = False   # a page its sitemap says changed: out of the filter, pushed again
+    unfiltered: bool = False   # a user spider's dont_filter: queued without the filter
 
     @property
     def crawlid(self) -> str:
@@ -105,6 +108,7 @@ class ClusterScheduler:
         self.unadded: list[tuple[str, str]] = []
         self.known = KnownLinks(context.bloom, known_links)   # links the filter holds
         self.spider: Spider | None = None
+        self.user: UserCrawl | None = None     # a user spider's crawl (crawler/userspider.py)
         self.loop: twisted_task.LoopingCall | None = None
         self.last_work = time.monotonic()
         self.last_beat = 0.0
@@ -141,6 +145,8 @@ class ClusterScheduler:
         if hasattr(spider, "link_sink"):
             spider.link_sink = self.add_links
         context = self.context
+        if not isinstance(spider, ClusterSpider):
+            self.user = UserCrawl(context, spider)
         context.registry.register(context.job, context.spider_type, context.host, context.ip,
                                   node=context.node)
         logger.info("job %s (%s on %s, ip %s) registered", context.job, context.spider_type,
@@ -195,6 +201,8 @@ class ClusterScheduler:
                 self.ready.append(request)
             return True
         parent = request.meta.get("crawlcluster_parent")
+        if self.user is not None:
+            return self._enqueue_user_request(request, parent or self.user.root)
         if parent is None:
             # Work enters the cluster as a crawl request, not as a spider's own request.
             logger.warning("refusing %s: not produced by a page of a crawl", request.url)
@@ -206,6 +214,23 @@ class ClusterScheduler:
         if link is None:
             return False
         self.new_links.append(link)
+        return True
+
+    def _enqueue_user_request(self, request: Request, parent: dict[str, Any]) -> bool:
+        """A user spider's Request (from a page, or a start request of its crawl)."""
+        assert self.user is not None
+        crawlid = parent["task"]["crawlid"]
+        self._count_link(crawlid, "found")
+        try:
+            fields = self.user.link(request, start=parent is self.user.root)
+        except (RequestNotJSON, ValueError) as exc:
+            logger.error("refusing %s: %s", request.url, exc)
+            self._refuse(crawlid, "not_json")
+            return False
+        link = self._new_link(request.url, parent, fields.callback, fields.extra, fields.key)
+        if link is None:
+            return False
+        self.new_links.append(link._replace(unfiltered=fields.unfiltered))
         return True
 
     def add_links(self, response: Response, links: list[Follow],
@@ -457,6 +482,8 @@ class ClusterScheduler:
         task = decode_task(member)
         tracker = self.context.tracker
         config = self.context.crawls.load(task["crawlid"])
+        if self.user is not None and config is not None and is_user_task(task):
+            return self._user_request_for(member, task, config)
         callback = getattr(self.spider, task.get("callback") or "parse", None)
         if config is None or callback is None or task.get("callback", "parse") not in getattr(
                 self.spider, "callbacks", ("parse",)):
@@ -471,23 +498,36 @@ class ClusterScheduler:
                        meta={"crawlcluster": {"member": member, "task": task, "config": config},
                              "depth": task.get("depth", 0)})
 
+    def _user_request_for(self, member: str, task: Task, config: dict[str, Any]) -> Request | None:
+        assert self.user is not None
+        try:
+            request = self.user.request_for(task, {
+                "crawlcluster": {"member": member, "task": task, "config": config},
+                "depth": task.get("depth", 0)})
+        except ValueError as exc:                  # a callback the spider no longer has
+            self.context.tracker.fail(member, "failed", str(exc))
+            return None
+        self.context.tracker.begin(member)
+        return request
+
     # --- new links --------------------------------------------------------------------------
 
     def _new_link(self, url: str, parent: dict[str, Any], callback: str,
-                  extra: dict[str, Any] | None) -> NewLink | None:
+                  extra: dict[str, Any] | None, key: str | None = None) -> NewLink | None:
         """A link a page of ``parent`` (its task and crawl config) yielded, as a
         ``NewLink``, or None if the crawl refuses it. Its task is made only once the
-        filter finds it new (most links a page yields were seen before)."""
+        filter finds it new (most links a page yields were seen before). It is known by
+        its canonical URL unless given another ``key`` (a request fingerprint)."""
         reason = self._refusal(url, parent)
         if not reason:
             try:
-                key = canonical_url(url)
+                known_by = key or canonical_url(url)
             except ValueError:                    # a port out of range, say
                 reason = "invalid"
         if reason:
             self._refuse(parent["task"]["crawlid"], reason)
             return None
-        return NewLink(url.partition("#")[0], key, parent, domain_of(url), callback, extra)
+        return NewLink(url.partition("#")[0], known_by, parent, domain_of(url), callback, extra)
 
     def _refusal(self, url: str, parent: dict[str, Any]) -> str | None:
         """Why the crawl refuses a link before any Redis check, or None."""
@@ -534,9 +574,9 @@ class ClusterScheduler:
         findable as new by a page crawled again, and the pools' dedupe window (by
         canonical URL too) queues them once; so does it a link two jobs find new at
         once. Every link is counted new, refused or duplicate."""
-        distinct = list(distinct_links(links).values())
+        distinct = list(distinct_links([link for link in links if not link.unfiltered]).values())
         unseen = [link for link, seen in zip(distinct, self._seen(distinct), strict=True)
-                  if not seen]
+                  if not seen] + [link for link in links if link.unfiltered]
         queued, refused = self._queue(unseen)
         duplicates = Counter(link.crawlid for link in links)
         duplicates.subtract(task["crawlid"] for task in queued)
@@ -548,7 +588,7 @@ class ClusterScheduler:
                 self._count_link(crawlid, "duplicate", count)
         self.stats.inc_value("crawlcluster/links/new", len(queued))
         self.stats.inc_value("crawlcluster/links/duplicate", sum(duplicates.values()))
-        self._add_to_filter([(link.key, link.crawlid) for link in unseen])
+        self._add_to_filter([(link.key, link.crawlid) for link in unseen if not link.unfiltered])
 
     def _queue(self, unseen: list[NewLink]) -> tuple[list[Task], list[NewLink]]:
         """Push the tasks of links the filter has not seen (within their crawls'
@@ -557,8 +597,8 @@ class ClusterScheduler:
         made = [(link, task) for link in unseen if (task := self._task_for_link(link))]
         kept = {id(task) for task in self._within_domain_limits([task for _, task in made])}
         pushed = [(link, task) for link, task in made if id(task) in kept]
-        codes = self.context.frontier.push_links([task for _, task in pushed],
-                                                 [link.recrawl for link, _ in pushed])
+        codes = self.context.frontier.push_links(
+            [task for _, task in pushed], [link.recrawl or link.unfiltered for link, _ in pushed])
         self._remember_pushes([(task, link.recrawl) for (link, task), code
                                in zip(pushed, codes, strict=True) if code == "q"])
         queued = [task for (_, task), code in zip(pushed, codes, strict=True) if code in "qs"]

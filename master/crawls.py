@@ -71,6 +71,18 @@ class CrawlStore:
         batch.pipe.execute()
         bloom.add_many([config["url"]], scope=config["crawlid"])
 
+    def register(self, config: CrawlConfig) -> bool:
+        """Store and index a crawl that has no seed unless it is stored already (a user
+        spider's crawl, which every process of the spider registers: the first stores
+        it). Returns whether this call stored it."""
+        check_name("crawl id", config["crawlid"])
+        pipe = self.client.pipeline(transaction=False)
+        pipe.set(self.keys.crawl(config["crawlid"]), json.dumps(config, sort_keys=True),
+                 nx=True)
+        pipe.zadd(self.keys.crawls(), {config["crawlid"]: time.time()}, nx=True)
+        stored, _ = pipe.execute()
+        return bool(stored)
+
     def stage(self, config: CrawlConfig, frontier: Frontier, batch: "WriteBatch",
               seed: Task | None = None) -> None:
         """Add the crawl's writes to ``batch``: config, user index, seed task, hubs."""

@@ -37,9 +37,10 @@ CRAWL_STATE = ("pending", "counts", "stopped", "paused")
 
 def link_digest(task: Task) -> str:
     """What identifies a link pushed to the pools: its crawl and canonical URL (64 bits),
-    so the same page spelt two ways is one link."""
-    return hashlib.blake2b(f"{task['crawlid']}\n{canonical_url(task['url'])}".encode(),
-                           digest_size=8).hexdigest()
+    so the same page spelt two ways is one link; or the request fingerprint a user
+    spider's task has (``key``, a form's POST, say)."""
+    key = task.get("key") or canonical_url(task["url"])
+    return hashlib.blake2b(f"{task['crawlid']}\n{key}".encode(), digest_size=8).hexdigest()
 
 
 def task_digest(task: Task) -> str:

@@ -406,7 +406,7 @@ class Keys:
     def crawl(self, crawlid: str) -> str:
         """string (JSON): a crawl's config and rule, stored once per crawl.
 
-        Written by: `CrawlStore.submit`
+        Written by: `CrawlStore.submit`, `CrawlStore.register` (a user spider's crawl)
         Read by: spiders (cached per process), pipelines
         """
         return f"{self.tag}:crawl:{crawlid}:config"
@@ -422,7 +422,7 @@ class Keys:
     def crawls(self) -> str:
         """zset crawl id -> when it was (last) submitted: every crawl.
 
-        Written by: preprocess
+        Written by: preprocess, a user spider's first process
         Read by: manager (Status page)
         """
         return f"{self.tag}:crawls"

@@ -1,0 +1,91 @@
+"""A Scrapy spider of one's own on the cluster: its crawl, and its Requests as tasks.
+
+A spider that is not one of the cluster's rule-driven spiders (``ClusterSpider``) runs
+one crawl, named after the spider, however many processes run it: the first process to
+open registers it (``CrawlStore.register``). Every Request the spider makes becomes a
+task of that crawl with the Request in it as JSON (``crawler/taskrequests.py``): those
+from its pages hang from the page's task (one level deeper), its start requests from
+the crawl itself (depth 0). Start requests go through the seen-URL filter whatever their
+``dont_filter`` says, so a second process, or the same one started again, does not issue
+them again; any other Request with ``dont_filter`` is queued without the filter.
+A Request is known by its canonical URL (a ``GET`` without a body, as the cluster's own
+links are) or else by Scrapy's request fingerprint (a form's ``POST``, say).
+
+Items are the project's own: nothing is added to them. A page's task is acknowledged
+once its output is out and each of its items has passed the project's pipelines (Scrapy's
+``item_scraped``, ``item_dropped`` and ``item_error`` signals).
+"""
+
+from typing import Any
+
+from scrapy import Request, Spider, signals
+from scrapy.http import Response
+
+from crawler.context import JobContext
+from crawler.taskrequests import request_from_json, request_to_json
+from master.crawls import CrawlConfig
+from master.tasks import Task
+
+
+class UserLink:
+    """What the scheduler needs of a user spider's Request to queue it."""
+
+    def __init__(self, callback: str, extra: dict[str, Any], key: str | None,
+                 unfiltered: bool) -> None:
+        self.callback = callback      # the callback's name ("parse" if none)
+        self.extra = extra            # task fields: the Request as JSON, its fingerprint
+        self.key = key                # what the filter knows it by, if not its URL
+        self.unfiltered = unfiltered  # dont_filter: queued without the filter
+
+
+class UserCrawl:
+    """The crawl of one user spider, as one of its processes sees it."""
+
+    def __init__(self, context: JobContext, spider: Spider) -> None:
+        self.context = context
+        self.spider = spider
+        self.fingerprinter = context.crawler.request_fingerprinter
+        depth_limit = context.crawler.settings.getint("DEPTH_LIMIT")
+        self.config: CrawlConfig = {"crawlid": spider.name, "spider_type": spider.name,
+                                    "url": "", "user_spider": True,
+                                    "maxdepth": depth_limit or None}
+        context.crawls.register(self.config)
+        # the parent of its start requests: the crawl itself, one level above its pages
+        self.root: dict[str, Any] = {
+            "task": {"crawlid": spider.name, "spider_type": spider.name, "depth": -1},
+            "config": self.config}
+        for signal in (signals.item_scraped, signals.item_dropped, signals.item_error):
+            context.crawler.signals.connect(self._item_done, signal=signal)
+
+    def link(self, request: Request, start: bool) -> UserLink:
+        """The task fields of a Request; ``RequestNotJSON`` (or ``ValueError``, a callback
+        that is not the spider's method) if it cannot be a task."""
+        fields = request_to_json(request, self.spider)
+        key = None
+        if request.method != "GET" or request.body:
+            key = "fp:" + self.fingerprinter.fingerprint(request).hex()
+        extra: dict[str, Any] = {"request": {k: v for k, v in fields.items() if k != "url"}}
+        if key:
+            extra["key"] = key
+        if request.priority:
+            extra["priority"] = request.priority
+        return UserLink(fields.get("callback") or "parse", extra, key,
+                        request.dont_filter and not start)
+
+    def request_for(self, task: Task, meta: dict[str, Any]) -> Request:
+        """The Request of a taken task, the cluster's ``meta`` added; ``ValueError`` if
+        the spider has no longer the callback it names."""
+        request = request_from_json({"url": task["url"], **task["request"]}, self.spider)
+        request.meta.update(meta)
+        request.dont_filter = True                 # filtered once, before it was queued
+        return request
+
+    def _item_done(self, item: Any, response: Response | None = None, **_: Any) -> None:
+        info = response.meta.get("crawlcluster") if response is not None else None
+        if info and "request" in info["task"]:
+            self.context.tracker.item_finished(info["member"])
+
+
+def is_user_task(task: Task) -> bool:
+    """Whether a task is a user spider's (it carries its Request)."""
+    return "request" in task

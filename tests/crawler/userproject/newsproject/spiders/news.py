@@ -1,0 +1,41 @@
+"""A tutorial-style spider: Python callbacks, ``response.follow``, pagination,
+``cb_kwargs`` and ``meta`` carried down three levels, items as dicts."""
+
+import scrapy
+
+
+class NewsSpider(scrapy.Spider):
+    name = "news"
+
+    def __init__(self, start: str = "", bad_meta: str = "", **kwargs):
+        super().__init__(**kwargs)
+        self.start_urls = [start]
+        self.bad_meta = bool(bad_meta)
+
+    def parse(self, response):
+        if self.bad_meta:      # a value a task cannot carry: refused, and said so
+            yield response.follow("/list/1.html", self.parse_list, cb_kwargs={"page": 1},
+                                  meta={"trail": [response.url], "seen": {"a set"}})
+        for href in response.css("a::attr(href)").getall():
+            if "/list/" in href:
+                yield response.follow(href, self.parse_list, cb_kwargs={"page": 1},
+                                      meta={"trail": [response.url]})
+
+    def parse_list(self, response, page):
+        trail = [*response.meta["trail"], response.url]
+        for entry in response.css("ul.news-list li"):
+            yield response.follow(entry.css("a::attr(href)").get(), self.parse_news,
+                                  cb_kwargs={"listed_as": entry.css("a::text").get()},
+                                  meta={"trail": trail, "page": page})
+        following = response.css("a.next::attr(href)").get()
+        if following:
+            yield response.follow(following, self.parse_list, cb_kwargs={"page": page + 1},
+                                  meta={"trail": response.meta["trail"]})
+
+    def parse_news(self, response, listed_as):
+        yield {"url": response.url,
+               "title": response.css("h1::text").get(),
+               "listed_as": listed_as,
+               "date": response.css("span.date::text").get(),
+               "trail_length": len(response.meta["trail"]),
+               "list_page": response.meta["page"]}
