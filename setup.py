@@ -41,6 +41,8 @@ setup(
         "prometheus-client>=0.20",  # /metrics of the managers and the exporter
         "croniter>=2.0",  # recurring crawls' cron expressions (master/schedules.py)
         "feedparser>=6.0",  # RSS and Atom feeds as a crawl's sources (crawler/sources.py)
+        # a scrapy-redis project's spiders run on the cluster unchanged (crawler/startkeys.py)
+        "scrapy-redis>=0.9",
     ],
     extras_require={
         # Local servers for `crawlcluster services up` (also installed on demand):
@@ -67,7 +69,6 @@ setup(
         ],
         # The peers bench/ measures us against (pip install -e '.[bench]').
         "bench": [
-            "scrapy-redis>=0.9",  # bench/crawl.py and bench/bloom.py
             "trafilatura>=2",  # bench/maintext.py, bench/crawl.py (the CrawlSpider peer)
             "lxml_html_clean",  # which trafilatura imports; lxml 6 no longer ships it
         ],

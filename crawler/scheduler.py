@@ -50,6 +50,7 @@ from twisted.internet.defer import Deferred, DeferredList
 from crawler.context import JobContext
 from crawler.metrics import set_job_tasks
 from crawler.spiders import SOURCE_CALLBACKS, ClusterSpider, Follow
+from crawler.startkeys import StartUrlKey
 from crawler.taskrequests import RequestNotJSON
 from crawler.userspider import UserCrawl, is_user_task
 from master.bloomgen import KnownLinks
@@ -109,6 +110,7 @@ class ClusterScheduler:
         self.known = KnownLinks(context.bloom, known_links)   # links the filter holds
         self.spider: Spider | None = None
         self.user: UserCrawl | None = None     # a user spider's crawl (crawler/userspider.py)
+        self.start_key: StartUrlKey | None = None     # its scrapy-redis start-URL key
         self.loop: twisted_task.LoopingCall | None = None
         self.last_work = time.monotonic()
         self.last_beat = 0.0
@@ -147,6 +149,7 @@ class ClusterScheduler:
         context = self.context
         if not isinstance(spider, ClusterSpider):
             self.user = UserCrawl(context, spider)
+            self._read_start_key_instead(spider)
         context.registry.register(context.job, context.spider_type, context.host, context.ip,
                                   node=context.node)
         logger.info("job %s (%s on %s, ip %s) registered", context.job, context.spider_type,
@@ -172,6 +175,20 @@ class ClusterScheduler:
             self.context.close()
             return None
         return DeferredList(writes).addBoth(lambda _: self.context.close())
+
+    def _read_start_key_instead(self, spider: Any) -> None:
+        """A scrapy-redis spider's start-URL key is read by the rounds, with an
+        acknowledgement (crawler/startkeys.py); its own idle handler, which would keep
+        it open for good, is disconnected, and its ``MAX_IDLE_TIME_BEFORE_CLOSE`` is the
+        idle timeout if it sets one."""
+        self.start_key = StartUrlKey.of(spider, self.context.redis)
+        if self.start_key is None:
+            return
+        self.crawler.signals.disconnect(spider.spider_idle, signal=signals.spider_idle)
+        if getattr(spider, "max_idle_time", 0):
+            self.idle_timeout = float(spider.max_idle_time)
+        logger.info("reading start URLs from Redis key %r (a %s) with an acknowledgement",
+                    self.start_key.key, self.start_key.kind)
 
     def _give_back(self, reason: str) -> None:
         """Push the last links, report what is finished, release what is not, and leave
@@ -320,7 +337,10 @@ class ClusterScheduler:
             stocked = len(self.ready) > self.ready_size // 2
             writes = self._writes_due(stocked)
             if writes:
+                taken = self._take_start_urls()
                 self._push_new_links()
+                if taken:
+                    self.start_key.acknowledge(taken)     # type: ignore[union-attr]
             for flush in self.context.periodic:
                 flush()
             if writes:
@@ -337,6 +357,25 @@ class ClusterScheduler:
             logger.error("Redis error in the scheduler round (retrying next round): %s", exc)
             if self.redis_failed_at is None:
                 self.redis_failed_at = time.monotonic()
+
+    def _take_start_urls(self) -> list[Any]:
+        """Queue the Requests of a batch of the start-URL key's entries, made by the
+        spider's ``make_request_from_data``; the entries, to remove once pushed."""
+        if self.start_key is None or self.user is None:
+            return []
+        entries = self.start_key.peek()
+        for entry in entries:
+            try:
+                made = self.spider.make_request_from_data(entry)  # type: ignore[union-attr]
+            except Exception as exc:  # noqa: BLE001 - the user's code; the next entry goes on
+                logger.error("start URL entry %r of %s made no request (removed): %s: %s",
+                             entry, self.start_key.key, type(exc).__name__, exc)
+                self.stats.inc_value("crawlcluster/start_urls/refused")
+                continue
+            for request in [made] if isinstance(made, Request) else list(made or ()):
+                self._enqueue_user_request(request, self.user.root)
+        self.stats.inc_value("crawlcluster/start_urls/taken", len(entries))
+        return entries
 
     def _writes_due(self, stocked: bool) -> bool:
         """Push new links and report outcomes this round? Every round while the job is

@@ -13,6 +13,7 @@ from manager.local.crawl import cluster_env
 from manager.local.services import StaticSite, free_port
 from manager.local.sitegen import SiteSpec, generate_site
 from manager.local.sitelog import check_fetched_once, fetch_summary, page_fetches
+from master.keys import Keys
 from settings.clients import redis_client
 from settings.loader import environment_for
 
@@ -30,11 +31,12 @@ def news_site(tmp_path_factory):
         yield manifest, site
 
 
-def scrapy_crawl(env, out, start, log, *options):
-    """``scrapy crawl news`` in the user's project, its items written to ``out``."""
+def scrapy_crawl(env, out, start, log, *options, spider="news"):
+    """``scrapy crawl <spider>`` in the user's project, its items written to ``out``."""
     with open(log, "w") as stream:
         return subprocess.Popen(
-            [sys.executable, "-m", "scrapy", "crawl", "news", "-a", f"start={start}",
+            [sys.executable, "-m", "scrapy", "crawl", spider,
+             *(["-a", f"start={start}"] if start else []),
              "-O", f"{out}:jsonlines", "-s", "LOG_LEVEL=INFO", *options],
             cwd=PROJECT, env=env, stdin=subprocess.DEVNULL, stdout=stream,
             stderr=subprocess.STDOUT)
@@ -45,52 +47,110 @@ def items_of(path):
                   key=lambda item: item["url"])
 
 
-def plain_scrapy_items(start, tmp_path):
-    env = {k: v for k, v in environment_for({}).items()}
-    process = scrapy_crawl(env, tmp_path / "plain.jsonl", start, tmp_path / "plain.log",
-                           "-s", "ADDONS={}")
-    assert process.wait(120) == 0, (tmp_path / "plain.log").read_text()[-3000:]
-    return items_of(tmp_path / "plain.jsonl")
+@pytest.fixture(scope="module")
+def plain_scrapy_items(news_site, tmp_path_factory):
+    """The items of the project's spider under plain Scrapy (the add-on switched off)."""
+    manifest, _ = news_site
+    out = tmp_path_factory.mktemp("plain-scrapy")
+    process = scrapy_crawl(environment_for({}), out / "plain.jsonl", manifest["start_url"],
+                           out / "plain.log", "-s", "ADDONS={}")
+    assert process.wait(120) == 0, (out / "plain.log").read_text()[-3000:]
+    return items_of(out / "plain.jsonl")
 
 
-def test_a_user_spider_crawls_through_the_cluster_each_page_once(
-        test_settings, news_site, tmp_path):
-    manifest, site = news_site
-    start = manifest["start_url"]
-    expected = plain_scrapy_items(start, tmp_path)
-    since = len(site.access_log())
-    env = cluster_env(test_settings)
+def start_master(env, tmp_path):
     with open(tmp_path / "master.log", "w") as log:
-        master = subprocess.Popen([sys.executable, "-m", "manager.cli", "master"], cwd=ROOT,
-                                  env=env, stdin=subprocess.DEVNULL,
-                                  stdout=subprocess.DEVNULL, stderr=log)
-    # the start page also yields a request whose meta holds a set
-    spiders = [scrapy_crawl(env, tmp_path / f"cluster{n}.jsonl", start,
-                            tmp_path / f"spider{n}.log", "-a", "bad_meta=1") for n in range(2)]
+        return subprocess.Popen([sys.executable, "-m", "manager.cli", "master"], cwd=ROOT,
+                                env=env, stdin=subprocess.DEVNULL,
+                                stdout=subprocess.DEVNULL, stderr=log)
+
+
+def wait_all(processes, master, timeout=180):
     try:
-        codes = [spider.wait(180) for spider in spiders]
+        return [process.wait(timeout) for process in processes]
     finally:
-        for process in [*spiders, master]:
+        for process in [*processes, master]:
             if process.poll() is None:
                 process.terminate()
                 process.wait(10)
+
+
+def cluster_items(tmp_path, count):
+    return sorted((item for n in range(count) for item in items_of(tmp_path / f"cluster{n}.jsonl")),
+                  key=lambda item: item["url"])
+
+
+def assert_each_page_once(site, since, manifest, label, also=()):
+    fetched = page_fetches(site.access_log()[since:], site.port)
+    print(f"\n{label}: nginx served {fetch_summary(fetched)}")
+    check_fetched_once(fetched, [p["url"] for p in manifest["pages"]
+                                 if p["kind"] in ("index", "list", "detail")] + list(also))
+
+
+def test_a_user_spider_crawls_through_the_cluster_each_page_once(
+        test_settings, news_site, plain_scrapy_items, tmp_path):
+    manifest, site = news_site
+    start = manifest["start_url"]
+    expected = plain_scrapy_items
+    since = len(site.access_log())
+    env = cluster_env(test_settings)
+    master = start_master(env, tmp_path)
+    # the start page also yields a request whose meta holds a set
+    spiders = [scrapy_crawl(env, tmp_path / f"cluster{n}.jsonl", start,
+                            tmp_path / f"spider{n}.log", "-a", "bad_meta=1") for n in range(2)]
+    codes = wait_all(spiders, master)
     logs = "".join((tmp_path / f"spider{n}.log").read_text() for n in range(2))
     assert codes == [0, 0], logs[-5000:]
     assert ("spider 'news', callback 'parse_list': request meta['seen'] holds a set, which is "
             "not JSON") in logs
     assert "'crawlcluster/links/refused/not_json': 1" in logs
-    fetched = page_fetches(site.access_log()[since:], site.port)
-    print(f"\nuser spider, two processes: nginx served {fetch_summary(fetched)}; "
-          f"{len(expected)} items under plain Scrapy")
-    check_fetched_once(fetched, [p["url"] for p in manifest["pages"]
-                                 if p["kind"] in ("index", "list", "detail")])
-    items = sorted(items_of(tmp_path / "cluster0.jsonl") + items_of(tmp_path / "cluster1.jsonl"),
-                   key=lambda item: item["url"])
-    assert items == expected
+    assert_each_page_once(site, since, manifest, f"user spider, two processes "
+                                                  f"({len(expected)} items under plain Scrapy)")
+    assert cluster_items(tmp_path, 2) == expected
     client = redis_client(test_settings, "test")
     try:
-        from master.keys import Keys
-
         assert client.exists(Keys.from_settings(test_settings).crawl("news"))
     finally:
         client.close()
+
+
+@pytest.mark.parametrize("kind", ["list", "set", "zset"])
+def test_a_scrapy_redis_spider_reads_its_start_url_key_with_an_acknowledgement(
+        test_settings, news_site, plain_scrapy_items, tmp_path, kind):
+    """A ``RedisSpider`` fed through ``<name>:start_urls`` as scrapy-redis's README feeds
+    one (a plain URL, and scrapy-redis's JSON form): two processes crawl the site once
+    between them, and the key is empty at the end."""
+    manifest, site = news_site
+    start = manifest["start_url"]
+    expected = plain_scrapy_items
+    key = f"{test_settings['CRAWLCLUSTER_KEY_PREFIX']}:%(name)s:start_urls"
+    spelt = key % {"name": "news_redis"}
+    client = redis_client(test_settings, "test")
+    entries = [start, json.dumps({"url": start + "?from=json", "meta": {"trail": []}})]
+    if kind == "list":
+        client.rpush(spelt, *entries)
+    elif kind == "set":
+        client.sadd(spelt, *entries)
+    else:
+        client.zadd(spelt, {entry: 1 for entry in entries})
+    since = len(site.access_log())
+    env = cluster_env(test_settings)
+    master = start_master(env, tmp_path)
+    options = ["-s", f"REDIS_START_URLS_KEY={key}",
+               "-s", f"REDIS_START_URLS_AS_SET={kind == 'set'}",
+               "-s", f"REDIS_START_URLS_AS_ZSET={kind == 'zset'}"]
+    spiders = [scrapy_crawl(env, tmp_path / f"cluster{n}.jsonl", "", tmp_path / f"spider{n}.log",
+                            *options, spider="news_redis") for n in range(2)]
+    codes = wait_all(spiders, master)
+    logs = "".join((tmp_path / f"spider{n}.log").read_text() for n in range(2))
+    try:
+        assert codes == [0, 0], logs[-5000:]
+        assert "with an acknowledgement" in logs
+        assert not client.exists(spelt)
+    finally:
+        client.delete(spelt)
+        client.close()
+    # the JSON entry's page is the start page by another URL: fetched, its links known
+    assert_each_page_once(site, since, manifest, f"scrapy-redis spider, start URLs in a {kind}",
+                          also=[start + "?from=json"])
+    assert cluster_items(tmp_path, 2) == expected
