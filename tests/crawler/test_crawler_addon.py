@@ -58,8 +58,8 @@ def test_a_project_value_of_a_cluster_setting_wins(monkeypatch):
 def test_each_scrapy_redis_setting_a_project_sets_is_said_honoured_or_not(monkeypatch, caplog):
     settings = Settings()
     settings.setdict(SCRAPY_REDIS_PROJECT, priority="project")
-    report = dict((line.split(" = ")[0], honoured)
-                  for honoured, line in scrapy_redis_report(settings))
+    report = {line.split(" = ")[0]: honoured
+              for honoured, line in scrapy_redis_report(settings)}
     assert report == {"SCHEDULER": True, "DUPEFILTER_CLASS": False,
                       "SCHEDULER_PERSIST": False, "REDIS_URL": True,
                       "REDIS_START_URLS_AS_SET": True}
