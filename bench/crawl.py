@@ -16,7 +16,10 @@ through articles does). On each, every round runs in turn:
      scheduler, and under scrapy-redis's scheduler and dupefilter (bench/crawl_peers.py);
   3. crawlcluster: the dispatcher and one spider process (main text on; then the same with
      the Kafka firehose on; then main text off; then off with
-     ``CRAWLCLUSTER_LEAN_LINKS=false``), and with two spider processes.
+     ``CRAWLCLUSTER_LEAN_LINKS=false``), and with two spider processes;
+  4. a plain user spider (bench/crawl_user.py: Python callbacks, ``response.follow``)
+     under scrapy-redis and then on crawlcluster through the add-on, one process each
+     (``user_spider_vs_scrapy_redis``, ``user_spider_redis_cpu_vs_scrapy_redis``).
 Pages/s is pages fetched over the time from the first to the last fetch in nginx's log
 (start-up and idle shut-down are not counted). CPU per page fetched is every thread's
 user + system time over the whole run: the spider processes' (``cpu_ms``; a run of ours
@@ -199,6 +202,42 @@ def run_ours(settings, manifest, rule, processes, log_dir, firehose=False, **ext
     return {"cpu": children_cpu_seconds() - before - master, "master_cpu": master}
 
 
+def run_user_spider(settings, manifest, log_dir, scrapy_settings, crawlid, ours):
+    """bench/crawl_user.py, a plain spider, run from outside the project (none of its
+    settings apply): under scrapy-redis (``scrapy_settings`` name its scheduler), or on
+    the cluster (``ours``: the add-on, a dispatcher beside it, a frontier of its own).
+    Its CPU seconds (``cpu``; ours: and the dispatcher's, ``master_cpu``)."""
+    if ours:
+        prefix = f"{settings['CRAWLCLUSTER_KEY_PREFIX']}:{uuid.uuid4().hex[:6]}"
+        settings = settings.copy_with(CRAWLCLUSTER_KEY_PREFIX=prefix)
+    env = cluster_env(settings, fast=ours, PYTHONPATH=str(ROOT), CRAWLCLUSTER_IDLE_TIMEOUT=3)
+    args = [sys.executable, "-m", "scrapy", "runspider", str(ROOT / "bench" / "crawl_user.py"),
+            "-a", f"start={manifest['start_url']}", "-a", f"crawlid={crawlid}"]
+    pipelines = {"bench.crawl_user.UserMongoPipeline": 300}
+    for name, value in {**COMMON, "ITEM_PIPELINES": json.dumps(pipelines),
+                        **scrapy_settings}.items():
+        args += ["-s", f"{name}={value}"]
+    master = None
+    if ours:
+        with open(Path(log_dir) / "user-master.log", "w") as log:
+            master = subprocess.Popen([sys.executable, "-m", "manager.cli", "master"],
+                                      cwd=ROOT, env=env, stdin=subprocess.DEVNULL,
+                                      stdout=subprocess.DEVNULL, stderr=log)
+    before = children_cpu_seconds()
+    try:
+        with open(Path(log_dir) / f"user-{crawlid}.log", "w") as out:
+            subprocess.run(args, cwd=tempfile.mkdtemp(prefix="user-spider-"), env=env,
+                           stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT,
+                           check=True, timeout=1800)
+        spent = children_cpu_seconds() - before
+        master_cpu = process_cpu_seconds(master.pid) if master else 0.0
+    finally:
+        if master is not None:
+            master.terminate()
+            master.wait(10)
+    return {"cpu": spent, "master_cpu": master_cpu} if ours else {"cpu": spent}
+
+
 def delete_topic(settings, topic):
     from settings.clients import kafka_admin
 
@@ -211,7 +250,8 @@ def delete_topic(settings, topic):
 
 # Every run of a round, in order (--runs picks some).
 RUNS = ("vanilla_crawl", "vanilla_crawl_trafilatura", "vanilla", "scrapy_redis", "ours_1",
-        "ours_1_firehose", "ours_1_plain", "ours_1_plain_not_lean", "ours_2")
+        "ours_1_firehose", "ours_1_plain", "ours_1_plain_not_lean", "ours_2",
+        "user_scrapy_redis", "user_ours")
 
 
 def round_runs(settings, manifest, rule, work, number):
@@ -250,7 +290,19 @@ def round_runs(settings, manifest, rule, work, number):
                  CRAWLCLUSTER_LEAN_LINKS="false")),
         ("ours_2", "crawlcluster, 2 spider processes",
          partial(ours, 2, work)),
+        ("user_scrapy_redis", "a plain user spider under scrapy-redis",
+         partial(run_user_spider, settings, manifest, work, scrapy_redis, f"ur-{number}",
+                 ours=False)),
+        ("user_ours", "  the same spider on crawlcluster (the add-on)",
+         partial(run_user_spider, settings, manifest, work,
+                 {"ADDONS": json.dumps({"crawler.addon.ClusterAddon": 0})}, f"uo-{number}",
+                 ours=True)),
     ]
+
+
+def is_ours(run):
+    """Whether a run is crawlcluster's (judged strictly by nginx's log)."""
+    return run.startswith(("ours", "user_ours"))
 
 
 def median_ratio(rounds, top, bottom, figure="pages_per_s"):
@@ -293,7 +345,7 @@ def run_shape(settings, shape, per_host, rounds_wanted, work, mongodb_pid, runs_
                 cpu = run()
                 cpu["mongodb_cpu"] = process_cpu_seconds(mongodb_pid) - mongodb
                 results[key] = measure(site, since, label, expected, redis_work, cpu,
-                                       ours=key.startswith("ours"))
+                                       ours=is_ours(key))
                 print(f"    (whole run {time.monotonic() - started:.0f} s)", flush=True)
             rounds.append(results)
             drop_bench_database(settings)
@@ -323,8 +375,11 @@ def shape_summary(pages, rounds):
         "firehose_cpu_cost": median_ratio(rounds, "ours_1_firehose", "ours_1", "cpu_ms"),
         "redis_cpu_vs_scrapy_redis": median_ratio(rounds, "ours_1", "scrapy_redis",
                                                   "redis_cpu"),
+        "user_spider_vs_scrapy_redis": median_ratio(rounds, "user_ours", "user_scrapy_redis"),
+        "user_spider_redis_cpu_vs_scrapy_redis": median_ratio(
+            rounds, "user_ours", "user_scrapy_redis", "redis_cpu"),
         "fetches_per_page": max((r[key]["fetches_per_page"] for r in rounds for key in runs
-                                 if key.startswith("ours")), default=None),
+                                 if is_ours(key)), default=None),
         "machine_two_proc_scaling": statistics.median(r["machine_scaling"] for r in rounds),
     }
 
@@ -377,6 +432,9 @@ def main():
         "scrapy_redis_redis_cmds_per_page": figure_of(pages_shape, "scrapy_redis",
                                                       "redis_cmds"),
         "redis_cpu_vs_scrapy_redis": pages_shape["redis_cpu_vs_scrapy_redis"],
+        "user_spider_vs_scrapy_redis": pages_shape["user_spider_vs_scrapy_redis"],
+        "user_spider_redis_cpu_vs_scrapy_redis":
+            pages_shape["user_spider_redis_cpu_vs_scrapy_redis"],
         "machine_two_proc_scaling": pages_shape["machine_two_proc_scaling"],
         "fetches_per_page": max((shape["fetches_per_page"] for shape in shapes.values()
                                  if shape["fetches_per_page"] is not None), default=None),

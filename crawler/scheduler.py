@@ -240,9 +240,9 @@ class ClusterScheduler:
         self._count_link(crawlid, "found")
         try:
             fields = self.user.link(request, start=parent is self.user.root)
-        except (RequestNotJSON, ValueError) as exc:
+        except (RequestNotJSON, ValueError) as exc:    # or a callback not the spider's
             logger.error("refusing %s: %s", request.url, exc)
-            self._refuse(crawlid, "not_json")
+            self._refuse(crawlid, "not_json" if isinstance(exc, RequestNotJSON) else "callback")
             return False
         link = self._new_link(request.url, parent, fields.callback, fields.extra, fields.key)
         if link is None:
@@ -612,8 +612,10 @@ class ClusterScheduler:
         to it. A job that dies between the push and the add leaves its pushed links
         findable as new by a page crawled again, and the pools' dedupe window (by
         canonical URL too) queues them once; so does it a link two jobs find new at
-        once. Every link is counted new, refused or duplicate."""
-        distinct = list(distinct_links([link for link in links if not link.unfiltered]).values())
+        once. A user spider's request with ``dont_filter`` is queued as it is, and not
+        added. Every link is counted new, refused or duplicate."""
+        filtered = [link for link in links if not link.unfiltered]
+        distinct = list(distinct_links(filtered).values())
         unseen = [link for link, seen in zip(distinct, self._seen(distinct), strict=True)
                   if not seen] + [link for link in links if link.unfiltered]
         queued, refused = self._queue(unseen)

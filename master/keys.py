@@ -298,8 +298,9 @@ class Keys:
         each job adds its counts once a round).
 
         Written by: scheduler (new, duplicate, refused by depth, blacklist, scheme,
-        url_length, domain_max_pages), from the spider (found, refused by rule or scope),
-        the task middleware (refused by robots)
+        url_length, domain_max_pages; a user spider's found, not_json, callback), from
+        the spider (found, refused by rule or scope), the task middleware (refused by
+        robots)
         Read by: monitor (`info`), `crawlcluster watch`
         """
         return f"{self.shard_tag(self.shard_of(crawlid))}:crawl:{crawlid}:links"
