@@ -41,6 +41,8 @@ SERVER_ADDRESSES = {
     "CRAWLCLUSTER_ZOOKEEPER_HOSTS": "127.0.0.1:{port}",
     "CRAWLCLUSTER_MONGODB_URL": "mongodb://127.0.0.1:{port}/?directConnection=true",
 }
+LISTENER_ADDRESSES = {name: "127.0.0.1:{port}" for name in (
+    "CRAWLCLUSTER_EXPORTER_ADDRESS", "CRAWLCLUSTER_MANAGER_ADDRESS", "CRAWLCLUSTER_PROXY_API")}
 
 
 # Tests that take minutes: each is a work unit of its own for the xdist workers (the rest
@@ -80,13 +82,15 @@ def pytest_configure(config):
 
 
 def worker_environment(worker, run):
-    """The settings of one xdist worker's servers, as environment variables."""
+    """The settings of one xdist worker's servers, and of what its local clusters listen
+    on (two workers' exporters on the default port: the second one's cannot start), as
+    environment variables."""
     from manager.local.services import free_port
 
     state = Path(tempfile.gettempdir()) / f"crawlcluster-tests-{run[:12]}" / worker
     return {"CRAWLCLUSTER_STATE_DIR": str(state),
             **{name: address.format(port=free_port()) for name, address
-               in SERVER_ADDRESSES.items()}}
+               in {**SERVER_ADDRESSES, **LISTENER_ADDRESSES}.items()}}
 
 
 @pytest.fixture(scope="session")

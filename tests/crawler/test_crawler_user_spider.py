@@ -3,8 +3,11 @@ spider, written for plain Scrapy, crawls through the frontier after one settings
 (``ADDONS``), and gives the items it gives under plain Scrapy, each page fetched once."""
 
 import json
+import math
+import signal
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -14,8 +17,10 @@ from manager.local.services import StaticSite, free_port
 from manager.local.sitegen import SiteSpec, generate_site
 from manager.local.sitelog import check_fetched_once, fetch_summary, page_fetches
 from master.keys import Keys
+from master.urls import canonical_url
 from settings.clients import redis_client
 from settings.loader import environment_for
+from tests.faults.siteowner import SCALED, leased_now
 
 ROOT = Path(__file__).resolve().parents[2]
 PROJECT = Path(__file__).parent / "userproject"
@@ -49,13 +54,22 @@ def items_of(path):
 
 @pytest.fixture(scope="module")
 def plain_scrapy_items(news_site, tmp_path_factory):
-    """The items of the project's spider under plain Scrapy (the add-on switched off)."""
+    """``items(spider)``: the items of one of the project's spiders under plain Scrapy
+    (the add-on switched off), each run once."""
     manifest, _ = news_site
-    out = tmp_path_factory.mktemp("plain-scrapy")
-    process = scrapy_crawl(environment_for({}), out / "plain.jsonl", manifest["start_url"],
-                           out / "plain.log", "-s", "ADDONS={}")
-    assert process.wait(120) == 0, (out / "plain.log").read_text()[-3000:]
-    return items_of(out / "plain.jsonl")
+    found = {}
+
+    def items(spider):
+        if spider not in found:
+            out = tmp_path_factory.mktemp(f"plain-{spider}")
+            process = scrapy_crawl(environment_for({}), out / "plain.jsonl",
+                                   manifest["start_url"], out / "plain.log", "-s", "ADDONS={}",
+                                   spider=spider)
+            assert process.wait(120) == 0, (out / "plain.log").read_text()[-3000:]
+            found[spider] = items_of(out / "plain.jsonl")
+        return found[spider]
+
+    return items
 
 
 def start_master(env, tmp_path):
@@ -91,7 +105,7 @@ def test_a_user_spider_crawls_through_the_cluster_each_page_once(
         test_settings, news_site, plain_scrapy_items, tmp_path):
     manifest, site = news_site
     start = manifest["start_url"]
-    expected = plain_scrapy_items
+    expected = plain_scrapy_items("news")
     since = len(site.access_log())
     env = cluster_env(test_settings)
     master = start_master(env, tmp_path)
@@ -114,17 +128,20 @@ def test_a_user_spider_crawls_through_the_cluster_each_page_once(
         client.close()
 
 
-@pytest.mark.parametrize("kind", ["list", "set", "zset"])
+@pytest.mark.parametrize("spider, plain, kind", [
+    ("news_redis", "news", "list"), ("news_redis", "news", "set"),
+    ("news_redis", "news", "zset"), ("news_rules_redis", "news_rules", "list")])
 def test_a_scrapy_redis_spider_reads_its_start_url_key_with_an_acknowledgement(
-        test_settings, news_site, plain_scrapy_items, tmp_path, kind):
-    """A ``RedisSpider`` fed through ``<name>:start_urls`` as scrapy-redis's README feeds
-    one (a plain URL, and scrapy-redis's JSON form): two processes crawl the site once
-    between them, and the key is empty at the end."""
+        test_settings, news_site, plain_scrapy_items, tmp_path, spider, plain, kind):
+    """A ``RedisSpider`` or a ``RedisCrawlSpider`` with ``Rule``s fed through
+    ``<name>:start_urls`` as scrapy-redis's README feeds one (a plain URL, and
+    scrapy-redis's JSON form): two processes crawl the site once between them, with the
+    items the same spider gives under plain Scrapy, and the key is empty at the end."""
     manifest, site = news_site
     start = manifest["start_url"]
-    expected = plain_scrapy_items
+    expected = plain_scrapy_items(plain)
     key = f"{test_settings['CRAWLCLUSTER_KEY_PREFIX']}:%(name)s:start_urls"
-    spelt = key % {"name": "news_redis"}
+    spelt = key % {"name": spider}
     client = redis_client(test_settings, "test")
     entries = [start, json.dumps({"url": start + "?from=json", "meta": {"trail": []}})]
     if kind == "list":
@@ -140,7 +157,7 @@ def test_a_scrapy_redis_spider_reads_its_start_url_key_with_an_acknowledgement(
                "-s", f"REDIS_START_URLS_AS_SET={kind == 'set'}",
                "-s", f"REDIS_START_URLS_AS_ZSET={kind == 'zset'}"]
     spiders = [scrapy_crawl(env, tmp_path / f"cluster{n}.jsonl", "", tmp_path / f"spider{n}.log",
-                            *options, spider="news_redis") for n in range(2)]
+                            *options, spider=spider) for n in range(2)]
     codes = wait_all(spiders, master)
     logs = "".join((tmp_path / f"spider{n}.log").read_text() for n in range(2))
     try:
@@ -151,6 +168,46 @@ def test_a_scrapy_redis_spider_reads_its_start_url_key_with_an_acknowledgement(
         client.delete(spelt)
         client.close()
     # the JSON entry's page is the start page by another URL: fetched, its links known
-    assert_each_page_once(site, since, manifest, f"scrapy-redis spider, start URLs in a {kind}",
+    assert_each_page_once(site, since, manifest, f"scrapy-redis {spider}, start URLs in a {kind}",
                           also=[start + "?from=json"])
     assert cluster_items(tmp_path, 2) == expected
+
+
+def test_a_user_spider_process_sigkilled_mid_crawl_loses_nothing(
+        test_settings, news_site, tmp_path):
+    """The user spider's processes SIGKILLed mid-crawl and started again, as their
+    manager would: the tasks they held come back (issue 28's bounds, from nginx's log):
+    every page fetched, none more than twice, the extra fetches at most what was in flight
+    plus 1%. (The site is one host: its queue is one process's, so both are killed.)"""
+    manifest, site = news_site
+    start = manifest["start_url"]
+    pages = [p["url"] for p in manifest["pages"] if p["kind"] in ("index", "list", "detail")]
+    since = len(site.access_log())
+    # the site slowed to 25 pages a second, so the crawl is mid-way when the kill lands;
+    # the processes started again wait out the dead ones' heartbeats before going idle
+    env = cluster_env(test_settings, **{**SCALED, "CRAWLCLUSTER_THROTTLE_HITS": "25",
+                                        "CRAWLCLUSTER_IDLE_TIMEOUT": "15"})
+    master = start_master(env, tmp_path)
+    killed = [scrapy_crawl(env, tmp_path / f"cluster{n}.jsonl", start,
+                           tmp_path / f"spider{n}.log") for n in range(2)]
+    deadline = time.monotonic() + 60
+    while len(site.access_log()) - since < len(pages) // 3:
+        assert time.monotonic() < deadline, "the crawl did not get going"
+        time.sleep(0.1)
+    in_flight = leased_now(test_settings)
+    for spider in killed:
+        spider.send_signal(signal.SIGKILL)
+        spider.wait(10)
+    started_again = [scrapy_crawl(env, tmp_path / f"cluster{n}.jsonl", start,
+                                  tmp_path / f"spider{n}.log") for n in (2, 3)]
+    codes = wait_all(started_again, master)
+    logs = "".join((tmp_path / f"spider{n}.log").read_text() for n in (2, 3))
+    assert codes == [0, 0], logs[-5000:]
+    fetched = page_fetches(site.access_log()[since:], site.port)
+    extra = sum(fetched.values()) - len(fetched)
+    allowed = in_flight + math.ceil(0.01 * len(pages))
+    print(f"\nuser spider, its processes SIGKILLed mid-crawl: nginx served "
+          f"{fetch_summary(fetched)}; {extra} fetched again (bound {allowed}: {in_flight} in "
+          f"flight + 1%)")
+    assert {canonical_url(url) for url in pages} == set(fetched)
+    assert max(fetched.values()) <= 2 and extra <= allowed
