@@ -54,6 +54,7 @@ from bench.common import (  # noqa: E402
     served_pages,
 )
 from bench.crawl import COMMON  # noqa: E402
+from crawler.extensions import resident_mb  # noqa: E402
 from manager.local.cluster import LocalCluster  # noqa: E402
 from manager.local.demo import UNIVERSAL_RULE  # noqa: E402
 from manager.local.docsite import DOCS_RULE, DocsSpec, generate_docs_site  # noqa: E402
@@ -63,17 +64,6 @@ from message_processing.client import RequestClient  # noqa: E402
 from settings.clients import mongo_client  # noqa: E402
 
 CRAWLID = "soak"
-
-
-def rss_mb(pid):
-    """A process's resident memory in MB, or None if it is gone."""
-    try:
-        for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-            if line.startswith("VmRSS:"):
-                return int(line.split()[1]) / 1024
-    except OSError:
-        return None
-    return None
 
 
 def children(pid):
@@ -103,7 +93,7 @@ def processes(cluster, servers):
 
 
 def sample(cluster, servers):
-    return {name: rss_mb(pid) for name, pid in processes(cluster, servers).items()}
+    return {name: resident_mb(pid) for name, pid in processes(cluster, servers).items()}
 
 
 def make_site(work, pages, hosts, large_share):

@@ -149,10 +149,11 @@ def tune_malloc() -> bool:
                 and libc.mallopt(M_ARENA_MAX, ARENA_MAX))
 
 
-def resident_mb() -> float | None:
-    """This process's resident memory in MB (None where /proc has no statm)."""
+def resident_mb(pid: int | str = "self") -> float | None:
+    """A process's resident memory in MB, this one's by default (None where /proc has no
+    statm, or the process is gone)."""
     try:
-        with open("/proc/self/statm") as statm:
+        with open(f"/proc/{pid}/statm") as statm:
             pages = int(statm.read().split()[1])
     except (OSError, ValueError, IndexError):
         return None

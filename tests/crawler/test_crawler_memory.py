@@ -4,10 +4,10 @@ spider at the default concurrency, its resident memory sampled all along the cra
 import gc
 import time
 import weakref
-from pathlib import Path
 
 from scrapy.http import HtmlResponse
 
+from crawler.extensions import resident_mb
 from crawler.middlewares import ParsedPageRelease
 from manager.local.crawl import Crawl, submit
 from manager.local.docsite import DOCS_RULE, DocsSpec, generate_docs_site
@@ -18,16 +18,6 @@ from master.urls import canonical_url
 # Past 500 MB before a page's parsed tree was freed with the page (ParsedPageRelease);
 # ~140 MB after. The bound for a spider on real pages.
 RSS_BOUND_MB = 250
-
-
-def resident_mb(pid):
-    try:
-        for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-            if line.startswith("VmRSS:"):
-                return int(line.split()[1]) / 1024
-    except OSError:
-        return None
-    return None
 
 
 def test_a_spider_crawling_large_documentation_pages_keeps_its_memory_bounded(
