@@ -125,6 +125,7 @@ def test_proxy_api_over_http(test_settings, mongo_db, forward_proxy):
     live, _ = forward_proxy
     ProxyPool(mongo_db["proxies"], []).add_many([live])
     port = free_port()
+    ours = os.environ.get("CRAWLCLUSTER_PROXY_API")      # an xdist worker's own, or none
     env = cluster_env(test_settings, CRAWLCLUSTER_PROXY_API=f"127.0.0.1:{port}")
     process = subprocess.Popen([sys.executable, "-m", "manager.cli", "proxy", "serve"],
                                env=env, cwd=ROOT, stdin=subprocess.DEVNULL,
@@ -143,4 +144,4 @@ def test_proxy_api_over_http(test_settings, mongo_db, forward_proxy):
             assert json.loads(response.read()) == {"status": "ok"}
     finally:
         stop_process(process.pid)
-    assert os.environ.get("CRAWLCLUSTER_PROXY_API") is None
+    assert os.environ.get("CRAWLCLUSTER_PROXY_API") == ours      # the child's, not ours
