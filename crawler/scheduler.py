@@ -683,14 +683,17 @@ class ClusterScheduler:
             self.recent_pushes.popleft()
 
     def _task_for_link(self, link: NewLink) -> Task | None:
-        """The task for a new link (its parent's crawl, priority and user; one level
-        deeper), or None (refused as ``invalid``) if it cannot be made."""
+        """The task for a new link (its parent's crawl, priority and user, unless the
+        link has a priority of its own; one level deeper), or None (refused as
+        ``invalid``) if it cannot be made."""
         parent = link.parent["task"]
+        extra = dict(link.extra or {})
+        priority = extra.pop("priority", parent.get("priority", 0))
         try:
             return make_task(link.url, parent["crawlid"], parent["spider_type"],
-                             priority=parent.get("priority", 0), depth=link_depth(parent),
+                             priority=priority, depth=link_depth(parent),
                              userid=parent.get("userid"), callback=link.callback,
-                             domain=link.domain, **(link.extra or {}))
+                             domain=link.domain, **extra)
         except ValueError as exc:
             logger.warning("refusing link %s: %s", link.url, exc)
             self._refuse(parent["crawlid"], "invalid")

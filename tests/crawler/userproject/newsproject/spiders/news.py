@@ -1,5 +1,6 @@
-"""A tutorial-style spider: Python callbacks, ``response.follow``, pagination,
-``cb_kwargs`` and ``meta`` carried down three levels, items as dicts."""
+"""A tutorial-style spider: Python callbacks, ``response.follow``, pagination (its
+next pages first: a priority), ``cb_kwargs`` and ``meta`` carried down three levels,
+items as dicts."""
 
 import scrapy
 
@@ -30,7 +31,7 @@ class NewsSpider(scrapy.Spider):
         following = response.css("a.next::attr(href)").get()
         if following:
             yield response.follow(following, self.parse_list, cb_kwargs={"page": page + 1},
-                                  meta={"trail": response.meta["trail"]})
+                                  meta={"trail": response.meta["trail"]}, priority=1)
 
     def parse_news(self, response, listed_as):
         yield {"url": response.url,
