@@ -18,8 +18,10 @@ through articles does). On each, every round runs in turn:
      the Kafka firehose on; then main text off; then off with
      ``CRAWLCLUSTER_LEAN_LINKS=false``), and with two spider processes;
   4. a plain user spider (bench/crawl_user.py: Python callbacks, ``response.follow``)
-     under scrapy-redis and then on crawlcluster through the add-on, one process each
-     (``user_spider_vs_scrapy_redis``, ``user_spider_redis_cpu_vs_scrapy_redis``).
+     under plain Scrapy, under scrapy-redis and on crawlcluster through the add-on, one
+     process each (``user_spider_vs_scrapy_redis``, ``user_spider_redis_cpu_vs_scrapy_redis``;
+     ``user_spider_vs_scrapy`` and ``user_scrapy_vs_scrapy_redis`` put them beside the
+     same spider under Scrapy's own scheduler, the ceiling of a CPU-bound spider).
 Pages/s is pages fetched over the time from the first to the last fetch in nginx's log
 (start-up and idle shut-down are not counted). CPU per page fetched is every thread's
 user + system time over the whole run: the spider processes' (``cpu_ms``; a run of ours
@@ -251,7 +253,7 @@ def delete_topic(settings, topic):
 # Every run of a round, in order (--runs picks some).
 RUNS = ("vanilla_crawl", "vanilla_crawl_trafilatura", "vanilla", "scrapy_redis", "ours_1",
         "ours_1_firehose", "ours_1_plain", "ours_1_plain_not_lean", "ours_2",
-        "user_scrapy_redis", "user_ours")
+        "user_vanilla", "user_scrapy_redis", "user_ours")
 
 
 def round_runs(settings, manifest, rule, work, number):
@@ -290,6 +292,9 @@ def round_runs(settings, manifest, rule, work, number):
                  CRAWLCLUSTER_LEAN_LINKS="false")),
         ("ours_2", "crawlcluster, 2 spider processes",
          partial(ours, 2, work)),
+        ("user_vanilla", "a plain user spider under plain Scrapy",
+         partial(run_user_spider, settings, manifest, work, {}, f"uv-{number}",
+                 ours=False)),
         ("user_scrapy_redis", "a plain user spider under scrapy-redis",
          partial(run_user_spider, settings, manifest, work, scrapy_redis, f"ur-{number}",
                  ours=False)),
@@ -378,6 +383,8 @@ def shape_summary(pages, rounds):
         "user_spider_vs_scrapy_redis": median_ratio(rounds, "user_ours", "user_scrapy_redis"),
         "user_spider_redis_cpu_vs_scrapy_redis": median_ratio(
             rounds, "user_ours", "user_scrapy_redis", "redis_cpu"),
+        "user_spider_vs_scrapy": median_ratio(rounds, "user_ours", "user_vanilla"),
+        "user_scrapy_vs_scrapy_redis": median_ratio(rounds, "user_vanilla", "user_scrapy_redis"),
         "fetches_per_page": max((r[key]["fetches_per_page"] for r in rounds for key in runs
                                  if is_ours(key)), default=None),
         "machine_two_proc_scaling": statistics.median(r["machine_scaling"] for r in rounds),
@@ -435,6 +442,8 @@ def main():
         "user_spider_vs_scrapy_redis": pages_shape["user_spider_vs_scrapy_redis"],
         "user_spider_redis_cpu_vs_scrapy_redis":
             pages_shape["user_spider_redis_cpu_vs_scrapy_redis"],
+        "user_spider_vs_scrapy": pages_shape["user_spider_vs_scrapy"],
+        "user_scrapy_vs_scrapy_redis": pages_shape["user_scrapy_vs_scrapy_redis"],
         "machine_two_proc_scaling": pages_shape["machine_two_proc_scaling"],
         "fetches_per_page": max((shape["fetches_per_page"] for shape in shapes.values()
                                  if shape["fetches_per_page"] is not None), default=None),

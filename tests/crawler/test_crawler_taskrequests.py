@@ -87,3 +87,23 @@ def test_a_value_that_is_not_json_is_refused_naming_spider_callback_and_key(meta
 def test_a_callback_that_is_not_a_method_of_the_spider_is_refused():
     with pytest.raises(ValueError, match="not an instance method"):
         request_to_json(Request("http://example.com/", callback=lambda r: None), UserSpider())
+
+
+class ChildSpider(UserSpider):
+    name = "child"
+
+
+@pytest.mark.parametrize("make", [
+    lambda spider: Request("http://example.com/", callback=spider.parse_book,
+                           errback=spider.failed, cb_kwargs={"shelf": 1}),
+    lambda spider: FormRequest("http://example.com/f", formdata={"a": "1"}),
+    lambda spider: JsonRequest("http://example.com/j", data={"a": 1}, callback=spider.parse),
+])
+def test_the_fields_are_scrapys_own_to_dict(make):
+    """The callbacks are named without Scrapy's search of the spider's members, and the
+    result is what ``Request.to_dict`` gives (an inherited method included)."""
+    from crawler.taskrequests import _request_dict
+
+    spider = ChildSpider()
+    request = make(spider)
+    assert _request_dict(request, spider) == request.to_dict(spider=spider)
