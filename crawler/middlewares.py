@@ -37,7 +37,7 @@ from twisted.internet.defer import Deferred
 from w3lib.encoding import html_body_declared_encoding, resolve_encoding
 
 from crawler.context import ClusterComponent, TaskTracker, cluster_settings
-from crawler.userspider import is_user_task
+from crawler.userspider import is_user_crawl
 from master.crawls import HUB_SPAN
 from master.frontier import outcome_for_status
 
@@ -151,7 +151,7 @@ class TaskOutputMiddleware(ClusterComponent):
             return element
         if isinstance(element, Request):
             element.meta["crawlcluster_parent"] = {"task": info["task"], "config": info["config"]}
-        elif is_user_task(info["task"]):
+        elif is_user_crawl(info["config"]):
             # a user spider's item, left as it is: its task waits for Scrapy's signal
             # that the project's pipelines are done with it (crawler/userspider.py)
             tracker.item_out(info["member"])

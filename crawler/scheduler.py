@@ -52,7 +52,7 @@ from crawler.metrics import set_job_tasks
 from crawler.spiders import SOURCE_CALLBACKS, ClusterSpider, Follow
 from crawler.startkeys import StartUrlKey
 from crawler.taskrequests import RequestNotJSON
-from crawler.userspider import UserCrawl, is_user_task
+from crawler.userspider import UserCrawl, is_user_crawl
 from master.bloomgen import KnownLinks
 from master.siteconfig import domain_of
 from master.tasks import Task, decode_task, make_task
@@ -521,7 +521,7 @@ class ClusterScheduler:
         task = decode_task(member)
         tracker = self.context.tracker
         config = self.context.crawls.load(task["crawlid"])
-        if self.user is not None and config is not None and is_user_task(task):
+        if self.user is not None and config is not None and is_user_crawl(config):
             return self._user_request_for(member, task, config)
         callback = getattr(self.spider, task.get("callback") or "parse", None)
         if config is None or callback is None or task.get("callback", "parse") not in getattr(

@@ -75,17 +75,20 @@ class UserCrawl:
     def request_for(self, task: Task, meta: dict[str, Any]) -> Request:
         """The Request of a taken task, the cluster's ``meta`` added; ``ValueError`` if
         the spider has no longer the callback it names."""
-        request = request_from_json({"url": task["url"], **task["request"]}, self.spider)
+        # a seed submitted through Kafka carries no Request: it is the spider's parse's
+        request = request_from_json({"url": task["url"], **task.get("request", {})},
+                                    self.spider)
         request.meta.update(meta)
         request.dont_filter = True                 # filtered once, before it was queued
         return request
 
     def _item_done(self, item: Any, response: Response | None = None, **_: Any) -> None:
         info = response.meta.get("crawlcluster") if response is not None else None
-        if info and "request" in info["task"]:
+        if info and is_user_crawl(info["config"]):
             self.context.tracker.item_finished(info["member"])
 
 
-def is_user_task(task: Task) -> bool:
-    """Whether a task is a user spider's (it carries its Request)."""
-    return "request" in task
+def is_user_crawl(config: CrawlConfig) -> bool:
+    """Whether a crawl is a user spider's: its own (``UserCrawl``), or one submitted
+    through Kafka naming it (message_processing/preprocess/plugins/crawl.py)."""
+    return bool(config.get("user_spider"))

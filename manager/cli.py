@@ -306,6 +306,26 @@ def cmd_proxy(args: argparse.Namespace, settings: Settings) -> int:
         time.sleep(args.every)
 
 
+def cmd_start_spider(args: argparse.Namespace, settings: Settings) -> int:
+    """Schedule a deployed spider on every registered node (or those named)."""
+    from manager.everynode import pairs, start_everywhere
+    from settings.clients import stop_zookeeper, zookeeper_client
+
+    arguments, spider_settings = pairs(args.arg, "-a"), pairs(args.set, "-s")
+    zookeeper = zookeeper_client(settings, "cli")
+    try:
+        replies = start_everywhere(settings, zookeeper, args.project, args.spider, arguments,
+                                   spider_settings, args.node)
+    finally:
+        stop_zookeeper(zookeeper)
+    for node, reply in replies.items():
+        if reply.get("status") == "ok":
+            print(f"{node}: started {args.spider} as job {reply['jobid']}")
+        else:
+            print(f"{node}: refused: {reply.get('message')}")
+    return 0 if all(reply.get("status") == "ok" for reply in replies.values()) else EXIT_FAILED
+
+
 def cmd_settings(args: argparse.Namespace, settings: Settings) -> int:
     """Print the effective settings, or the settings table of docs/settings.md."""
     if args.markdown:
@@ -398,6 +418,18 @@ def build_parser() -> argparse.ArgumentParser:
                         help="where to write (- for stdout; default <crawlid>.<format>)")
     export.set_defaults(func=cmd_export)
 
+    start = commands.add_parser(
+        "start-spider", help="start a deployed spider (scrapyd-deploy) on every node, as a "
+                             "long-running cluster job")
+    start.add_argument("project", help="the project's name (`crawlcluster` for ours)")
+    start.add_argument("spider")
+    start.add_argument("-a", dest="arg", action="append", default=[], metavar="NAME=VALUE",
+                       help="a spider argument, as with `scrapy crawl`")
+    start.add_argument("-s", dest="set", action="append", default=[], metavar="NAME=VALUE",
+                       help="a Scrapy setting for the job")
+    start.add_argument("--node", action="append", metavar="NAME",
+                       help="only this node (repeatable); default every registered node")
+    start.set_defaults(func=cmd_start_spider)
     show = commands.add_parser("settings", help="print the effective settings")
     show.add_argument("--markdown", action="store_true",
                       help="print the defaults as docs/settings.md's Markdown table")

@@ -102,9 +102,20 @@ SERVICES = {
 def spider_environment(settings: Settings) -> dict[str, str]:
     """The environment spider processes start with: exactly the manager's settings, and
     the directory their metrics go to."""
-    return environment_for(settings, CRAWLCLUSTER_NODE_NAME=node_name(settings),
-                           SCRAPY_SETTINGS_MODULE="crawler.settings",
-                           PROMETHEUS_MULTIPROC_DIR=str(metrics_dir(settings)))
+    environment = environment_for(settings, CRAWLCLUSTER_NODE_NAME=node_name(settings),
+                                  PROMETHEUS_MULTIPROC_DIR=str(metrics_dir(settings)))
+    # A deployed project's egg names its own settings module (scrapyd's runner sets it
+    # unless one is set already); ours is named by the state directory's scrapy.cfg.
+    environment.pop("SCRAPY_SETTINGS_MODULE", None)
+    return environment
+
+
+def write_project_config(directory: Path) -> None:
+    """The ``scrapy.cfg`` by which Scrapy, started in ``directory`` as scrapyd's runner
+    starts it, finds the cluster's own project (``SCRAPY_PROJECT=crawlcluster``)."""
+    (directory / "scrapy.cfg").write_text(
+        "# Written by the manager: the cluster's own spiders, for scrapyd's runner.\n"
+        f"[settings]\n{PROJECT} = crawler.settings\n")
 
 
 def main(settings: Settings) -> int:
@@ -128,6 +139,7 @@ def main(settings: Settings) -> int:
     config = scrapyd_config(settings)
     # scrapyd's runner, in each spider process, reads eggs from ./eggs: the state dir.
     os.chdir(state_dir(settings))
+    write_project_config(state_dir(settings))
     from scrapyd.app import application
 
     app = application(config)

@@ -27,8 +27,8 @@ from scrapyd.webservice import WsResource, param
 from twisted.internet import threads
 from twisted.web import error, http, resource, server, static
 
+from manager.everynode import registered_nodes
 from manager.metrics import MetricsPage, metrics_dir, node_registry
-from manager.registry import nodes_path
 from master.figures import FigureReader
 from master.frontier import Frontier
 from master.keys import Keys
@@ -130,11 +130,8 @@ class ClusterView(WsResource):
     def render_GET(self, txrequest: Any) -> dict[str, Any]:
         clients = self.root.crawlcluster
         settings, zookeeper, redis = clients["settings"], clients["zookeeper"], clients["redis"]
-        path = nodes_path(settings)
-        nodes: dict[str, dict[str, Any]] = {}
-        for name in sorted(zookeeper.get_children(path) if zookeeper.exists(path) else []):
-            data, _ = zookeeper.get(f"{path}/{name}")
-            nodes[name] = dict(json.loads(data), jobs={})
+        nodes = {name: dict(info, jobs={})
+                 for name, info in registered_nodes(settings, zookeeper).items()}
         registry = JobRegistry.from_settings(redis, settings)
         for job, info in sorted(registry.live_jobs().items()):
             node = nodes.setdefault(info.get("node") or info["host"], {"registered": False,

@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
-from crawler.rules import RuleError, rule_from_scrapy_cluster, validate_rule
+from crawler.rules import SPIDER_TYPES, RuleError, rule_from_scrapy_cluster, validate_rule
 from master.schedules import ScheduleError, check_when
 from settings.errors import CrawlClusterError
 from settings.jsonschemas import SchemaChecker
@@ -92,6 +92,8 @@ def validate(message: Message) -> tuple[str, Message]:
         raise RequestError(error.message, field)
     request = _with_defaults(kind, message)
     if kind in ("crawl", "sc_crawl"):
+        if not is_cluster_spider(crawl_rule(kind, request)[0]) and "maxdepth" not in message:
+            request.pop("maxdepth", None)   # a user spider's own DEPTH_LIMIT (preprocess)
         check_url(request["url"])
         for name in ("sitemaps", "feeds"):
             for n, url in enumerate(request.get(name) or ()):
@@ -152,18 +154,31 @@ def check_url(url: str, field: str = "url") -> None:
 
 def _check_rule(kind: str, request: Message) -> None:
     spider_type, rule = crawl_rule(kind, request)
+    if not is_cluster_spider(spider_type):
+        return              # a user spider: its callbacks, not a rule (checked by preprocess)
     try:
         validate_rule(spider_type, rule)
     except RuleError as exc:
         raise RequestError(str(exc).split(": ", 1)[1], exc.field) from None
 
 
+def is_cluster_spider(spider_type: str) -> bool:
+    """Whether a spider type is one of the cluster's rule-driven spiders; any other name
+    is a user spider's (docs/migrating.md), known once its first process has run."""
+    return spider_type in SPIDER_TYPES
+
+
 def crawl_rule(kind: str, request: Message) -> tuple[str, dict[str, Any]]:
-    """``(spider type, rule)`` of a crawl request of either format."""
+    """``(spider type, rule)`` of a crawl request of either format (a user spider's
+    rule is empty: its callbacks decide what it follows)."""
     if kind == "crawl":
-        return request["spider_type"], request["rule"]
-    spider_type = "universal" if request["spiderid"] == "link" else request["spiderid"]
-    return spider_type, request.get("rule") or rule_from_scrapy_cluster(request)
+        spider_type, rule = request["spider_type"], request["rule"]
+    else:
+        spider_type = "universal" if request["spiderid"] == "link" else request["spiderid"]
+        rule = request.get("rule") or {}
+        if is_cluster_spider(spider_type) and not rule:
+            rule = rule_from_scrapy_cluster(request)
+    return spider_type, rule if is_cluster_spider(spider_type) else {}
 
 
 def crawl_config(kind: str, request: Message) -> Message:
