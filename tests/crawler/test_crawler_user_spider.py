@@ -94,7 +94,14 @@ def cluster_items(tmp_path, count):
                   key=lambda item: item["url"])
 
 
-def assert_each_page_once(site, since, manifest, label, also=()):
+MISSING = "/no-such-page.html"    # the news spider's errback's page (404)
+
+
+def assert_each_page_once(site, since, manifest, label, also=(), missing=True):
+    """nginx's log since ``since``: each page of the site fetched once, and ``also``, and
+    (``missing``) the news spider's page for its errback (``MISSING``)."""
+    if missing:
+        also = [manifest["start_url"].rstrip("/") + MISSING, *also]
     fetched = page_fetches(site.access_log()[since:], site.port)
     print(f"\n{label}: nginx served {fetch_summary(fetched)}")
     check_fetched_once(fetched, [p["url"] for p in manifest["pages"]
@@ -169,7 +176,7 @@ def test_a_scrapy_redis_spider_reads_its_start_url_key_with_an_acknowledgement(
         client.close()
     # the JSON entry's page is the start page by another URL: fetched, its links known
     assert_each_page_once(site, since, manifest, f"scrapy-redis {spider}, start URLs in a {kind}",
-                          also=[start + "?from=json"])
+                          also=[start + "?from=json"], missing=spider == "news_redis")
     assert cluster_items(tmp_path, 2) == expected
 
 
@@ -182,6 +189,7 @@ def test_a_user_spider_process_sigkilled_mid_crawl_loses_nothing(
     manifest, site = news_site
     start = manifest["start_url"]
     pages = [p["url"] for p in manifest["pages"] if p["kind"] in ("index", "list", "detail")]
+    pages.append(start.rstrip("/") + MISSING)
     since = len(site.access_log())
     # the site slowed to 25 pages a second, so the crawl is mid-way when the kill lands;
     # the processes started again wait out the dead ones' heartbeats before going idle

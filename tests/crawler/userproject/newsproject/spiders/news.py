@@ -1,6 +1,6 @@
 """A tutorial-style spider: Python callbacks, ``response.follow``, pagination (its
 next pages first: a priority), ``cb_kwargs`` and ``meta`` carried down three levels,
-items as dicts."""
+items as dicts, and an errback: a page the site does not have gives an item saying so."""
 
 import scrapy
 
@@ -17,6 +17,8 @@ class NewsSpider(scrapy.Spider):
         if self.bad_meta:      # a value a task cannot carry: refused, and said so
             yield response.follow("/list/1.html", self.parse_list, cb_kwargs={"page": 1},
                                   meta={"trail": [response.url], "seen": {"a set"}})
+        yield response.follow("/no-such-page.html", self.parse_list, errback=self.missing,
+                              cb_kwargs={"page": 0})
         for href in response.css("a::attr(href)").getall():
             if "/list/" in href:
                 yield response.follow(href, self.parse_list, cb_kwargs={"page": 1},
@@ -40,3 +42,6 @@ class NewsSpider(scrapy.Spider):
                "date": response.css("span.date::text").get(),
                "trail_length": len(response.meta["trail"]),
                "list_page": response.meta["page"]}
+
+    def missing(self, failure):
+        yield {"url": failure.request.url, "error": failure.value.response.status}

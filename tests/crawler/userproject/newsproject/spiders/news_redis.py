@@ -11,4 +11,5 @@ class NewsRedisSpider(RedisSpider):
     parse = NewsSpider.parse
     parse_list = NewsSpider.parse_list
     parse_news = NewsSpider.parse_news
+    missing = NewsSpider.missing
     bad_meta = False

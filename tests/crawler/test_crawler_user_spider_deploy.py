@@ -1,0 +1,122 @@
+"""A user's project deployed the scrapyd way (tests/crawler/userproject): ``scrapyd-deploy``
+to two nodes' managers, one ``crawlcluster start-spider`` starting it on both as
+long-running cluster jobs, scrapy-redis's ``RedisPipeline`` filling ``<spider>:items``;
+then a crawl request through Kafka naming the same spider. nginx's log shows each page
+fetched once per crawl; the items are those the spider gives under plain Scrapy."""
+
+import json
+import shutil
+import subprocess
+import sys
+import time
+
+import pytest
+
+from manager.local.crawl import FAST, cluster_env
+from master.registry import JobRegistry
+from tests.crawler.test_crawler_user_spider import (PROJECT, ROOT, assert_each_page_once,
+                                                    news_site, plain_scrapy_items, start_master)
+from tests.manager.test_manager_node import Manager
+
+__all__ = ["news_site", "plain_scrapy_items"]      # the fixtures, shared
+
+
+def crawlcluster(env, *args, timeout=120):
+    return subprocess.run([sys.executable, "-m", "manager.cli", *args], cwd=ROOT, env=env,
+                          capture_output=True, text=True, timeout=timeout)
+
+
+def deploy(tmp_path, managers):
+    """``scrapyd-deploy -a``: the project's egg to every target of its scrapy.cfg."""
+    project = tmp_path / "project"
+    shutil.copytree(PROJECT, project)
+    with open(project / "scrapy.cfg", "a") as config:
+        for manager in managers:
+            config.write(f"\n[deploy:{manager.settings['CRAWLCLUSTER_NODE_NAME']}]\n"
+                         f"url = http://127.0.0.1:{manager.port}/\nproject = newsproject\n")
+    done = subprocess.run([shutil.which("scrapyd-deploy") or "scrapyd-deploy", "-a",
+                           "-p", "newsproject"], cwd=project, capture_output=True, text=True,
+                          timeout=120)
+    assert done.returncode == 0, done.stdout + done.stderr
+    return done.stdout + done.stderr
+
+
+def wait_items(client, key, count, timeout=120):
+    deadline = time.monotonic() + timeout
+    while client.llen(key) < count:
+        assert time.monotonic() < deadline, f"{client.llen(key)} of {count} items in {key}"
+        time.sleep(0.2)
+    time.sleep(2)              # a page fetched twice would show by now
+    return sorted((json.loads(raw) for raw in client.lrange(key, 0, -1)),
+                  key=lambda item: item["url"])
+
+
+@pytest.fixture
+def two_nodes(test_settings, zookeeper, redis, tmp_path):
+    nodes = []
+    for n in (1, 2):
+        (tmp_path / f"node{n}").mkdir()
+        nodes.append(Manager(test_settings, tmp_path / f"node{n}", node=f"node{n}",
+                             **{**FAST, "CRAWLCLUSTER_IDLE_TIMEOUT": 0}).start())
+    yield nodes
+    for node in nodes:
+        node.stop()
+
+
+def test_a_user_spider_deployed_with_scrapyd_deploy_runs_on_two_nodes_and_through_kafka(
+        test_settings, news_site, plain_scrapy_items, two_nodes, redis, kafka_topics,
+        tmp_path):
+    manifest, site = news_site
+    start = manifest["start_url"]
+    expected = plain_scrapy_items("news")
+    env = cluster_env(test_settings)
+    master = start_master(env, tmp_path)
+    preprocess = subprocess.Popen([sys.executable, "-m", "manager.cli", "preprocess"], cwd=ROOT,
+                                  env=env, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+                                  stderr=open(tmp_path / "preprocess.log", "w"))
+    items_key = f"{test_settings['CRAWLCLUSTER_KEY_PREFIX']}:%(spider)s:items"
+    try:
+        output = deploy(tmp_path, two_nodes)
+        assert output.count('"spiders": 4') == 2, output
+        for node in two_nodes:
+            assert node.call("listspiders.json", project="newsproject")["spiders"] == [
+                "news", "news_redis", "news_rules", "news_rules_redis"]
+
+        since = len(site.access_log())
+        started = crawlcluster(
+            env, "start-spider", "newsproject", "news", "-a", f"start={start}",
+            "-s", 'ITEM_PIPELINES={"scrapy_redis.pipelines.RedisPipeline": 300}',
+            "-s", f"REDIS_ITEMS_KEY={items_key}", "-s", "LOG_LEVEL=INFO",
+            "-s", f"REDIS_URL={test_settings['CRAWLCLUSTER_REDIS_URL']}")
+        assert started.returncode == 0, started.stdout + started.stderr
+        assert [line.split(":")[0] for line in started.stdout.splitlines()] == ["node1", "node2"]
+        key = items_key % {"spider": "news"}
+        assert wait_items(redis, key, len(expected)) == expected
+        assert_each_page_once(site, since, manifest, "a deployed user spider on two nodes")
+        jobs = JobRegistry.from_settings(redis, test_settings).live_jobs()
+        assert sorted(info["node"] for info in jobs.values() if info["spider_type"] == "news") == [
+            "node1", "node2"], jobs
+        for node in two_nodes:
+            running = node.call("listjobs.json", project="newsproject")["running"]
+            assert [job["spider"] for job in running] == ["news"]
+
+        # the same spider, fed a crawl through Kafka: a crawl of its own, each page once again
+        redis.delete(key)
+        since = len(site.access_log())
+        request = tmp_path / "crawl.json"
+        request.write_text(json.dumps({"url": start, "appid": "test", "crawlid": "via-kafka",
+                                       "spiderid": "news"}) + "\n"
+                           + json.dumps({"url": start, "appid": "test", "crawlid": "nobody",
+                                         "spiderid": "no_such_spider"}))
+        submitted = crawlcluster(env, "submit", str(request), "--json")
+        replies = sorted((json.loads(line) for line in submitted.stdout.splitlines()),
+                         key=lambda reply: reply["crawlid"], reverse=True)
+        assert replies[0]["status"] == "accepted", submitted.stdout + submitted.stderr
+        assert replies[1]["status"] == "error" and "unknown spider 'no_such_spider'" in (
+            replies[1]["error"]), replies[1]
+        assert wait_items(redis, key, len(expected)) == expected
+        assert_each_page_once(site, since, manifest, "a crawl through Kafka naming the spider")
+    finally:
+        for process in (master, preprocess):
+            process.terminate()
+            process.wait(10)
