@@ -167,14 +167,25 @@ async function refreshJobs() {
   nodes = Object.fromEntries(Object.entries(cluster.nodes).filter(([, node]) => node.http_port));
   const select = $("#start-form select[name=node]");
   const chosen = select.value;
-  select.replaceChildren(...Object.keys(nodes).map((name) => new Option(name, name)));
-  if (chosen in nodes) select.value = chosen;
+  select.replaceChildren(...Object.keys(nodes).map((name) => new Option(name, name)),
+                         new Option("every node", EVERY_NODE));
+  if (chosen in nodes || chosen === EVERY_NODE) select.value = chosen;
   const rows = [];
+  const projects = new Set([PROJECT]);
   for (const [name, node] of Object.entries(nodes)) {
     const base = nodeURL(node);
     let jobs;
     try {
-      jobs = await getJSON(base + "listjobs.json?project=" + PROJECT);
+      // every project's jobs: ours, and projects deployed with scrapyd-deploy
+      const deployed = (await getJSON(base + "listprojects.json")).projects || [];
+      deployed.forEach((project) => projects.add(project));
+      jobs = { pending: [], running: [], finished: [] };
+      for (const project of new Set([PROJECT, ...deployed])) {
+        const found = await getJSON(base + "listjobs.json?project=" + encodeURIComponent(project));
+        for (const state of Object.keys(jobs)) {
+          jobs[state].push(...(found[state] || []).map((job) => ({ ...job, project })));
+        }
+      }
     } catch (error) {
       rows.push([name, "(unreachable)", "", "", "", "", ""]);
       continue;
@@ -190,7 +201,7 @@ async function refreshJobs() {
           action.textContent = "Stop";
           action.dataset.job = job.id;
           action.onclick = async () => {
-            await postForm(base + "cancel.json", [["project", PROJECT], ["job", job.id]]);
+            await postForm(base + "cancel.json", [["project", job.project], ["job", job.id]]);
             refreshJobs();
           };
         }
@@ -199,6 +210,7 @@ async function refreshJobs() {
     }
   }
   fillTable($("#jobs"), rows);
+  fillProjects([...projects]);
   await refreshCrawlControl();
   const body = $("#jobs tbody");
   body.querySelectorAll("tr").forEach((row) => { row.dataset.job = row.children[1].textContent; row.dataset.state = row.children[3].textContent; });
@@ -243,21 +255,43 @@ async function refreshCrawlControl() {
   });
 }
 
+const EVERY_NODE = "*";
+
+// The Project choice: every project deployed on some node; its spiders offered by name.
+function fillProjects(projects) {
+  const select = $("#start-form select[name=project]");
+  const chosen = select.value;
+  select.replaceChildren(...projects.sort().map((name) => new Option(name, name)));
+  select.value = projects.includes(chosen) ? chosen : PROJECT;
+}
+
+async function fillSpiderNames(project) {
+  const node = Object.values(nodes)[0];
+  if (!node) return;
+  const reply = await getJSON(nodeURL(node) + "listspiders.json?project=" + encodeURIComponent(project));
+  $("#spider-names").replaceChildren(...(reply.spiders || []).map((name) => new Option(name)));
+}
+
 function setUpSpiders() {
+  $("#start-form select[name=project]").addEventListener("change", (event) => fillSpiderNames(event.target.value));
   $("#start-form").addEventListener("submit", async (event) => {
     event.preventDefault();
     const data = new FormData(event.target);
-    const node = nodes[data.get("node")];
+    const chosen = data.get("node") === EVERY_NODE ? Object.keys(nodes) : [data.get("node")].filter((name) => name in nodes);
     const result = $("#start-result");
-    if (!node) { showResult(result, false, "No node registered."); return; }
-    const fields = [["project", PROJECT], ["spider", data.get("spider")], ["priority", data.get("priority") || "0"]];
+    if (!chosen.length) { showResult(result, false, "No node registered."); return; }
+    const fields = [["project", data.get("project") || PROJECT], ["spider", data.get("spider")],
+                    ["priority", data.get("priority") || "0"]];
     for (const pair of (data.get("args") || "").split(",")) {
       const [key, ...rest] = pair.split("=");
       if (key.trim()) fields.push([key.trim(), rest.join("=").trim()]);
     }
-    const reply = await postForm(nodeURL(node) + "schedule.json", fields);
-    showResult(result, reply.status === "ok", reply.status === "ok"
-      ? `Scheduled job ${reply.jobid} on ${reply.node_name}` : "Refused: " + reply.message);
+    // one schedule.json per node: the spider started on each (a long-running cluster job)
+    const replies = await Promise.all(chosen.map((name) => postForm(nodeURL(nodes[name]) + "schedule.json", fields)));
+    const refused = replies.filter((reply) => reply.status !== "ok");
+    showResult(result, !refused.length, refused.length
+      ? "Refused: " + refused.map((reply) => `${reply.node_name || "?"}: ${reply.message}`).join("; ")
+      : replies.map((reply) => `Scheduled job ${reply.jobid} on ${reply.node_name}`).join("; "));
     refreshJobs();
   });
 }

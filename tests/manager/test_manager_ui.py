@@ -75,6 +75,9 @@ def test_submit_start_watch_and_stop_in_a_browser(cluster, browser, static_site,
     # Spiders: start one on the node, see it running.
     page.click("nav a[data-page=spiders]")
     page.wait_for_selector("#start-form select[name=node] option[value=ui-node]", state="attached")
+    page.wait_for_selector("#start-form select[name=node] option[value='*']", state="attached")
+    page.wait_for_selector("#start-form select[name=project] option[value=crawlcluster]",
+                           state="attached")        # "every node", every deployed project
     page.click("#start-form button[type=submit]")
     page.wait_for_selector("#start-result.ok:has-text('Scheduled job')")
     jobid = re.search(r"Scheduled job (\S+)", page.inner_text("#start-result")).group(1)
