@@ -30,12 +30,15 @@ from master.tasks import Task
 class UserLink:
     """What the scheduler needs of a user spider's Request to queue it."""
 
-    def __init__(self, callback: str, extra: dict[str, Any], key: str | None,
-                 unfiltered: bool) -> None:
+    def __init__(self, callback: str, extra: dict[str, Any], unfiltered: bool) -> None:
         self.callback = callback      # the callback's name ("parse" if none)
         self.extra = extra            # task fields: the Request as JSON, its fingerprint
-        self.key = key                # what the filter knows it by, if not its URL
         self.unfiltered = unfiltered  # dont_filter: queued without the filter
+
+    @property
+    def key(self) -> str | None:
+        """What the filter knows it by, if not its URL (its request fingerprint)."""
+        return self.extra.get("key")
 
 
 class UserCrawl:
@@ -61,15 +64,12 @@ class UserCrawl:
         """The task fields of a Request; ``RequestNotJSON`` (or ``ValueError``, a callback
         that is not the spider's method) if it cannot be a task."""
         fields = request_to_json(request, self.spider)
-        key = None
-        if request.method != "GET" or request.body:
-            key = "fp:" + self.fingerprinter.fingerprint(request).hex()
         extra: dict[str, Any] = {"request": {k: v for k, v in fields.items() if k != "url"}}
-        if key:
-            extra["key"] = key
+        if request.method != "GET" or request.body:
+            extra["key"] = "fp:" + self.fingerprinter.fingerprint(request).hex()
         if request.priority:
             extra["priority"] = request.priority
-        return UserLink(fields.get("callback") or "parse", extra, key,
+        return UserLink(fields.get("callback") or "parse", extra,
                         request.dont_filter and not start)
 
     def request_for(self, task: Task, meta: dict[str, Any]) -> Request:

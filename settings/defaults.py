@@ -318,8 +318,8 @@ CRAWLCLUSTER_LOG_LEVEL = "INFO"
 
 # --- Scrapy's own settings for the crawler project ---------------------------
 # What every spider on the cluster needs, its own or a user's (crawler/addon.py adds these
-# to a user's project): the scheduler, the middlewares that report each task's outcome
-# and mark a page's links with their task, and the process's guards.
+# to a user's project, besides the scheduler): the middlewares that report each task's
+# outcome and mark a page's links with their task, and the process's guards.
 CLUSTER_COMPONENTS: dict[str, dict[str, int | None]] = {
     "DOWNLOADER_MIDDLEWARES": {
         "crawler.middlewares.TaskStatusMiddleware": 50,
