@@ -421,6 +421,8 @@ class ClusterScheduler:
                 logger.warning("job %s was declared dead; registering again", context.job)
                 context.registry.register(context.job, context.spider_type, context.host,
                                           context.ip, node=context.node)
+            if self.user is not None:
+                self.user.keep_registered(now)
             self.last_beat = now
 
     def _resting(self) -> bool:

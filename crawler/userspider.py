@@ -16,6 +16,7 @@ once its output is out and each of its items has passed the project's pipelines 
 ``item_scraped``, ``item_dropped`` and ``item_error`` signals).
 """
 
+import time
 from typing import Any
 
 from scrapy import Request, Spider, signals
@@ -25,6 +26,8 @@ from crawler.context import JobContext
 from crawler.taskrequests import request_from_json, request_to_json
 from master.crawls import CrawlConfig
 from master.tasks import Task
+
+REGISTER_EVERY = 60.0          # seconds between a process's checks that its crawl is stored
 
 
 class UserLink:
@@ -53,12 +56,22 @@ class UserCrawl:
                                     "url": "", "user_spider": True,
                                     "maxdepth": depth_limit or None}
         context.crawls.register(self.config)
+        self.registered_at = time.monotonic()
         # the parent of its start requests: the crawl itself, one level above its pages
         self.root: dict[str, Any] = {
             "task": {"crawlid": spider.name, "spider_type": spider.name, "depth": -1},
             "config": self.config}
         for signal in (signals.item_scraped, signals.item_dropped, signals.item_error):
             context.crawler.signals.connect(self._item_done, signal=signal)
+
+    def keep_registered(self, now: float) -> None:
+        """Store the crawl again, at most every ``REGISTER_EVERY`` s, if retention retired
+        it (``CRAWLCLUSTER_CRAWL_RETENTION`` after it drained): a long-running spider,
+        idle for days before its start-URL key is fed again, still has its crawl, and a
+        crawl request may still name it. What the retired crawl had seen is gone with it."""
+        if now - self.registered_at >= REGISTER_EVERY:
+            self.registered_at = now
+            self.context.crawls.register(self.config)
 
     def link(self, request: Request, start: bool) -> UserLink:
         """The task fields of a Request; ``RequestNotJSON`` (or ``ValueError``, a callback
