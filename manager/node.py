@@ -63,7 +63,7 @@ def scrapyd_config(settings: Settings) -> Any:
         "poller": "scrapyd.poller.QueuePoller",
         "spiderqueue": "scrapyd.spiderqueue.SqliteSpiderQueue",
         "jobstorage": "scrapyd.jobstorage.SqliteJobStorage",
-        "eggstorage": "scrapyd.eggstorage.FilesystemEggStorage",
+        "eggstorage": "manager.eggs.BoundedEggStorage",
         "webroot": "manager.web.Root",
         "prefix_header": "x-forwarded-prefix",
         "debug": "off",
