@@ -20,6 +20,7 @@ import time
 from typing import Any
 
 from scrapy import Request, Spider, signals
+from scrapy.downloadermiddlewares.cookies import CookiesMiddleware
 from scrapy.http import Response
 
 from crawler.context import JobContext
@@ -57,6 +58,7 @@ class UserCrawl:
                                     "maxdepth": depth_limit or None}
         context.crawls.register(self.config)
         self.registered_at = time.monotonic()
+        self.cookie_jars: dict[Any, Any] | None = None   # Scrapy's, found at the first link
         # the parent of its start requests: the crawl itself, one level above its pages
         self.root: dict[str, Any] = {
             "task": {"crawlid": spider.name, "spider_type": spider.name, "depth": -1},
@@ -77,6 +79,9 @@ class UserCrawl:
         """The task fields of a Request; ``RequestNotJSON`` (or ``ValueError``, a callback
         that is not the spider's method) if it cannot be a task."""
         fields = request_to_json(request, self.spider)
+        session = self._session_cookies(request)
+        if session:
+            fields["cookies"] = with_session_cookies(fields.get("cookies"), session)
         extra: dict[str, Any] = {"request": {k: v for k, v in fields.items() if k != "url"}}
         if request.method != "GET" or request.body:
             extra["key"] = "fp:" + self.fingerprinter.fingerprint(request).hex()
@@ -84,6 +89,23 @@ class UserCrawl:
             extra["priority"] = request.priority
         return UserLink(fields.get("callback") or "parse", extra,
                         request.dont_filter and not start)
+
+    def _session_cookies(self, request: Request) -> dict[str, str]:
+        """The cookies this process's jar (Scrapy's ``CookiesMiddleware``, the request's
+        ``cookiejar``) would send with the request: a session a login set here goes with
+        the task to whichever process fetches it, whose jar then holds it too."""
+        if self.cookie_jars is None:
+            self.cookie_jars = _cookie_jars(self.context.crawler)
+        jar = (self.cookie_jars or {}).get(request.meta.get("cookiejar"))
+        if jar is None or next(iter(jar), None) is None or request.meta.get("dont_merge_cookies"):
+            return {}
+        probe = Request(request.url)
+        jar.add_cookie_header(probe)
+        header = probe.headers.get("Cookie")
+        if not header:
+            return {}
+        pairs = (pair.partition("=") for pair in header.decode("latin-1").split("; "))
+        return {name: value for name, _, value in pairs if name}
 
     def request_for(self, task: Task, meta: dict[str, Any]) -> Request:
         """The Request of a taken task, the cluster's ``meta`` added; ``ValueError`` if
@@ -99,6 +121,27 @@ class UserCrawl:
         info = response.meta.get("crawlcluster") if response is not None else None
         if info and is_user_crawl(info["config"]):
             self.context.tracker.item_finished(info["member"])
+
+
+def with_session_cookies(own: Any, session: dict[str, str]) -> Any:
+    """A Request's own ``cookies`` (a dict, or a list of dicts), the session's added
+    where the Request does not set the same name itself."""
+    if isinstance(own, list):
+        names = {cookie.get("name") for cookie in own}
+        return own + [{"name": name, "value": value} for name, value in session.items()
+                      if name not in names]
+    return {**session, **(own or {})}
+
+
+def _cookie_jars(crawler: Any) -> dict[Any, Any] | None:
+    """The cookie jars of the process's ``CookiesMiddleware`` (empty if it is off; None
+    before the engine is there)."""
+    if crawler.engine is None:
+        return None
+    for middleware in crawler.engine.downloader.middleware.middlewares:
+        if isinstance(middleware, CookiesMiddleware):
+            return middleware.jars
+    return {}
 
 
 def is_user_crawl(config: CrawlConfig) -> bool:

@@ -26,13 +26,40 @@ ROOT = Path(__file__).resolve().parents[2]
 PROJECT = Path(__file__).parent / "userproject"
 
 
+MISSING = "/no-such-page.html"    # the news spider's errback's page (404)
+MEMBERS = 3
+# The news spider's pages beside the site's own: the errback's, and the login's: its
+# form, the POST that sets the session cookie, and the pages only a session sees.
+NEWS_SPIDER_PAGES = [MISSING, "/login.html", "/login", "/members/",
+                     *(f"/members/{n}.html" for n in range(1, MEMBERS + 1))]
+# nginx: the form's POST sets the session and redirects; /members/ wants the session
+LOGIN = [('location = /login { if ($request_method != POST) { return 405; } '
+          'add_header Set-Cookie "session=ann; Path=/"; return 302 /members/; }'),
+         'location /members/ { if ($cookie_session != "ann") { return 403; } }']
+
+
+def write_login_pages(www):
+    (www / "login.html").write_text(
+        '<html><body><form action="/login" method="post"><input name="user">'
+        '<input name="password" type="password"><button>Sign in</button></form></body></html>')
+    (www / "members").mkdir()
+    (www / "members" / "index.html").write_text("<html><body><ul>" + "".join(
+        f'<li><a href="{n}.html">Notice {n}</a></li>' for n in range(1, MEMBERS + 1))
+        + "</ul></body></html>")
+    for n in range(1, MEMBERS + 1):
+        (www / "members" / f"{n}.html").write_text(
+            f"<html><body><h1>Members' notice {n}</h1></body></html>")
+
+
 @pytest.fixture(scope="module")
 def news_site(tmp_path_factory):
     root = tmp_path_factory.mktemp("user-spider-site")
     spec = SiteSpec(port=free_port(["127.0.0.1"]), hosts=("127.0.0.1",),
                     details_per_host=120, seed=7)
     manifest = generate_site(root, spec)
-    with StaticSite(root / "www", spec.hosts, spec.port, root / "run") as site:
+    write_login_pages(root / "www" / "127.0.0.1")
+    with StaticSite(root / "www", spec.hosts, spec.port, root / "run",
+                    locations={"127.0.0.1": LOGIN}) as site:
         yield manifest, site
 
 
@@ -94,14 +121,11 @@ def cluster_items(tmp_path, count):
                   key=lambda item: item["url"])
 
 
-MISSING = "/no-such-page.html"    # the news spider's errback's page (404)
-
-
 def assert_each_page_once(site, since, manifest, label, also=(), missing=True):
     """nginx's log since ``since``: each page of the site fetched once, and ``also``, and
-    (``missing``) the news spider's page for its errback (``MISSING``)."""
+    (``missing``) the news spider's own pages (``NEWS_SPIDER_PAGES``)."""
     if missing:
-        also = [manifest["start_url"].rstrip("/") + MISSING, *also]
+        also = [manifest["start_url"].rstrip("/") + path for path in NEWS_SPIDER_PAGES] + list(also)
     fetched = page_fetches(site.access_log()[since:], site.port)
     print(f"\n{label}: nginx served {fetch_summary(fetched)}")
     check_fetched_once(fetched, [p["url"] for p in manifest["pages"]
@@ -189,7 +213,7 @@ def test_a_user_spider_process_sigkilled_mid_crawl_loses_nothing(
     manifest, site = news_site
     start = manifest["start_url"]
     pages = [p["url"] for p in manifest["pages"] if p["kind"] in ("index", "list", "detail")]
-    pages.append(start.rstrip("/") + MISSING)
+    pages += [start.rstrip("/") + path for path in NEWS_SPIDER_PAGES]
     since = len(site.access_log())
     # the site slowed to 25 pages a second, so the crawl is mid-way when the kill lands;
     # the processes started again wait out the dead ones' heartbeats before going idle

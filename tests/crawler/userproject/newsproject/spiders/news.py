@@ -1,8 +1,10 @@
 """A tutorial-style spider: Python callbacks, ``response.follow``, pagination (its
 next pages first: a priority), ``cb_kwargs`` and ``meta`` carried down three levels,
-items as dicts, and an errback: a page the site does not have gives an item saying so."""
+items as dicts, an errback (a page the site does not have gives an item saying so), and a
+``FormRequest`` login whose session cookie the members' pages need."""
 
 import scrapy
+from scrapy.http import FormRequest
 
 
 class NewsSpider(scrapy.Spider):
@@ -19,6 +21,7 @@ class NewsSpider(scrapy.Spider):
                                   meta={"trail": [response.url], "seen": {"a set"}})
         yield response.follow("/no-such-page.html", self.parse_list, errback=self.missing,
                               cb_kwargs={"page": 0})
+        yield response.follow("/login.html", self.login)
         for href in response.css("a::attr(href)").getall():
             if "/list/" in href:
                 yield response.follow(href, self.parse_list, cb_kwargs={"page": 1},
@@ -45,3 +48,14 @@ class NewsSpider(scrapy.Spider):
 
     def missing(self, failure):
         yield {"url": failure.request.url, "error": failure.value.response.status}
+
+    def login(self, response):
+        yield FormRequest.from_response(response, formdata={"user": "ann", "password": "pw"},
+                                        callback=self.after_login)
+
+    def after_login(self, response):       # the members' index, after the redirect
+        for href in response.css("a::attr(href)").getall():
+            yield response.follow(href, self.parse_member)
+
+    def parse_member(self, response):
+        yield {"url": response.url, "title": response.css("h1::text").get(), "members": True}

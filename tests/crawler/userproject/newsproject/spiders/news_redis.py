@@ -12,4 +12,7 @@ class NewsRedisSpider(RedisSpider):
     parse_list = NewsSpider.parse_list
     parse_news = NewsSpider.parse_news
     missing = NewsSpider.missing
+    login = NewsSpider.login
+    after_login = NewsSpider.after_login
+    parse_member = NewsSpider.parse_member
     bad_meta = False
