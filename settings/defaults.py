@@ -168,6 +168,14 @@ CRAWLCLUSTER_SCHEDULER_READY = 128
 CRAWLCLUSTER_IDLE_TIMEOUT = 0.0
 # Refuse requests to private, loopback and link-local addresses (an SSRF guard for deployments).
 CRAWLCLUSTER_REFUSE_PRIVATE_ADDRESSES = False
+# The Chromium a rule with render uses (Debian's chromium; never one downloaded at run time).
+CRAWLCLUSTER_BROWSER = "/usr/bin/chromium"
+# Pages a spider process renders in its browser at once.
+CRAWLCLUSTER_RENDER_PAGES = 2
+# Seconds a page may take to render (scripts and their requests done) before it fails.
+CRAWLCLUSTER_RENDER_TIMEOUT = 30.0
+# Pages a browser renders before it is started again (a long-lived browser grows).
+CRAWLCLUSTER_BROWSER_RESTART_PAGES = 200
 # Items written to MongoDB per batch.
 CRAWLCLUSTER_MONGODB_BATCH = 100
 # Seconds an item waits at most for its batch to fill before it is written.
@@ -360,6 +368,8 @@ SCRAPY = {
         # after decompression (590): repairs the charset of the body the spider reads
         "crawler.middlewares.CharsetRepairMiddleware": 100,
         "scrapy.downloadermiddlewares.useragent.UserAgentMiddleware": None,
+        # last before the download: a rule with render loads the page in Chromium
+        "crawler.render.BrowserRender": 900,
     },
     # A page over this is cancelled and its task fails (Scrapy's default is 1 GiB).
     "DOWNLOAD_MAXSIZE": 20 * 1024 * 1024,
