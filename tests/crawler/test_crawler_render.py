@@ -1,9 +1,15 @@
 """A rule's ``render`` on real Chromium (crawler/render.py): a site whose list and
 articles are written by scripts from JSON. ``never`` finds none of the scripted
 articles; ``always`` finds every one, with the items plain pages give, each page fetched
-once (its scripts' requests too) and no image loaded."""
+once (its scripts' requests too) and no image loaded; a browser SIGKILLed mid-crawl
+costs the pages it held one more fetch, and nothing is lost."""
 
 import json
+import os
+import signal
+import time
+from collections import Counter
+from pathlib import Path
 
 import pytest
 
@@ -18,7 +24,7 @@ RULE = {"rules": [{"allow": "/(static|app)/article-", "fields": {"title": "//h1/
                   {"allow": "/app/list", "follow": True}]}
 
 
-def write_site(www):
+def write_site(www, articles=ARTICLES):
     (www / "app").mkdir(parents=True)
     (www / "static").mkdir()
     (www / "img").mkdir()
@@ -38,9 +44,9 @@ def write_site(www):
         " `<li><a href=\"${i.href}\">${i.title}</a></li>`).join(''); });")
     (www / "app" / "list.json").write_text(json.dumps(
         [{"href": f"/app/article-{n}.html", "title": f"Article {n}"}
-         for n in range(1, ARTICLES + 1)]))
+         for n in range(1, articles + 1)]))
     # each article: its title written by an inline script from the article's JSON
-    for n in range(1, ARTICLES + 1):
+    for n in range(1, articles + 1):
         (www / "app" / f"article-{n}.json").write_text(json.dumps({"title": f"Article {n}"}))
         (www / "app" / f"article-{n}.html").write_text(
             f'<html><body>{IMAGE}<h1 id="t"></h1><script>fetch("/app/article-{n}.json")'
@@ -56,17 +62,47 @@ def scripted_site(tmp_path):
         yield f"http://127.0.0.1:{port}/", site
 
 
-def crawl(test_settings, mongo_db, tmp_path, start, render):
+def crawl(test_settings, mongo_db, tmp_path, start, render, during=None):
     crawlid = f"render-{render}"
     submit(test_settings, {"crawlid": crawlid, "spider_type": "universal", "url": start,
                            "rule": dict(RULE, render=render)})
     spiders = Crawl(test_settings, "universal", tmp_path / crawlid)
     try:
+        if during:
+            during(spiders.workers[0].pid)
         assert spiders.workers[0].wait(180) == 0
     finally:
         spiders.stop()
     return {item["url"]: item["title"]
             for item in mongo_db["items_universal"].find({"crawlid": crawlid})}
+
+
+def descendants(pid):
+    """Every process below ``pid`` (from /proc)."""
+    parents = {}
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                parents[int(entry.name)] = int((entry / "stat").read_text().rsplit(")", 1)[1]
+                                               .split()[1])
+            except (OSError, ValueError, IndexError):
+                continue
+    found, frontier = [], [pid]
+    while frontier:
+        children = [child for child, parent in parents.items() if parent in frontier]
+        found += children
+        frontier = children
+    return found
+
+
+def browsers_of(pid):
+    """The spider's Chromium processes (not any other test's)."""
+    def command(child):
+        try:
+            return Path(f"/proc/{child}/cmdline").read_bytes()
+        except OSError:
+            return b""
+    return [child for child in descendants(pid) if b"chromium" in command(child)]
 
 
 @pytest.mark.parametrize("render", ["never", "always"])
@@ -90,3 +126,37 @@ def test_render_never_misses_scripted_articles_and_always_gets_them(
                  *(f"{start}app/article-{n}.json" for n in range(1, ARTICLES + 1))]
     check_fetched_once(fetched, pages + requested)
     assert canonical_url(start + "img/logo.png") not in fetched
+
+
+def test_render_a_browser_killed_mid_crawl_costs_one_retry(test_settings, mongo_db, tmp_path):
+    articles = 40
+    port = free_port(["127.0.0.1"])
+    write_site(tmp_path / "www" / "127.0.0.1", articles)
+    start = f"http://127.0.0.1:{port}/"
+    (tmp_path / "render-always").mkdir()
+    killed = []
+    with StaticSite(tmp_path / "www", ["127.0.0.1"], port, tmp_path / "run") as site:
+
+        def kill_the_browser_mid_crawl(spider_pid):
+            deadline = time.monotonic() + 120
+            while sum("/app/article-" in entry["path"] and entry["path"].endswith(".json")
+                      for entry in site.access_log()) < articles // 4:
+                assert time.monotonic() < deadline, "the crawl did not get going"
+                time.sleep(0.05)
+            for child in browsers_of(spider_pid):
+                os.kill(child, signal.SIGKILL)
+                killed.append(child)
+
+        items = crawl(test_settings, mongo_db, tmp_path, start, "always",
+                      during=kill_the_browser_mid_crawl)
+        fetched = page_fetches(site.access_log(), site.port)
+    twice = Counter({url: count for url, count in fetched.items() if count > 1})
+    print(f"\nrender always, browser ({len(killed)} processes) SIGKILLed mid-crawl: "
+          f"{len(items)} items; nginx served {fetch_summary(fetched)}; fetched twice: "
+          f"{sorted(twice)}")
+    assert killed
+    assert len(items) == articles + 1                 # every scripted article, and the plain one
+    assert max(fetched.values()) <= 2
+    # the pages rendering when it died (CRAWLCLUSTER_RENDER_PAGES), each with its JSON
+    pages_again = [url for url in twice if url.endswith(".html")]
+    assert len(pages_again) <= test_settings.getint("CRAWLCLUSTER_RENDER_PAGES"), pages_again
