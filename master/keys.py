@@ -305,6 +305,17 @@ class Keys:
         """
         return f"{self.shard_tag(self.shard_of(crawlid))}:crawl:{crawlid}:links"
 
+    def crawl_render(self, crawlid: str) -> str:
+        """hash `<URL pattern> compared` / `<URL pattern> needed` -> pages of the pattern
+        fetched both plain and rendered, and how many of them needed rendering (a crawl
+        whose rule says `render: auto`; one key per crawl in the shard its id hashes to,
+        at most `crawler.render.MAX_PATTERNS` patterns).
+
+        Written by: spiders (`crawler/render.py`, each page they compared)
+        Read by: spiders (which way a pattern's pages go)
+        """
+        return f"{self.shard_tag(self.shard_of(crawlid))}:crawl:{crawlid}:render"
+
     def stopped_crawls(self, shard: int) -> str:
         """hash crawl id -> when it was stopped or expired, in every shard: its tasks are
         dropped (one field per shard and crawl, removed when the crawl retires; no key

@@ -13,27 +13,34 @@ from pathlib import Path
 
 import pytest
 
+from crawler.render import SAMPLE
 from manager.local.crawl import Crawl, submit
 from manager.local.services import StaticSite, free_port
 from manager.local.sitelog import check_fetched_once, fetch_summary, page_fetches
+from master.keys import Keys
 from master.urls import canonical_url
 
 ARTICLES = 6
 IMAGE = '<img src="/img/logo.png">'   # a browser would load it: it must not
 RULE = {"rules": [{"allow": "/(static|app)/article-", "fields": {"title": "//h1/text()"}},
-                  {"allow": "/app/list", "follow": True}]}
+                  {"allow": "/(app|static)/list", "follow": True}]}
 
 
-def write_site(www, articles=ARTICLES):
+def write_site(www, articles=ARTICLES, plain_articles=1):
     (www / "app").mkdir(parents=True)
     (www / "static").mkdir()
     (www / "img").mkdir()
     (www / "img" / "logo.png").write_bytes(b"\x89PNG\r\n")
     (www / "index.html").write_text(
         f'<html><body>{IMAGE}<a href="/static/article-1.html">plain</a>'
-        '<a href="/app/list.html">news</a></body></html>')
-    (www / "static" / "article-1.html").write_text(
-        "<html><body><h1>A plain article</h1></body></html>")
+        '<a href="/static/list.html">notices</a><a href="/app/list.html">news</a></body></html>')
+    (www / "static" / "list.html").write_text("<html><body>" + "".join(
+        f'<a href="/static/article-{n}.html">{n}</a>' for n in range(1, plain_articles + 1))
+        + "</body></html>")
+    for n in range(1, plain_articles + 1):
+        title = "A plain article" if n == 1 else f"Plain article {n}"
+        (www / "static" / f"article-{n}.html").write_text(
+            f"<html><body><h1>{title}</h1></body></html>")
     # the list: its links written by a script from a JSON endpoint
     (www / "app" / "list.html").write_text(
         f'<html><body>{IMAGE}<ul id="list"></ul><script src="/app/list.js"></script>'
@@ -64,6 +71,7 @@ def scripted_site(tmp_path):
 
 def crawl(test_settings, mongo_db, tmp_path, start, render, during=None):
     crawlid = f"render-{render}"
+    (tmp_path / crawlid).mkdir(exist_ok=True)
     submit(test_settings, {"crawlid": crawlid, "spider_type": "universal", "url": start,
                            "rule": dict(RULE, render=render)})
     spiders = Crawl(test_settings, "universal", tmp_path / crawlid)
@@ -109,13 +117,12 @@ def browsers_of(pid):
 def test_render_never_misses_scripted_articles_and_always_gets_them(
         test_settings, mongo_db, scripted_site, tmp_path, render):
     start, site = scripted_site
-    (tmp_path / f"render-{render}").mkdir()
     items = crawl(test_settings, mongo_db, tmp_path, start, render)
     fetched = page_fetches(site.access_log(), site.port)
     print(f"\nrender {render}: {len(items)} items; nginx served {fetch_summary(fetched)}")
     plain = {start + "static/article-1.html": "A plain article"}
     scripted = {f"{start}app/article-{n}.html": f"Article {n}" for n in range(1, ARTICLES + 1)}
-    pages = [start, *plain, start + "app/list.html"]
+    pages = [start, *plain, start + "app/list.html", start + "static/list.html"]
     if render == "never":
         assert items == plain
         check_fetched_once(fetched, pages)
@@ -133,7 +140,6 @@ def test_render_a_browser_killed_mid_crawl_costs_one_retry(test_settings, mongo_
     port = free_port(["127.0.0.1"])
     write_site(tmp_path / "www" / "127.0.0.1", articles)
     start = f"http://127.0.0.1:{port}/"
-    (tmp_path / "render-always").mkdir()
     killed = []
     with StaticSite(tmp_path / "www", ["127.0.0.1"], port, tmp_path / "run") as site:
 
@@ -160,3 +166,33 @@ def test_render_a_browser_killed_mid_crawl_costs_one_retry(test_settings, mongo_
     # the pages rendering when it died (CRAWLCLUSTER_RENDER_PAGES), each with its JSON
     pages_again = [url for url in twice if url.endswith(".html")]
     assert len(pages_again) <= test_settings.getint("CRAWLCLUSTER_RENDER_PAGES"), pages_again
+
+
+def test_render_auto_gets_what_always_gets_rendering_only_the_scripted_patterns(
+        test_settings, mongo_db, redis, tmp_path):
+    """``auto``: the items of ``always``; the plain articles' pattern learnt as not needing
+    rendering (past its sample, its pages fetched once, as plain pages), the scripted
+    ones' as needing it; what was learnt is in Redis for every node."""
+    articles, plain_articles = 12, 30
+    port = free_port(["127.0.0.1"])
+    write_site(tmp_path / "www" / "127.0.0.1", articles, plain_articles)
+    start = f"http://127.0.0.1:{port}/"
+    with StaticSite(tmp_path / "www", ["127.0.0.1"], port, tmp_path / "run") as site:
+        items = crawl(test_settings, mongo_db, tmp_path, start, "auto")
+        fetched = page_fetches(site.access_log(), site.port)
+    learnt = {field: int(count) for field, count in redis.hgetall(
+        Keys.from_settings(test_settings).crawl_render("render-auto")).items()}
+    print(f"\nrender auto: {len(items)} items; nginx served {fetch_summary(fetched)}; "
+          f"learnt {learnt}")
+    assert len(items) == articles + plain_articles
+    assert {url for url, title in items.items() if "/app/" in url and title} == {
+        f"{start}app/article-{n}.html" for n in range(1, articles + 1)}
+    plain_pattern = "127.0.0.1/static/article-{n}.html"
+    app_pattern = "127.0.0.1/app/article-{n}.html"
+    assert learnt[f"{plain_pattern} needed"] == 0
+    assert learnt[f"{app_pattern} needed"] == learnt[f"{app_pattern} compared"] >= SAMPLE
+    assert max(fetched.values()) <= 2
+    # plain articles past their sample (and the odd re-check) fetched once, not rendered
+    plain_twice = [url for url, count in fetched.items()
+                   if "/static/article-" in url and count == 2]
+    assert len(plain_twice) == learnt[f"{plain_pattern} compared"] <= SAMPLE + 3
