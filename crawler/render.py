@@ -158,6 +158,7 @@ class BrowserRender:
         self.playwright: Any = None
         self.browser: Any = None
         self.pages_in_browser = 0
+        self.rendering = 0                     # pages in the browser now
         self.plan: RenderPlan | None = None
         crawler.signals.connect(self._closed, signal=signals.spider_closed)
 
@@ -218,22 +219,29 @@ class BrowserRender:
 
     async def _render(self, request: Request) -> HtmlResponse:
         browser = await self._browser()
-        page = await browser.new_page(user_agent=_text(request.headers.get("User-Agent")))
+        self.rendering += 1
         try:
-            await page.route("**/*", _load_unless_blocked)
-            reply = await page.goto(request.url, wait_until="networkidle")
-            body = await page.content()
+            page = await browser.new_page(user_agent=_text(request.headers.get("User-Agent")))
+            try:
+                await page.route("**/*", _load_unless_blocked)
+                reply = await page.goto(request.url, wait_until="networkidle")
+                body = await page.content()
+                url = page.url                  # where the browser's redirects led
+            finally:
+                await page.close()
         finally:
-            await page.close()
+            self.rendering -= 1
         self.pages_in_browser += 1
         self.crawler.stats.inc_value("crawlcluster/render/pages")
-        return HtmlResponse(request.url, status=reply.status if reply else 200,
+        return HtmlResponse(url, status=reply.status if reply else 200,
                             body=body.encode("utf-8"), encoding="utf-8", request=request,
                             flags=["rendered"])
 
     async def _browser(self) -> Any:
-        if self.browser is not None and (not self.browser.is_connected()
-                                         or self.pages_in_browser >= self.restart_after):
+        """The browser, started if there is none; started again once it has rendered its
+        share and no other page is rendering in it (or if it is gone)."""
+        worn = self.pages_in_browser >= self.restart_after and not self.rendering
+        if self.browser is not None and (worn or not self.browser.is_connected()):
             await self._discard_browser()
         if self.browser is None:
             try:

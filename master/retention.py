@@ -213,7 +213,8 @@ class Retention:
             pipe.hdel(keys.paused_crawls(shard), crawlid)
         for url in _hub_urls(config):
             pipe.hdel(keys.hub_state(keys.shard_of(domain_of(url))), url)
-        pipe.delete(keys.crawl_links(crawlid), keys.crawl_render(crawlid))
+        pipe.delete(keys.crawl_links(crawlid))
+        pipe.delete(keys.crawl_render(crawlid))          # one key a call: Redis Cluster
         pipe.execute()
         pipe = self.client.pipeline(transaction=True)      # the cluster-wide keys
         pipe.delete(keys.crawl(crawlid), keys.crawl_shards(crawlid))
