@@ -113,6 +113,7 @@ class ClusterScheduler:
         self.start_key: StartUrlKey | None = None     # its scrapy-redis start-URL key
         self.loop: twisted_task.LoopingCall | None = None
         self.last_work = time.monotonic()
+        self.idle_since: float | None = None     # when the engine last went idle
         self.last_beat = 0.0
         self.last_writes = 0.0
         self.last_steal = 0.0
@@ -324,7 +325,12 @@ class ClusterScheduler:
         return len(self.ready)
 
     def spider_idle(self, spider: Spider) -> None:
-        idle_for = time.monotonic() - self.last_work
+        """Close once the engine has had nothing to do for ``idle_timeout`` s, counted
+        from when it went idle: the last page may have taken long (a rendered one)."""
+        now = time.monotonic()
+        if self.idle_since is None or self.last_work > self.idle_since:
+            self.idle_since = now
+        idle_for = now - self.idle_since
         if self.idle_timeout and idle_for >= self.idle_timeout:
             logger.info("no work for %.0f s: closing", idle_for)
             return

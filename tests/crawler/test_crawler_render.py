@@ -74,7 +74,9 @@ def crawl(test_settings, mongo_db, tmp_path, start, render, during=None):
     (tmp_path / crawlid).mkdir(exist_ok=True)
     submit(test_settings, {"crawlid": crawlid, "spider_type": "universal", "url": start,
                            "rule": dict(RULE, render=render)})
-    spiders = Crawl(test_settings, "universal", tmp_path / crawlid)
+    # a browser starting on a loaded machine can take seconds: not an idle spider's cue
+    spiders = Crawl(test_settings, "universal", tmp_path / crawlid,
+                    CRAWLCLUSTER_IDLE_TIMEOUT="10")
     try:
         if during:
             during(spiders.workers[0].pid)
@@ -148,6 +150,7 @@ def test_render_a_browser_killed_mid_crawl_costs_one_retry(test_settings, mongo_
             while sum("/app/article-" in entry["path"] and entry["path"].endswith(".json")
                       for entry in site.access_log()) < articles // 4:
                 assert time.monotonic() < deadline, "the crawl did not get going"
+                assert Path(f"/proc/{spider_pid}").exists(), "the spider ended early"
                 time.sleep(0.05)
             for child in browsers_of(spider_pid):
                 os.kill(child, signal.SIGKILL)
