@@ -3,8 +3,8 @@ one (Python callbacks, ``response.follow``, items as dicts), the same under
 scrapy-redis's scheduler and dupefilter and under the cluster's add-on
 (``ADDONS = {"crawler.addon.ClusterAddon": 0}``), so that the two runs differ only in
 what carries the requests. It follows the start page's and list pages' links (the
-rule's ``/``, ``/list/N.html``) and stores each detail page (``/news/N.html``) as an
-item: its title, date and text, into MongoDB in batches as both runs do.
+rule's ``/``, ``/list/N.html``) and every detail page's related articles, as a news
+crawl does, and stores each detail page (``/news/N.html``) as an item: its title, date and text, into MongoDB in batches as both runs do.
 
   scrapy runspider bench/crawl_user.py -a start=URL [-a crawlid=ID]
 """
@@ -37,6 +37,7 @@ class UserNewsSpider(scrapy.Spider):
                 yield response.follow(url, self.parse)
 
     def parse_news(self, response):
+        yield from self.parse(response)
         yield {"url": response.url, "crawlid": self.crawlid,
                "title": response.css("h1::text").get(),
                "date": response.css("span.date::text").get(),
