@@ -20,7 +20,9 @@ the host and path, numbers and ids abstracted) and shared by every node through 
 (``Keys.crawl_render``, retired with the crawl). The first ``SAMPLE`` pages of a
 pattern, and one in ``RECHECK`` after, are fetched as usual and then rendered as well,
 and the two compared on what the crawl wants of them (``needs_rendering``: the page's
-links, and the fields its rule extracts); the rendered one is kept if it gave more.
+links, and the fields its rule extracts); the rendered one is kept if it gave more. The
+browser is given the fetched page, not fetching it again. Other pages of a pattern being
+sampled wait for the verdict.
 Once a pattern has its sample, its pages go the way most of its compared pages needed.
 A crawl learns at most ``MAX_PATTERNS`` patterns; a page of another is rendered.
 """
@@ -32,6 +34,7 @@ import random
 import re
 import time
 from collections import Counter
+from functools import partial
 from typing import Any
 from urllib.parse import urlsplit
 
@@ -43,19 +46,28 @@ from scrapy.utils.defer import deferred_from_coro
 from crawler.context import JobContext
 from crawler.rules import compile_universal, every_url, field_selector
 from crawler.spiders import css_value, first_value
+from master.crawls import LOOKS_SCRIPTED, RENDER_SAMPLE, RENDERED, render_patterns
 from master.keys import Keys
+from master.siteconfig import domain_of
 from settings.errors import CrawlClusterError
 
 logger = logging.getLogger(__name__)
 
 RENDER_MODES = ("never", "always", "auto")
-SAMPLE = 3              # pages of a pattern compared before its pages go one way
+SAMPLE = RENDER_SAMPLE   # pages of a pattern compared before its pages go one way
 RECHECK = 50            # then one page in this many is compared again
 MAX_PATTERNS = 1000     # patterns a crawl learns (Keys.crawl_render's fields / 2)
 PLAN_FRESH = 2.0        # seconds a process reuses what it read of a crawl's patterns
+PLAN_WAIT = 0.2         # seconds between looks at a pattern whose sample is being compared
 _NUMBER = re.compile(r"\d+")
 _ID = re.compile(r"^(?=.*\d)[A-Za-z0-9_-]{12,}$|^[0-9a-fA-F-]{8,}$")
 BLOCKED_RESOURCES = ("image", "font", "media")
+QUIET = 0.25            # seconds with none of its requests open after which a page is done
+# Debian's Chromium builds, the lighter first (the headless shell has no window code)
+BROWSERS = ("/usr/bin/chromium-headless-shell", "/usr/bin/chromium")
+# Chromium's own calls home, which a crawler has no use for
+BROWSER_ARGS = ("--no-sandbox", "--disable-gpu", "--disable-background-networking",
+                "--disable-component-update", "--disable-sync", "--no-first-run")
 
 
 def render_mode(config: dict[str, Any]) -> str:
@@ -75,13 +87,13 @@ def url_pattern(url: str) -> str:
 def choose_way(counts: tuple[int, int] | None, known_patterns: int, comparing: int = 0) -> str:
     """``render``, ``plain`` or ``compare`` for a page whose pattern was compared
     ``counts`` (compared, needed) times, ``comparing`` more being compared here now;
-    ``known_patterns`` the crawl has learnt. A pattern still short of its sample, with
-    enough of it being compared, is rendered meanwhile: the way that loses nothing."""
+    ``known_patterns`` the crawl has learnt. ``wait`` while a pattern is short of its
+    sample and enough of it is being compared: its verdict is a moment away."""
     if counts is None and known_patterns >= MAX_PATTERNS:
         return "render"                     # too many patterns to learn: the safe way
     compared, needed = counts or (0, 0)
     if compared < SAMPLE:
-        return "compare" if compared + comparing < SAMPLE else "render"
+        return "compare" if compared + comparing < SAMPLE else "wait"
     if random.randrange(RECHECK) == 0:
         return "compare"
     return "render" if 2 * needed > compared else "plain"
@@ -133,14 +145,14 @@ class RenderPlan:
         pipe.execute()
         self.read_at.pop(crawlid, None)
 
+    def count(self, crawlid: str, what: str) -> None:
+        """One more page of the crawl ``RENDERED`` or ``LOOKS_SCRIPTED``."""
+        self.redis.hincrby(self.keys.crawl_render(crawlid), what, 1)
+
     def _patterns(self, crawlid: str) -> dict[str, tuple[int, int]]:
         read_at, patterns = self.read_at.get(crawlid, (0.0, {}))
         if time.monotonic() - read_at >= PLAN_FRESH:
-            counts = {field: int(value) for field, value
-                      in self.redis.hgetall(self.keys.crawl_render(crawlid)).items()}
-            patterns = {name[:-len(" compared")]: (count, counts.get(
-                name[:-len(" compared")] + " needed", 0))
-                for name, count in counts.items() if name.endswith(" compared")}
+            patterns = render_patterns(self.redis.hgetall(self.keys.crawl_render(crawlid)))
             if len(self.read_at) > 1000:
                 self.read_at.clear()
             self.read_at[crawlid] = (time.monotonic(), patterns)
@@ -172,21 +184,40 @@ class BrowserRender:
             return None
         way = "render"
         if render_mode(info["config"]) == "auto":
-            way = self._plan().way(info["task"]["crawlid"], request.url)
+            way = await self._auto_way(info["task"]["crawlid"], request.url)
             request.meta["crawlcluster_render"] = way
         return await self._rendered(request) if way == "render" else None
 
+    async def _auto_way(self, crawlid: str, url: str) -> str:
+        """The way ``RenderPlan.way`` gives; while it says wait (the page's pattern being
+        compared here), asked again every ``PLAN_WAIT`` s. Past the render timeout the
+        page is rendered, the way that loses nothing."""
+        deadline = time.monotonic() + self.timeout
+        while (way := self._plan().way(crawlid, url)) == "wait":
+            if time.monotonic() >= deadline:
+                return "render"
+            await asyncio.sleep(PLAN_WAIT)
+        return way
+
     async def process_response(self, request: Request, response: Response) -> Response:
-        """A page fetched to be compared: rendered too, and the one that gave more kept."""
+        """A page fetched to be compared: rendered too, and the one that gave more kept.
+        A crawl that renders nothing counts the pages that look built by scripts."""
+        info = request.meta.get("crawlcluster")
+        if not info:
+            return response
+        if render_mode(info["config"]) == "never":
+            if looks_scripted(response):
+                self._plan().count(info["task"]["crawlid"], LOOKS_SCRIPTED)
+                self.crawler.stats.inc_value("crawlcluster/render/looks_scripted")
+            return response
         if request.meta.get("crawlcluster_render") != "compare":
             return response
-        info = request.meta["crawlcluster"]
         crawlid, plan = info["task"]["crawlid"], self._plan()
         if not isinstance(response, TextResponse) or response.status != 200:
             plan.compared(crawlid, request.url)          # nothing to compare
             return response
         try:
-            rendered = await self._rendered(request)
+            rendered = await self._rendered(request, document=response)
         except Exception as exc:  # noqa: BLE001 - the plain page is there: keep it
             logger.warning("rendering %s to compare failed (the page as fetched is kept): "
                            "%s: %s", request.url, type(exc).__name__, exc)
@@ -209,22 +240,30 @@ class BrowserRender:
             self.plan = RenderPlan(context.redis, context.keys)
         return self.plan
 
-    async def _rendered(self, request: Request) -> HtmlResponse:
+    async def _rendered(self, request: Request,
+                        document: Response | None = None) -> HtmlResponse:
         async with self.slots:
             try:
-                return await asyncio.wait_for(self._render(request), self.timeout)
+                return await asyncio.wait_for(self._render(request, document), self.timeout)
             except Exception:
                 await self._discard_browser()       # crashed or hung: a new one next page
                 raise
 
-    async def _render(self, request: Request) -> HtmlResponse:
+    async def _render(self, request: Request, document: Response | None) -> HtmlResponse:
+        """The page loaded in the browser, done once none of its requests has been open
+        for ``QUIET`` s after its load event. ``document``: the page as already fetched,
+        given to the browser instead of fetching it again."""
         browser = await self._browser()
+        url = document.url if document is not None else request.url
+        traffic = _Traffic()
         self.rendering += 1
         try:
             page = await browser.new_page(user_agent=_text(request.headers.get("User-Agent")))
             try:
-                await page.route("**/*", _load_unless_blocked)
-                reply = await page.goto(request.url, wait_until="networkidle")
+                traffic.watch(page)
+                await page.route("**/*", partial(self._route, url, document))
+                reply = await page.goto(url, wait_until="load")
+                await traffic.settled(QUIET)
                 body = await page.content()
                 url = page.url                  # where the browser's redirects led
             finally:
@@ -233,9 +272,45 @@ class BrowserRender:
             self.rendering -= 1
         self.pages_in_browser += 1
         self.crawler.stats.inc_value("crawlcluster/render/pages")
+        info = request.meta.get("crawlcluster")
+        if info:
+            self._plan().count(info["task"]["crawlid"], RENDERED)
         return HtmlResponse(url, status=reply.status if reply else 200,
                             body=body.encode("utf-8"), encoding="utf-8", request=request,
                             flags=["rendered"])
+
+    async def _route(self, url: str, document: Response | None, route: Any) -> None:
+        """Each request the page makes: images, fonts and media refused; the page itself
+        from ``document`` if given; the rest once the cluster throttle of its domain lets
+        it go (the page's own request has been through it as the page's task)."""
+        asked = route.request
+        if asked.resource_type in BLOCKED_RESOURCES:
+            await route.abort()
+        elif asked.url == url and asked.is_navigation_request():
+            if document is None:
+                await route.continue_()
+            else:
+                await route.fulfill(status=document.status, body=document.body, headers={
+                    "content-type": _text(document.headers.get("Content-Type")) or "text/html"})
+        elif await self._throttled(asked.url):
+            self.crawler.stats.inc_value("crawlcluster/render/requests")
+            await route.continue_()
+        else:
+            self.crawler.stats.inc_value("crawlcluster/render/requests_refused")
+            await route.abort("blockedbyclient")
+
+    async def _throttled(self, url: str) -> bool:
+        """Wait until the throttle of ``url``'s domain counts one more request from this
+        spider type and IP; False for a blacklisted domain. The page's render timeout
+        bounds the wait."""
+        context, domain = JobContext.of(self.crawler), domain_of(url)
+        while True:
+            wait = context.queues.hit(context.job, context.spider_type, context.ip, domain,
+                                      context.crawl_delays.get(domain))
+            if wait <= 0:
+                return wait == 0
+            self.crawler.stats.inc_value("crawlcluster/render/requests_throttled")
+            await asyncio.sleep(wait)
 
     async def _browser(self) -> Any:
         """The browser, started if there is none; started again once it has rendered its
@@ -249,13 +324,11 @@ class BrowserRender:
             except ImportError:
                 raise CrawlClusterError("a rule with render needs Playwright: pip install "
                                         "'crawlcluster[render]'") from None
-            if not os.path.exists(self.executable):
-                raise CrawlClusterError(f"a rule with render needs Chromium at {self.executable} "
-                                        "(CRAWLCLUSTER_BROWSER): apt install chromium")
+            executable = browser_path(self.executable)
             if self.playwright is None:
                 self.playwright = await async_playwright().start()
             self.browser = await self.playwright.chromium.launch(
-                executable_path=self.executable, args=["--no-sandbox", "--disable-gpu"])
+                executable_path=executable, args=list(BROWSER_ARGS))
             self.pages_in_browser = 0
             self.crawler.stats.inc_value("crawlcluster/render/browsers")
         return self.browser
@@ -278,11 +351,51 @@ class BrowserRender:
         return deferred_from_coro(close())
 
 
-async def _load_unless_blocked(route: Any) -> None:
-    if route.request.resource_type in BLOCKED_RESOURCES:
-        await route.abort()
-    else:
-        await route.continue_()
+def browser_path(setting: str) -> str:
+    """The Chromium to run: ``CRAWLCLUSTER_BROWSER`` if set, else the first of
+    ``BROWSERS`` installed."""
+    for path in [setting] if setting else BROWSERS:
+        if os.path.exists(path):
+            return path
+    raise CrawlClusterError(
+        f"a rule with render needs Chromium at {setting or ' or '.join(BROWSERS)} "
+        "(CRAWLCLUSTER_BROWSER): apt install chromium-headless-shell")
+
+
+def looks_scripted(response: Response) -> bool:
+    """An HTML page with scripts and next to nothing else: no more than two links and
+    under 200 characters of text outside its scripts (a page its scripts fill in)."""
+    if not isinstance(response, HtmlResponse) or response.status != 200:
+        return False
+    if not response.xpath("//script"):
+        return False
+    text = response.xpath("//body//text()[not(ancestor::script or ancestor::style)]").getall()
+    return len(response.xpath("//a[@href]")) <= 2 and len("".join(text).strip()) < 200
+
+
+class _Traffic:
+    """A page's requests open now, and when that last changed."""
+
+    def __init__(self) -> None:
+        self.open = 0
+        self.changed = time.monotonic()
+
+    def watch(self, page: Any) -> None:
+        page.on("request", self._started)
+        page.on("requestfinished", self._ended)
+        page.on("requestfailed", self._ended)
+
+    async def settled(self, quiet: float) -> None:
+        while self.open > 0 or time.monotonic() - self.changed < quiet:
+            await asyncio.sleep(quiet / 5)
+
+    def _started(self, _request: Any) -> None:
+        self.open += 1
+        self.changed = time.monotonic()
+
+    def _ended(self, _request: Any) -> None:
+        self.open = max(self.open - 1, 0)
+        self.changed = time.monotonic()
 
 
 def _text(value: bytes | None) -> str | None:

@@ -22,6 +22,9 @@ from master.tasks import Task, check_name, make_task
 from settings.clients import RedisClient
 from settings.loader import Settings
 
+# Keys.crawl_render: a crawl's rendered pages, and pages that looked built by scripts
+RENDERED, LOOKS_SCRIPTED = "~rendered", "~looks_scripted"
+RENDER_SAMPLE = 3     # pages of a URL pattern compared before its pages go one way
 HUB_SPAN = 3600.0     # seconds between visits of a hub, unless its crawl says (hub_span)
 CrawlConfig = dict[str, Any]     # a crawl request as stored (crawl.json, defaults filled)
 ShardWrites = dict[str, list[Any]]
@@ -114,11 +117,12 @@ class CrawlStore:
         pipe.hexists(self.keys.stopped_crawls(0), crawlid)     # flags are in every shard
         pipe.hexists(self.keys.paused_crawls(0), crawlid)
         pipe.hgetall(self.keys.crawl_links(crawlid))
+        pipe.hgetall(self.keys.crawl_render(crawlid))
         for shard in shards:
             pipe.hgetall(self.keys.crawl_pending(crawlid, shard))
             pipe.hgetall(self.keys.crawl_counts(crawlid, shard))
             pipe.zcard(self.keys.crawl_parked(crawlid, shard))
-        stopped, paused, links, *per_shard = pipe.execute()
+        stopped, paused, links, render, *per_shard = pipe.execute()
         pending: dict[str, int] = {}
         counts: dict[str, int] = {}
         parked = 0
@@ -131,7 +135,7 @@ class CrawlStore:
             parked += per_shard[n + 2]
         return {"pending": pending, "total_pending": sum(pending.values()), "counts": counts,
                 "stopped": bool(stopped), "paused": bool(paused), "parked": parked,
-                "links": link_counts(links)}
+                "links": link_counts(links), "render": render_counts(render)}
 
     def pending_totals(self, crawlids: list[str]) -> dict[str, int]:
         """``{crawlid: tasks pending}`` over each crawl's shards, in two round trips."""
@@ -237,3 +241,24 @@ def link_counts(fields: dict[str, str]) -> dict[str, Any]:
         else:
             counts[kind] = int(count)
     return counts
+
+
+def render_patterns(fields: dict[str, str]) -> dict[str, tuple[int, int]]:
+    """``{URL pattern: (pages compared, pages that needed rendering)}`` of a crawl's
+    ``Keys.crawl_render`` hash."""
+    return {name.removesuffix(" compared"): (int(count), int(fields.get(
+        name.removesuffix(" compared") + " needed", 0)))
+        for name, count in fields.items() if name.endswith(" compared")}
+
+
+def render_counts(fields: dict[str, str]) -> dict[str, int]:
+    """What ``info`` says of a crawl's rendering: pages rendered, pages compared and
+    found to need it, URL patterns learnt (compared enough) and how many of them are
+    rendered, and pages that looked built by scripts in a crawl that renders none."""
+    patterns = render_patterns(fields)
+    learnt = [counts for counts in patterns.values() if counts[0] >= RENDER_SAMPLE]
+    return {"rendered": int(fields.get(RENDERED, 0)),
+            "needed": sum(needed for _, needed in patterns.values()),
+            "patterns_learnt": len(learnt),
+            "patterns_rendered": sum(1 for compared, needed in learnt if 2 * needed > compared),
+            "looks_scripted": int(fields.get(LOOKS_SCRIPTED, 0))}

@@ -308,11 +308,13 @@ class Keys:
     def crawl_render(self, crawlid: str) -> str:
         """hash `<URL pattern> compared` / `<URL pattern> needed` -> pages of the pattern
         fetched both plain and rendered, and how many of them needed rendering (a crawl
-        whose rule says `render: auto`; one key per crawl in the shard its id hashes to,
-        at most `crawler.render.MAX_PATTERNS` patterns).
+        whose rule says `render: auto`; at most `crawler.render.MAX_PATTERNS` patterns);
+        `~rendered` -> pages of the crawl rendered, `~looks_scripted` -> pages of a crawl
+        that renders none that looked built by scripts. One key per crawl in the shard
+        its id hashes to.
 
-        Written by: spiders (`crawler/render.py`, each page they compared)
-        Read by: spiders (which way a pattern's pages go)
+        Written by: spiders (`crawler/render.py`, each page they compared or rendered)
+        Read by: spiders (which way a pattern's pages go), monitor (`info`'s `render`)
         """
         return f"{self.shard_tag(self.shard_of(crawlid))}:crawl:{crawlid}:render"
 

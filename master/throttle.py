@@ -189,6 +189,24 @@ class ThrottledQueues:
             self.scripts.run("queue_steal", [self.keys.job_domains(job, shard)], args, pipe=pipe)
         return int(sum(pipe.execute()[1:]))
 
+    def hit(self, job: str, spider_type: str, ip: str, domain: str,
+            min_interval: float | None = None) -> float:
+        """Count one request to ``domain`` made outside the queues (a rendering browser's
+        own: a page's scripts, styles, XHR) in both windows, if they have room: 0.0.
+        Else nothing is counted and the reply is the seconds to wait before asking again;
+        a blacklisted domain's is -1.0, never."""
+        if self.site_config.is_blacklisted(domain):
+            return -1.0
+        shard, now = self.keys.shard_of(domain), self.clock()
+        hits, window = self.limit(domain, min_interval)
+        ip_hits = min(hits, self.site_config.ip_hits(domain))
+        reply = self.scripts.run(
+            "throttle_take", [self.keys.leases(shard), self.keys.job_domains(job, shard),
+                              self.keys.lease_owners(shard), self.keys.throttle(shard)],
+            [repr(now), repr(now), self.keys.queue_template(shard), job, spider_type, ip,
+             domain, hits, ip_hits, int(window * 1000), -1])[1]
+        return float(reply.removeprefix("wait:")) if isinstance(reply, str) else 0.0
+
     def limit(self, domain: str, min_interval: float | None = None) -> tuple[int, float]:
         """``(hits, window)`` for a domain: the site config, tightened by a Crawl-delay."""
         hits, window = self.site_config.limit(domain)

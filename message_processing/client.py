@@ -143,6 +143,20 @@ def _is_json(line: str) -> bool:
 
 # --- printing ----------------------------------------------------------------------------
 
+def describe_render(render: dict[str, int]) -> str:
+    """``info``'s rendering counts as a line of their own, if there are any."""
+    line = ""
+    if render.get("rendered") or render.get("patterns_learnt"):
+        line = (f"\nrendered {render.get('rendered', 0)} pages in a browser; "
+                f"{render.get('needed', 0)} compared pages needed it; URL patterns learnt "
+                f"{render.get('patterns_learnt', 0)}, {render.get('patterns_rendered', 0)} "
+                "of them rendered")
+    if render.get("looks_scripted"):
+        line += (f"\n{render['looks_scripted']} pages looked built by scripts, and the "
+                 "rule renders none: try its render auto")
+    return line
+
+
 def describe(reply: Message | None) -> str:
     """One readable line (or a few) for a reply."""
     if reply is None:
@@ -159,7 +173,8 @@ def describe(reply: Message | None) -> str:
                 f"{reply['total_domains']} domains; done {reply.get('done', 0)}, failed "
                 f"{reply.get('failed', 0)}{', stopped' if reply.get('stopped') else ''}")
         found = (reply.get("links") or {}).get("found")
-        return line + ("\n" + describe_links(reply["links"]) if found else "")
+        return (line + ("\n" + describe_links(reply["links"]) if found else "")
+                + describe_render(reply.get("render") or {}))
     if action == "schedule":
         return describe_schedule(reply)
     if action in ("pause", "resume"):

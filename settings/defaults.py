@@ -168,8 +168,9 @@ CRAWLCLUSTER_SCHEDULER_READY = 128
 CRAWLCLUSTER_IDLE_TIMEOUT = 0.0
 # Refuse requests to private, loopback and link-local addresses (an SSRF guard for deployments).
 CRAWLCLUSTER_REFUSE_PRIVATE_ADDRESSES = False
-# The Chromium a rule with render uses (Debian's chromium; never one downloaded at run time).
-CRAWLCLUSTER_BROWSER = "/usr/bin/chromium"
+# The Chromium a rule with render uses: Debian's; empty for chromium-headless-shell if
+# installed, else chromium (never a browser downloaded at run time).
+CRAWLCLUSTER_BROWSER = ""
 # Pages a spider process renders in its browser at once.
 CRAWLCLUSTER_RENDER_PAGES = 2
 # Seconds a page may take to render (scripts and their requests done) before it fails.

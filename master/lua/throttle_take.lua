@@ -20,8 +20,10 @@
 -- ARGV[6]  its host ip
 -- ARGV[7..] per domain: domain, hits allowed per window by spider type, hits allowed per
 --          window from the host ip, window length in milliseconds, tasks wanted at most
+--          (-1: no task, one hit made outside the queues, a browser's own request)
 -- Returns: {the job's domains in the shard now, then per domain named: a list of task
--- JSON; or "wait:<seconds>" while a window is full; or 0 if the queue is empty}
+-- JSON; or "wait:<seconds>" while a window is full; or 0 if the queue is empty; or 1
+-- for a hit recorded}
 local now = tonumber(ARGV[1])
 local SLOTS, SWEEP_EVERY, SWEEP_SLICE = 20, 60, 200
 
@@ -112,10 +114,17 @@ local function take(domain)
   local ip_slots, ip_used = inside(current[domain.by_ip], window_s)
   local type_room, type_wait = room(type_slots, type_used, domain.hits, window_s)
   local ip_room, ip_wait = room(ip_slots, ip_used, domain.ip_hits, window_s)
+  if domain.wanted < 0 and math.min(type_room, ip_room) > 0 then
+    written[#written + 1] = domain.by_type
+    written[#written + 1] = record(type_slots, 1)
+    written[#written + 1] = domain.by_ip
+    written[#written + 1] = record(ip_slots, 1)
+    return 1
+  end
   local count = math.min(domain.wanted, type_room, ip_room)
   local popped = {}
   if count > 0 then popped = redis.call('ZPOPMIN', queue, count) end
-  if #popped == 0 and (count > 0 or redis.call('ZCARD', queue) == 0) then
+  if domain.wanted >= 0 and #popped == 0 and (count > 0 or redis.call('ZCARD', queue) == 0) then
     redis.call('SREM', KEYS[2], domain.name)
     return 0
   end

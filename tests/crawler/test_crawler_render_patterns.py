@@ -20,8 +20,8 @@ def test_render_way_samples_then_follows_the_majority(monkeypatch):
     monkeypatch.setattr("crawler.render.random.randrange", lambda n: 1)   # no re-check
     assert choose_way(None, 0) == "compare"
     assert choose_way((SAMPLE - 1, SAMPLE - 1), 1) == "compare"
-    # its sample being compared already (here or on other pages at once): rendered meanwhile
-    assert choose_way((SAMPLE - 1, 0), 1, comparing=1) == "render"
+    # its sample being compared already: the page waits for the verdict
+    assert choose_way((SAMPLE - 1, 0), 1, comparing=1) == "wait"
     assert choose_way((SAMPLE, SAMPLE), 1) == "render"
     assert choose_way((SAMPLE, 0), 1) == "plain"
     assert choose_way(None, MAX_PATTERNS) == "render"      # past the bound: the safe way

@@ -248,3 +248,17 @@ def test_a_window_taken_from_all_along_keeps_its_rate(redis, test_settings):
     made = Counter(math.floor(t / float(length)) for t in times
                    if (math.floor(t / float(length)) + 1) * float(length) + 1.0 > now[0])
     assert stored == dict(made)
+
+
+def test_a_browser_hit_counts_in_the_windows_takes_share(redis, test_settings):
+    """A rendering browser's own request (``hit``) uses the same windows as a take."""
+    keys = Keys.from_settings(test_settings)
+    queues = ThrottledQueues(redis, keys, SiteConfig(4, 10.0))
+    fill_queue(redis, keys, "job", "example.com", 10)
+    assert [queues.hit("job", "universal", "10.0.0.1", "example.com") for _ in range(3)] \
+        == [0.0, 0.0, 0.0]
+    assert len(queues.take("job", "universal", "10.0.0.1", per_domain=10).tasks) == 1
+    wait = queues.hit("job", "universal", "10.0.0.1", "example.com")
+    assert 0 < wait <= 10.5          # full: nothing counted; a wait (up to a slot late)
+    assert queues.take("job", "universal", "10.0.0.1").throttled == ["example.com"]
+    assert redis.zcard(keys.queue("job", "example.com")) == 9   # no task taken by a hit

@@ -2,7 +2,8 @@
 (one read per crawl, however long its queues), in scrapy-cluster's reply shape, plus
 what became of the links its pages yielded: ``links: {found, new, duplicate,
 refused: {reason: count}}`` (reasons: rule, scope, depth, robots, blacklist,
-domain_max_pages, scheme, url_length, invalid).
+domain_max_pages, scheme, url_length, invalid), and its rendering: ``render: {rendered,
+needed, patterns_learnt, patterns_rendered, looks_scripted}`` (``master.crawls.render_counts``).
 Without a crawl id (scrapy-cluster only) every crawl of the app is reported. A crawl
 retired from Redis (``CRAWLCLUSTER_CRAWL_RETENTION`` after it ended) is answered from
 its MongoDB crawl record, with ``retired: true``."""
@@ -50,6 +51,7 @@ class InfoPlugin(MonitorPlugin):
             "paused": progress["paused"],
             "parked": progress["parked"],
             "links": progress["links"],
+            "render": progress["render"],
             "known": known,
         }
 
