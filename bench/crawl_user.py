@@ -4,7 +4,8 @@ scrapy-redis's scheduler and dupefilter and under the cluster's add-on
 (``ADDONS = {"crawler.addon.ClusterAddon": 0}``), so that the two runs differ only in
 what carries the requests. It follows the start page's and list pages' links (the
 rule's ``/``, ``/list/N.html``) and every detail page's related articles, as a news
-crawl does, and stores each detail page (``/news/N.html``) as an item: its title, date and text, into MongoDB in batches as both runs do.
+crawl does, and stores each detail page (``/news/N.html``) as an item: its title, date
+and text, into MongoDB in batches as both runs do.
 
   scrapy runspider bench/crawl_user.py -a start=URL [-a crawlid=ID]
 """
