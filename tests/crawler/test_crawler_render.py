@@ -15,7 +15,7 @@ import pytest
 
 from crawler.render import SAMPLE
 from manager.local.crawl import Crawl, submit
-from manager.local.services import StaticSite, free_port
+from manager.local.services import StaticSite, free_port, require_program
 from manager.local.sitelog import check_fetched_once, fetch_summary, page_fetches
 from master.crawls import CrawlStore
 from master.keys import Keys
@@ -61,6 +61,12 @@ def write_site(www, articles=ARTICLES, plain_articles=1):
             f'<html><body>{IMAGE}<h1 id="t"></h1><script>fetch("/app/article-{n}.json")'
             '.then(r => r.json()).then(a => { document.getElementById("t").textContent ='
             " a.title; });</script></body></html>")
+
+
+@pytest.fixture(autouse=True, scope="module")
+def browser():
+    """Debian's headless Chromium, installed the way the servers are if missing."""
+    return require_program("chromium-headless-shell", "chromium-headless-shell")
 
 
 @pytest.fixture
