@@ -177,14 +177,16 @@ def run_peer(settings, manifest, rule_file, scheduler, log, crawlid,
     return {"cpu": children_cpu_seconds() - before}
 
 
-def run_ours(settings, manifest, rule, processes, log_dir, firehose=False, **extra):
-    """One crawl of ours (``firehose``: every item to a Kafka topic of its own as well);
-    its spiders' and its dispatcher's CPU seconds (``cpu``, ``master_cpu``)."""
-    token = uuid.uuid4().hex[:6]
-    settings = settings.copy_with(  # a fresh frontier for each run
-        CRAWLCLUSTER_KEY_PREFIX=f"{settings['CRAWLCLUSTER_KEY_PREFIX']}:{token}",
-        CRAWLCLUSTER_FIREHOSE=firehose, CRAWLCLUSTER_KAFKA_ITEMS_TOPIC=f"bench.{token}.items")
-    crawlid = f"bench-{uuid.uuid4().hex[:6]}"
+def run_ours(settings, manifest, rule, processes, log_dir, firehose=False, crawlid=None,
+             **extra):
+    """One crawl of ours (``firehose``: every item to a Kafka topic of its own as well),
+    in a frontier of its own (``settings``' key prefix and the crawl id, random unless
+    given: ``…:<crawlid>``); its spiders' and its dispatcher's CPU seconds (``cpu``,
+    ``master_cpu``)."""
+    crawlid = crawlid or f"bench-{uuid.uuid4().hex[:6]}"
+    settings = settings.copy_with(
+        CRAWLCLUSTER_KEY_PREFIX=f"{settings['CRAWLCLUSTER_KEY_PREFIX']}:{crawlid}",
+        CRAWLCLUSTER_FIREHOSE=firehose, CRAWLCLUSTER_KAFKA_ITEMS_TOPIC=f"bench.{crawlid}.items")
     submit(settings, {"crawlid": crawlid, "spider_type": "universal",
                       "url": manifest["start_url"], "rule": rule})
     before = children_cpu_seconds()

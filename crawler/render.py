@@ -10,7 +10,8 @@ had their say, and every middleware's ``process_response`` sees the rendered pag
 would a fetched one. The browser loads the page's scripts, styles and XHR, not its
 images, fonts or media. A node renders ``CRAWLCLUSTER_RENDER_PAGES`` pages at once per
 spider process; its browser is started when first needed and started again after
-``CRAWLCLUSTER_BROWSER_RESTART_PAGES`` pages (a long-lived browser grows). A browser
+``CRAWLCLUSTER_BROWSER_RESTART_PAGES`` pages, or once its processes hold more than
+``CRAWLCLUSTER_BROWSER_MAX_MB`` (a long-lived browser grows). A browser
 that crashes or does not answer within ``CRAWLCLUSTER_RENDER_TIMEOUT`` fails the page's
 download, which the cluster retries like any failed download, and the next page gets a
 new browser.
@@ -18,7 +19,8 @@ new browser.
 ``auto`` renders only where a page needs it, learnt per URL pattern (``url_pattern``:
 the host and path, numbers and ids abstracted) and shared by every node through Redis
 (``Keys.crawl_render``, retired with the crawl). The first ``SAMPLE`` pages of a
-pattern, and one in ``RECHECK`` after, are fetched as usual and then rendered as well,
+pattern, and after that a share of its pages that shrinks as its comparisons keep
+agreeing (one in ``RECHECK`` at first), are fetched as usual and then rendered as well,
 and the two compared on what the crawl wants of them (``needs_rendering``: the page's
 links, and the fields its rule extracts); the rendered one is kept if it gave more. The
 browser is given the fetched page, not fetching it again. Other pages of a pattern being
@@ -35,6 +37,7 @@ import re
 import time
 from collections import Counter
 from functools import partial
+from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
@@ -45,7 +48,7 @@ from scrapy.utils.defer import deferred_from_coro
 
 from crawler.context import JobContext
 from crawler.rules import compile_universal, every_url, field_selector
-from crawler.spiders import css_value, first_value
+from crawler.spiders import SOURCE_CALLBACKS, css_value, first_value
 from master.crawls import LOOKS_SCRIPTED, RENDER_SAMPLE, RENDERED, render_patterns
 from master.keys import Keys
 from master.siteconfig import domain_of
@@ -55,13 +58,15 @@ logger = logging.getLogger(__name__)
 
 RENDER_MODES = ("never", "always", "auto")
 SAMPLE = RENDER_SAMPLE   # pages of a pattern compared before its pages go one way
-RECHECK = 50            # then one page in this many is compared again
+RECHECK = 50            # then one page in this many is compared again, times the
+                        # comparisons that agreed / SAMPLE
 MAX_PATTERNS = 1000     # patterns a crawl learns (Keys.crawl_render's fields / 2)
 PLAN_FRESH = 2.0        # seconds a process reuses what it read of a crawl's patterns
 PLAN_WAIT = 0.2         # seconds between looks at a pattern whose sample is being compared
 _NUMBER = re.compile(r"\d+")
 _ID = re.compile(r"^(?=.*\d)[A-Za-z0-9_-]{12,}$|^[0-9a-fA-F-]{8,}$")
 BLOCKED_RESOURCES = ("image", "font", "media")
+MEMORY_EVERY = 10       # pages rendered between two measures of the browser's memory
 QUIET = 0.25            # seconds with none of its requests open after which a page is done
 # Debian's Chromium builds, the lighter first (the headless shell has no window code)
 BROWSERS = ("/usr/bin/chromium-headless-shell", "/usr/bin/chromium")
@@ -70,9 +75,17 @@ BROWSER_ARGS = ("--no-sandbox", "--disable-gpu", "--disable-background-networkin
                 "--disable-component-update", "--disable-sync", "--no-first-run")
 
 
-def render_mode(config: dict[str, Any]) -> str:
-    """A crawl's ``render`` (its rule's; ``never`` if it says none)."""
-    return str((config.get("rule") or {}).get("render", "never"))
+def render_mode(config: dict[str, Any], task: dict[str, Any]) -> str:
+    """How a task's page is read: its crawl rule's ``render`` (``never`` if it says
+    none), or a precise rule's for the task's step (``{"list": ..., "detail": ...}``).
+    A sitemap, feed or robots.txt is never rendered."""
+    render = (config.get("rule") or {}).get("render", "never")
+    if task.get("callback") in SOURCE_CALLBACKS:
+        return "never"
+    if isinstance(render, dict):
+        render = render.get("detail" if task.get("callback") == "parse_detail" else "list",
+                            "never")
+    return str(render)
 
 
 def url_pattern(url: str) -> str:
@@ -94,7 +107,8 @@ def choose_way(counts: tuple[int, int] | None, known_patterns: int, comparing: i
     compared, needed = counts or (0, 0)
     if compared < SAMPLE:
         return "compare" if compared + comparing < SAMPLE else "wait"
-    if random.randrange(RECHECK) == 0:
+    agreed = max(needed, compared - needed)
+    if random.randrange(RECHECK * agreed) < SAMPLE:
         return "compare"
     return "render" if 2 * needed > compared else "plain"
 
@@ -166,11 +180,14 @@ class BrowserRender:
         self.executable = settings.get("CRAWLCLUSTER_BROWSER")
         self.timeout = settings.getfloat("CRAWLCLUSTER_RENDER_TIMEOUT")
         self.restart_after = settings.getint("CRAWLCLUSTER_BROWSER_RESTART_PAGES")
+        self.memory_bound = settings.getfloat("CRAWLCLUSTER_BROWSER_MAX_MB")
+        self.over_bound = False                # the browser's memory, as last measured
         self.slots = asyncio.Semaphore(settings.getint("CRAWLCLUSTER_RENDER_PAGES"))
         self.playwright: Any = None
         self.browser: Any = None
         self.pages_in_browser = 0
-        self.rendering = 0                     # pages in the browser now
+        self.rendering: Counter[Any] = Counter()   # browser -> pages rendering in it now
+        self.starting = asyncio.Lock()             # one browser started at a time
         self.plan: RenderPlan | None = None
         crawler.signals.connect(self._closed, signal=signals.spider_closed)
 
@@ -180,10 +197,13 @@ class BrowserRender:
 
     async def process_request(self, request: Request) -> HtmlResponse | None:
         info = request.meta.get("crawlcluster")
-        if not info or render_mode(info["config"]) == "never":
+        if not info:
+            return None
+        mode = render_mode(info["config"], info["task"])
+        if mode == "never":
             return None
         way = "render"
-        if render_mode(info["config"]) == "auto":
+        if mode == "auto":
             way = await self._auto_way(info["task"]["crawlid"], request.url)
             request.meta["crawlcluster_render"] = way
         return await self._rendered(request) if way == "render" else None
@@ -205,7 +225,7 @@ class BrowserRender:
         info = request.meta.get("crawlcluster")
         if not info:
             return response
-        if render_mode(info["config"]) == "never":
+        if render_mode(info["config"], info["task"]) == "never":
             if looks_scripted(response):
                 self._plan().count(info["task"]["crawlid"], LOOKS_SCRIPTED)
                 self.crawler.stats.inc_value("crawlcluster/render/looks_scripted")
@@ -243,11 +263,7 @@ class BrowserRender:
     async def _rendered(self, request: Request,
                         document: Response | None = None) -> HtmlResponse:
         async with self.slots:
-            try:
-                return await asyncio.wait_for(self._render(request, document), self.timeout)
-            except Exception:
-                await self._discard_browser()       # crashed or hung: a new one next page
-                raise
+            return await asyncio.wait_for(self._render(request, document), self.timeout)
 
     async def _render(self, request: Request, document: Response | None) -> HtmlResponse:
         """The page loaded in the browser, done once none of its requests has been open
@@ -256,7 +272,7 @@ class BrowserRender:
         browser = await self._browser()
         url = document.url if document is not None else request.url
         traffic = _Traffic()
-        self.rendering += 1
+        self.rendering[browser] += 1
         try:
             page = await browser.new_page(user_agent=_text(request.headers.get("User-Agent")))
             try:
@@ -268,9 +284,14 @@ class BrowserRender:
                 url = page.url                  # where the browser's redirects led
             finally:
                 await page.close()
+        except BaseException:           # crashed, or hung past the timeout: not used again
+            await self._discard(browser)
+            raise
         finally:
-            self.rendering -= 1
+            self._page_done(browser)
         self.pages_in_browser += 1
+        if self.memory_bound and self.pages_in_browser % MEMORY_EVERY == 0:
+            self.over_bound = browser_memory_mb(os.getpid()) > self.memory_bound
         self.crawler.stats.inc_value("crawlcluster/render/pages")
         info = request.meta.get("crawlcluster")
         if info:
@@ -313,11 +334,19 @@ class BrowserRender:
             await asyncio.sleep(wait)
 
     async def _browser(self) -> Any:
-        """The browser, started if there is none; started again once it has rendered its
-        share and no other page is rendering in it (or if it is gone)."""
-        worn = self.pages_in_browser >= self.restart_after and not self.rendering
+        """The browser, started if there is none. Once it has rendered its share, or
+        holds more memory than its bound, new pages wait for its pages to be done, then
+        it is closed and a new one started (one browser at a time: the budget holds)."""
+        async with self.starting:
+            return await self._current_browser()
+
+    async def _current_browser(self) -> Any:
+        worn = self.pages_in_browser >= self.restart_after or self.over_bound
         if self.browser is not None and (worn or not self.browser.is_connected()):
-            await self._discard_browser()
+            old, self.browser = self.browser, None
+            while self.rendering[old] and old.is_connected():
+                await asyncio.sleep(0.05)
+            await _close(old)
         if self.browser is None:
             try:
                 from playwright.async_api import async_playwright
@@ -329,26 +358,37 @@ class BrowserRender:
                 self.playwright = await async_playwright().start()
             self.browser = await self.playwright.chromium.launch(
                 executable_path=executable, args=list(BROWSER_ARGS))
-            self.pages_in_browser = 0
+            self.pages_in_browser, self.over_bound = 0, False
             self.crawler.stats.inc_value("crawlcluster/render/browsers")
         return self.browser
 
-    async def _discard_browser(self) -> None:
-        browser, self.browser = self.browser, None
-        if browser is not None:
-            try:
-                await browser.close()
-            except Exception as exc:  # noqa: BLE001 - a dead browser's close fails too
-                logger.warning("closing the browser failed: %s", exc)
+    def _page_done(self, browser: Any) -> None:
+        self.rendering[browser] -= 1
+        if self.rendering[browser] <= 0:
+            del self.rendering[browser]
+
+    async def _discard(self, browser: Any) -> None:
+        """Close ``browser``; the next page gets a new one if it was the current one."""
+        if browser is self.browser:
+            self.browser = None
+        await _close(browser)
 
     def _closed(self) -> Any:
         async def close() -> None:
-            await self._discard_browser()
+            if self.browser is not None:
+                await self._discard(self.browser)
             if self.playwright is not None:
                 await self.playwright.stop()
                 self.playwright = None
 
         return deferred_from_coro(close())
+
+
+async def _close(browser: Any) -> None:
+    try:
+        await browser.close()
+    except Exception as exc:  # noqa: BLE001 - a dead browser's close fails too
+        logger.warning("closing the browser failed: %s", exc)
 
 
 def browser_path(setting: str) -> str:
@@ -360,6 +400,41 @@ def browser_path(setting: str) -> str:
     raise CrawlClusterError(
         f"a rule with render needs Chromium at {setting or ' or '.join(BROWSERS)} "
         "(CRAWLCLUSTER_BROWSER): apt install chromium-headless-shell")
+
+
+def browser_processes(pid: int) -> list[int]:
+    """The Chromium processes below process ``pid`` (its browsers'), from /proc."""
+    parents: dict[int, int] = {}
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                parents[int(entry.name)] = int(
+                    (entry / "stat").read_text().rsplit(")", 1)[1].split()[1])
+            except (OSError, ValueError, IndexError):
+                continue
+    below, frontier = [], [pid]
+    while frontier:
+        frontier = [child for child, parent in parents.items() if parent in frontier]
+        below += frontier
+    return [child for child in below if b"chrom" in _read_bytes(f"/proc/{child}/cmdline")]
+
+
+def browser_memory_mb(pid: int) -> float:
+    """The memory (MB, proportional set size: shared pages split between their users)
+    of the browsers below process ``pid``."""
+    total_kb = 0
+    for child in browser_processes(pid):
+        for line in _read_bytes(f"/proc/{child}/smaps_rollup").decode().splitlines():
+            if line.startswith("Pss:"):
+                total_kb += int(line.split()[1])
+    return total_kb / 1024
+
+
+def _read_bytes(path: str) -> bytes:
+    try:
+        return Path(path).read_bytes()
+    except OSError:                  # the process is gone
+        return b""
 
 
 def looks_scripted(response: Response) -> bool:

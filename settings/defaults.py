@@ -172,11 +172,14 @@ CRAWLCLUSTER_REFUSE_PRIVATE_ADDRESSES = False
 # installed, else chromium (never a browser downloaded at run time).
 CRAWLCLUSTER_BROWSER = ""
 # Pages a spider process renders in its browser at once.
-CRAWLCLUSTER_RENDER_PAGES = 2
+CRAWLCLUSTER_RENDER_PAGES = 4
 # Seconds a page may take to render (scripts and their requests done) before it fails.
 CRAWLCLUSTER_RENDER_TIMEOUT = 30.0
 # Pages a browser renders before it is started again (a long-lived browser grows).
 CRAWLCLUSTER_BROWSER_RESTART_PAGES = 200
+# MB (proportional set size) a spider's browser may hold; past it, it is started again
+# once its pages are done (measured every 10 pages; 0 = no bound).
+CRAWLCLUSTER_BROWSER_MAX_MB = 600.0
 # Items written to MongoDB per batch.
 CRAWLCLUSTER_MONGODB_BATCH = 100
 # Seconds an item waits at most for its batch to fill before it is written.

@@ -106,6 +106,19 @@ def require_program(program: str, package: str) -> str | None:
     return shutil.which(program)
 
 
+def ensure_browser(out: Callable[[str], None] = print) -> None:
+    """Playwright and Debian's headless Chromium, for a rule with ``render``: installed
+    (pip, apt) if missing, as the servers are."""
+    import importlib.util
+
+    if importlib.util.find_spec("playwright") is None:
+        out("installing Playwright (pip) for the pages a browser renders")
+        _pip_install("playwright>=1.40")
+    if shutil.which("chromium-headless-shell") is None:
+        out("installing Chromium (apt: chromium-headless-shell) for the pages a browser renders")
+        require_program("chromium-headless-shell", "chromium-headless-shell")
+
+
 def _pip_install(*packages: str) -> None:
     _run_install([sys.executable, "-m", "pip", "install", "-q", *packages], os.environ)
 

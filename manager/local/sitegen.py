@@ -52,6 +52,9 @@ class SiteSpec:
     large_share: float = 0.0
     large_kb: tuple = (50, 500)
     crawl_delays: dict = field(default_factory=dict)     # host -> robots.txt Crawl-delay
+    # hosts whose list and detail pages are written by a script from a JSON endpoint
+    # (``<page>.json``): a crawl that does not render them finds none of their links
+    scripted_hosts: tuple = ()
 
     def base(self, host: str) -> str:
         return f"http://{host}:{self.port}"
@@ -184,14 +187,22 @@ def _detail(spec: SiteSpec, host: str, number: int, rng: random.Random) -> Page:
 
 
 def _write_page(www: Path, page: Page, spec: SiteSpec) -> None:
-    html = _render(page, spec)
-    _write(www / page.path, html.encode(page.encoding))
-
-
-def _render(page: Page, spec: SiteSpec) -> str:
-    title = page.fields.get("title") or f"{page.kind} {page.path}"
     body = {"index": _index_body, "list": _list_body, "detail": _detail_body,
             "private": lambda p: "<p>不应被抓取的页面</p>"}[page.kind](page)
+    if _scripted(page, spec):
+        data = page.path.removesuffix(".html") + ".json"
+        _write(www / data, json.dumps({"html": body}, ensure_ascii=False).encode())
+        body = ('<div id="app"></div><script>fetch("/' + data + '").then(r => r.json())'
+                '.then(d => { document.getElementById("app").innerHTML = d.html; });</script>')
+    _write(www / page.path, _render(page, spec, body).encode(page.encoding))
+
+
+def _scripted(page: Page, spec: SiteSpec) -> bool:
+    return page.host in spec.scripted_hosts and page.kind in ("list", "detail")
+
+
+def _render(page: Page, spec: SiteSpec, body: str) -> str:
+    title = page.fields.get("title") or f"{page.kind} {page.path}"
     sites = " ".join(f'<a href="{spec.base(h)}/">站点 {h}</a>' for h in spec.hosts)
     return (f'<!DOCTYPE html>\n<html><head><meta charset="{page.encoding}">'
             f"<title>{escape(title)}</title></head><body>\n"
@@ -255,6 +266,9 @@ def _manifest(spec: SiteSpec, pages: list[Page], lean: bool = False) -> Manifest
                    "depth": depths.get(p.url), "links": _page_links(p, spec), **p.fields}
                   for p in crawlable],
         "disallowed": [p.url for p in pages if p.kind == "private"],
+        # what the scripted pages' scripts fetch (a browser rendering them does)
+        **({"script_data": [p.url.removesuffix(".html") + ".json" for p in crawlable
+                            if _scripted(p, spec)]} if spec.scripted_hosts else {}),
     }
 
 

@@ -6,6 +6,7 @@ costs the pages it held one more fetch, and nothing is lost."""
 
 import json
 import os
+import re
 import signal
 import time
 from collections import Counter
@@ -13,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from crawler.render import SAMPLE
+from crawler.render import MEMORY_EVERY, SAMPLE, browser_memory_mb, browser_processes
 from manager.local.crawl import Crawl, submit
 from manager.local.services import StaticSite, free_port, require_program
 from manager.local.sitelog import check_fetched_once, fetch_summary, page_fetches
@@ -77,14 +78,14 @@ def scripted_site(tmp_path):
         yield f"http://127.0.0.1:{port}/", site
 
 
-def crawl(test_settings, mongo_db, tmp_path, start, render, during=None):
+def crawl(test_settings, mongo_db, tmp_path, start, render, during=None, **extra):
     crawlid = f"render-{render}"
     (tmp_path / crawlid).mkdir(exist_ok=True)
     submit(test_settings, {"crawlid": crawlid, "spider_type": "universal", "url": start,
                            "rule": dict(RULE, render=render)})
     # a browser starting on a loaded machine can take seconds: not an idle spider's cue
     spiders = Crawl(test_settings, "universal", tmp_path / crawlid,
-                    CRAWLCLUSTER_IDLE_TIMEOUT="10")
+                    CRAWLCLUSTER_IDLE_TIMEOUT="10", **extra)
     try:
         if during:
             during(spiders.workers[0].pid)
@@ -93,34 +94,6 @@ def crawl(test_settings, mongo_db, tmp_path, start, render, during=None):
         spiders.stop()
     return {item["url"]: item["title"]
             for item in mongo_db["items_universal"].find({"crawlid": crawlid})}
-
-
-def descendants(pid):
-    """Every process below ``pid`` (from /proc)."""
-    parents = {}
-    for entry in Path("/proc").iterdir():
-        if entry.name.isdigit():
-            try:
-                parents[int(entry.name)] = int((entry / "stat").read_text().rsplit(")", 1)[1]
-                                               .split()[1])
-            except (OSError, ValueError, IndexError):
-                continue
-    found, frontier = [], [pid]
-    while frontier:
-        children = [child for child, parent in parents.items() if parent in frontier]
-        found += children
-        frontier = children
-    return found
-
-
-def browsers_of(pid):
-    """The spider's Chromium processes (not any other test's)."""
-    def command(child):
-        try:
-            return Path(f"/proc/{child}/cmdline").read_bytes()
-        except OSError:
-            return b""
-    return [child for child in descendants(pid) if b"chromium" in command(child)]
 
 
 @pytest.mark.parametrize("render", ["never", "always"])
@@ -164,7 +137,7 @@ def test_render_a_browser_killed_mid_crawl_costs_one_retry(test_settings, mongo_
                 assert time.monotonic() < deadline, "the crawl did not get going"
                 assert Path(f"/proc/{spider_pid}").exists(), "the spider ended early"
                 time.sleep(0.05)
-            for child in browsers_of(spider_pid):
+            for child in browser_processes(spider_pid):
                 os.kill(child, signal.SIGKILL)
                 killed.append(child)
 
@@ -230,3 +203,38 @@ def test_render_a_browsers_own_requests_keep_within_the_sites_rate(
     for i, first in enumerate(times):          # never more than 4 in any second
         assert sum(1 for t in times[i:i + 6] if t - first < 1.0) <= 4 + 1
     assert times[-1] - times[0] >= len(times) / 4 - 2
+
+
+def test_render_a_browser_stays_within_its_memory_bound_over_a_long_crawl(
+        test_settings, mongo_db, tmp_path):
+    """A browser past ``CRAWLCLUSTER_BROWSER_MAX_MB`` is started again once its pages are
+    done, one browser at a time: over hundreds of rendered pages its processes never hold
+    much more than the bound (it is measured every ``MEMORY_EVERY`` pages), and no page
+    is lost or fetched twice."""
+    # a browser rendering 4 pages holds ~210-270 MB here: the bound is soon reached
+    articles, bound = 200, 220
+    port = free_port(["127.0.0.1"])
+    write_site(tmp_path / "www" / "127.0.0.1", articles)
+    start = f"http://127.0.0.1:{port}/"
+    held = []
+
+    def measure_the_browser_until_done(spider_pid):
+        stat = Path(f"/proc/{spider_pid}/stat")
+        while stat.read_text().rsplit(")", 1)[1].split()[0] != "Z":   # until it exits
+            held.append(browser_memory_mb(spider_pid))
+            time.sleep(0.2)
+
+    with StaticSite(tmp_path / "www", ["127.0.0.1"], port, tmp_path / "run") as site:
+        items = crawl(test_settings, mongo_db, tmp_path, start, "always",
+                      during=measure_the_browser_until_done,
+                      CRAWLCLUSTER_BROWSER_MAX_MB=str(bound),
+                      CRAWLCLUSTER_BROWSER_RESTART_PAGES="100000")
+        fetched = page_fetches(site.access_log(), site.port)
+    stats = (tmp_path / "render-always" / "spider0.log").read_text()
+    browsers = int(re.search(r"'crawlcluster/render/browsers': (\d+)", stats).group(1))
+    print(f"\nrender always, {len(items)} items, browser memory bound {bound} MB: at most "
+          f"{max(held):.0f} MB held, {browsers} browsers over the crawl")
+    assert len(items) == articles + 1
+    assert max(fetched.values()) == 1, fetch_summary(fetched)
+    assert browsers >= 3                                   # the bound was reached
+    assert max(held) <= bound * 1.3, f"{MEMORY_EVERY} pages past the bound: {max(held)} MB"

@@ -1,9 +1,20 @@
 """``render: auto``'s pure logic (crawler/render.py): URL patterns, the way a pattern's
 pages go from its comparisons, and what counts as a page needing rendering."""
 
+import random
+
+import pytest
 from scrapy.http import HtmlResponse
 
-from crawler.render import MAX_PATTERNS, SAMPLE, choose_way, needs_rendering, url_pattern
+from crawler.render import (
+    MAX_PATTERNS,
+    SAMPLE,
+    choose_way,
+    needs_rendering,
+    render_mode,
+    url_pattern,
+)
+from crawler.rules import RuleError, validate_rule
 
 
 def test_render_patterns_abstract_numbers_and_ids():
@@ -17,7 +28,7 @@ def test_render_patterns_abstract_numbers_and_ids():
 
 
 def test_render_way_samples_then_follows_the_majority(monkeypatch):
-    monkeypatch.setattr("crawler.render.random.randrange", lambda n: 1)   # no re-check
+    monkeypatch.setattr("crawler.render.random.randrange", lambda n: n - 1)   # no re-check
     assert choose_way(None, 0) == "compare"
     assert choose_way((SAMPLE - 1, SAMPLE - 1), 1) == "compare"
     # its sample being compared already: the page waits for the verdict
@@ -27,6 +38,16 @@ def test_render_way_samples_then_follows_the_majority(monkeypatch):
     assert choose_way(None, MAX_PATTERNS) == "render"      # past the bound: the safe way
     monkeypatch.setattr("crawler.render.random.randrange", lambda n: 0)
     assert choose_way((SAMPLE, 0), 1) == "compare"          # the occasional re-check
+
+
+def test_render_a_pattern_is_checked_again_less_often_the_more_its_comparisons_agree():
+    def checks(counts, pages=20000):
+        random.seed(1)
+        return sum(choose_way(counts, 1) == "compare" for _ in range(pages)) / pages
+
+    assert 0.015 < checks((SAMPLE, 0)) < 0.025                       # one in RECHECK
+    assert 0.007 < checks((2 * SAMPLE, 0)) < 0.013                   # half as often
+    assert checks((2 * SAMPLE, SAMPLE)) == pytest.approx(checks((SAMPLE, 0)), abs=0.005)
 
 
 def page(body):
@@ -41,3 +62,23 @@ def test_render_needed_when_it_gives_more_links_or_fields():
     assert needs_rendering(empty, titled, {"title": "//h1/text()"})
     assert not needs_rendering(empty, titled, None)
     assert not needs_rendering(titled, titled, {"title": "//h1/text()"})
+
+
+def test_render_a_precise_rule_chooses_per_step_and_sources_are_never_rendered():
+    rule = {"first_page_xpath": {"list_from": "//li"}, "render": {"detail": "auto"}}
+    config = {"rule": rule}
+    assert render_mode(config, {"callback": "parse"}) == "never"          # a list page
+    assert render_mode(config, {"callback": "parse_detail"}) == "auto"
+    assert render_mode({"rule": dict(rule, render="always")}, {}) == "always"
+    assert render_mode({"rule": dict(rule, render="always")},
+                       {"callback": "parse_sitemap"}) == "never"
+    assert render_mode({"rule": {}}, {}) == "never"
+
+
+def test_render_rule_schemas_take_a_mode_and_a_precise_rule_a_mode_per_step():
+    base = {"first_page_xpath": {"list_from": "//li"}}
+    assert validate_rule("precise", dict(base, render={"list": "never", "detail": "auto"}))
+    assert validate_rule("universal", {"rules": [{"allow": "/"}], "render": "auto"})
+    for bad in ({"page": "auto"}, {"detail": "sometimes"}, {}, "sometimes"):
+        with pytest.raises(RuleError, match="render"):
+            validate_rule("precise", dict(base, render=bad))
