@@ -73,6 +73,8 @@ setup(
         "bench": [
             "trafilatura>=2",  # bench/maintext.py, bench/crawl.py (the CrawlSpider peer)
             "lxml_html_clean",  # which trafilatura imports; lxml 6 no longer ships it
+            # bench/render.py's peer, run on the system's Chromium
+            "crawlee[adaptive-crawler,playwright]>=1.11,<1.12",
         ],
     },
     entry_points={"console_scripts": ["crawlcluster = manager.cli:main"]},

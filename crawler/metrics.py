@@ -33,6 +33,18 @@ SPIDER_ERRORS = Counter("crawlcluster_spider_errors", "Callbacks that raised, by
 LATENCY = Histogram("crawlcluster_download_latency_seconds", "Time from sending a request to "
                     "its response", ["spider"],
                     buckets=(0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30))
+RENDERED = Counter("crawlcluster_rendered_pages", "Pages rendered in a browser (a rule's "
+                   "render)", ["spider"])
+RENDER_REQUESTS = Counter("crawlcluster_render_requests", "Requests a rendering browser made "
+                          "for its pages (scripts, styles, XHR), each through the throttle",
+                          ["spider"])
+RENDER_COMPARED = Counter("crawlcluster_render_compared", "Pages of render auto fetched and "
+                          "rendered to compare, by outcome (needed, not_needed)",
+                          ["spider", "outcome"])
+LOOKS_SCRIPTED = Counter("crawlcluster_looks_scripted_pages", "Pages that looked built by "
+                         "scripts in a crawl rendering none", ["spider"])
+BROWSERS = Counter("crawlcluster_browsers_started", "Browsers started (first use, after a "
+                   "crash, past their page count or memory bound)", ["spider"])
 JOB_TASKS = Gauge("crawlcluster_job_tasks", "Tasks a job has taken and not yet downloaded "
                   "(its in-memory queue and downloads in flight)", ["spider", "job"],
                   multiprocess_mode="livesum")
@@ -46,6 +58,11 @@ MIRRORED: dict[str, tuple[Counter, str | None]] = {
     "downloader/response_status_count/": (RESPONSES, "status"),
     "downloader/exception_type_count/": (DOWNLOAD_ERRORS, "kind"),
     "spider_exceptions/": (SPIDER_ERRORS, "kind"),
+    "crawlcluster/render/pages": (RENDERED, None),
+    "crawlcluster/render/requests": (RENDER_REQUESTS, None),
+    "crawlcluster/render/compared/": (RENDER_COMPARED, "outcome"),
+    "crawlcluster/render/looks_scripted": (LOOKS_SCRIPTED, None),
+    "crawlcluster/render/browsers": (BROWSERS, None),
 }
 _PREFIXES = tuple(name for name in MIRRORED if name.endswith("/"))
 PUBLISH_EVERY = 1.0          # seconds between publishing the stats to the counters

@@ -13,6 +13,9 @@ from crawler import metrics
     ("downloader/exception_type_count/twisted.internet.error.ConnectionRefusedError",
      metrics.DOWNLOAD_ERRORS, {"kind": "ConnectionRefusedError"}),
     ("spider_exceptions/KeyError", metrics.SPIDER_ERRORS, {"kind": "KeyError"}),
+    ("crawlcluster/render/pages", metrics.RENDERED, {}),
+    ("crawlcluster/render/compared/needed", metrics.RENDER_COMPARED, {"outcome": "needed"}),
+    ("crawlcluster/render/browsers", metrics.BROWSERS, {}),
 ])
 def test_mirrored_stats(stat, counter, labels):
     assert metrics.mirrored(stat) == (counter, labels)
