@@ -19,13 +19,14 @@ new browser.
 ``auto`` renders only where a page needs it, learnt per URL pattern (``url_pattern``:
 the host and path, numbers and ids abstracted) and shared by every node through Redis
 (``Keys.crawl_render``, retired with the crawl). The first ``SAMPLE`` pages of a
-pattern, and after that a share of its pages that shrinks as its comparisons keep
-agreeing (one in ``RECHECK`` at first), are fetched as usual and then rendered as well,
-and the two compared on what the crawl wants of them (``needs_rendering``: the page's
-links, and the fields its rule extracts); the rendered one is kept if it gave more. The
-browser is given the fetched page, not fetching it again. Other pages of a pattern being
-sampled wait for the verdict.
-Once a pattern has its sample, its pages go the way most of its compared pages needed.
+pattern (up to ``SAMPLE_MAX`` if they disagree), and after that a share of its pages
+that shrinks as its comparisons keep agreeing (one in ``RECHECK`` at first), are
+fetched as usual and then rendered as well (the browser is given the fetched page, not
+fetching it again), and the two compared on what the crawl wants of them
+(``needs_rendering``: the page's links, and the fields its rule extracts); the rendered
+one is kept if it gave more. Other pages of a pattern being sampled wait for the
+verdict. Once a pattern has its sample, its pages go the way most of its compared pages
+needed.
 A crawl learns at most ``MAX_PATTERNS`` patterns; a page of another is rendered.
 """
 
@@ -49,7 +50,14 @@ from scrapy.utils.defer import deferred_from_coro
 from crawler.context import JobContext
 from crawler.rules import compile_universal, every_url, field_selector
 from crawler.spiders import SOURCE_CALLBACKS, css_value, first_value
-from master.crawls import LOOKS_SCRIPTED, RENDER_SAMPLE, RENDERED, render_patterns
+from master.crawls import (
+    LOOKS_SCRIPTED,
+    RENDER_SAMPLE,
+    RENDER_SAMPLE_MAX,
+    RENDERED,
+    render_patterns,
+    render_sample_left,
+)
 from master.keys import Keys
 from master.siteconfig import domain_of
 from settings.errors import CrawlClusterError
@@ -57,7 +65,8 @@ from settings.errors import CrawlClusterError
 logger = logging.getLogger(__name__)
 
 RENDER_MODES = ("never", "always", "auto")
-SAMPLE = RENDER_SAMPLE   # pages of a pattern compared before its pages go one way
+SAMPLE = RENDER_SAMPLE   # pages of a pattern compared before its pages go one way, if
+SAMPLE_MAX = RENDER_SAMPLE_MAX   # they agree; else up to this many
 RECHECK = 50            # then one page in this many is compared again, times the
                         # comparisons that agreed / SAMPLE
 MAX_PATTERNS = 1000     # patterns a crawl learns (Keys.crawl_render's fields / 2)
@@ -105,8 +114,9 @@ def choose_way(counts: tuple[int, int] | None, known_patterns: int, comparing: i
     if counts is None and known_patterns >= MAX_PATTERNS:
         return "render"                     # too many patterns to learn: the safe way
     compared, needed = counts or (0, 0)
-    if compared < SAMPLE:
-        return "compare" if compared + comparing < SAMPLE else "wait"
+    left = render_sample_left(compared, needed)
+    if left:
+        return "compare" if comparing < left else "wait"
     agreed = max(needed, compared - needed)
     if random.randrange(RECHECK * agreed) < SAMPLE:
         return "compare"
@@ -277,15 +287,18 @@ class BrowserRender:
             page = await browser.new_page(user_agent=_text(request.headers.get("User-Agent")))
             try:
                 traffic.watch(page)
-                await page.route("**/*", partial(self._route, url, document))
+                rule = (request.meta.get("crawlcluster") or {}).get("config", {}).get("rule")
+                blocked = set(BLOCKED_RESOURCES) - set((rule or {}).get("render_load", ()))
+                await page.route("**/*", partial(self._route, url, document, blocked))
                 reply = await page.goto(url, wait_until="load")
                 await traffic.settled(QUIET)
                 body = await page.content()
                 url = page.url                  # where the browser's redirects led
             finally:
                 await page.close()
-        except BaseException:           # crashed, or hung past the timeout: not used again
-            await self._discard(browser)
+        except BaseException as exc:
+            if isinstance(exc, asyncio.CancelledError) or not browser.is_connected():
+                await self._discard(browser)    # hung past the render timeout, or crashed
             raise
         finally:
             self._page_done(browser)
@@ -300,12 +313,14 @@ class BrowserRender:
                             body=body.encode("utf-8"), encoding="utf-8", request=request,
                             flags=["rendered"])
 
-    async def _route(self, url: str, document: Response | None, route: Any) -> None:
-        """Each request the page makes: images, fonts and media refused; the page itself
-        from ``document`` if given; the rest once the cluster throttle of its domain lets
-        it go (the page's own request has been through it as the page's task)."""
+    async def _route(self, url: str, document: Response | None, blocked: set[str],
+                     route: Any) -> None:
+        """Each request the page makes: of a ``blocked`` type (images, fonts, media unless
+        the rule's ``render_load`` names them) refused; the page itself from ``document``
+        if given; the rest once the cluster throttle of its domain lets it go (the page's
+        own request has been through it as the page's task)."""
         asked = route.request
-        if asked.resource_type in BLOCKED_RESOURCES:
+        if asked.resource_type in blocked:
             await route.abort()
         elif asked.url == url and asked.is_navigation_request():
             if document is None:

@@ -24,7 +24,9 @@ from settings.loader import Settings
 
 # Keys.crawl_render: a crawl's rendered pages, and pages that looked built by scripts
 RENDERED, LOOKS_SCRIPTED = "~rendered", "~looks_scripted"
-RENDER_SAMPLE = 3     # pages of a URL pattern compared before its pages go one way
+# pages of a URL pattern compared before its pages go one way: so many if they agree,
+# else up to the larger number (a sequential sample: a clear pattern is learnt sooner)
+RENDER_SAMPLE, RENDER_SAMPLE_MAX = 2, 5
 HUB_SPAN = 3600.0     # seconds between visits of a hub, unless its crawl says (hub_span)
 CrawlConfig = dict[str, Any]     # a crawl request as stored (crawl.json, defaults filled)
 ShardWrites = dict[str, list[Any]]
@@ -256,9 +258,16 @@ def render_counts(fields: dict[str, str]) -> dict[str, int]:
     found to need it, URL patterns learnt (compared enough) and how many of them are
     rendered, and pages that looked built by scripts in a crawl that renders none."""
     patterns = render_patterns(fields)
-    learnt = [counts for counts in patterns.values() if counts[0] >= RENDER_SAMPLE]
+    learnt = [counts for counts in patterns.values() if render_sample_left(*counts) == 0]
     return {"rendered": int(fields.get(RENDERED, 0)),
             "needed": sum(needed for _, needed in patterns.values()),
             "patterns_learnt": len(learnt),
             "patterns_rendered": sum(1 for compared, needed in learnt if 2 * needed > compared),
             "looks_scripted": int(fields.get(LOOKS_SCRIPTED, 0))}
+
+
+def render_sample_left(compared: int, needed: int) -> int:
+    """Pages of a URL pattern still to compare before its pages go one way: up to
+    ``RENDER_SAMPLE`` while its comparisons agree, up to ``RENDER_SAMPLE_MAX`` if not."""
+    agree = needed in (0, compared)
+    return max((RENDER_SAMPLE if agree else RENDER_SAMPLE_MAX) - compared, 0)

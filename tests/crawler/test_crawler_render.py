@@ -78,11 +78,11 @@ def scripted_site(tmp_path):
         yield f"http://127.0.0.1:{port}/", site
 
 
-def crawl(test_settings, mongo_db, tmp_path, start, render, during=None, **extra):
+def crawl(test_settings, mongo_db, tmp_path, start, render, during=None, rule=None, **extra):
     crawlid = f"render-{render}"
     (tmp_path / crawlid).mkdir(exist_ok=True)
     submit(test_settings, {"crawlid": crawlid, "spider_type": "universal", "url": start,
-                           "rule": dict(RULE, render=render)})
+                           "rule": dict(rule or RULE, render=render)})
     # a browser starting on a loaded machine can take seconds: not an idle spider's cue
     spiders = Crawl(test_settings, "universal", tmp_path / crawlid,
                     CRAWLCLUSTER_IDLE_TIMEOUT="10", **extra)
@@ -191,15 +191,19 @@ def test_render_auto_gets_what_always_gets_rendering_only_the_scripted_patterns(
 def test_render_a_browsers_own_requests_keep_within_the_sites_rate(
         test_settings, mongo_db, zookeeper, scripted_site, tmp_path):
     """The cluster throttle counts what a page's scripts fetch: 4 requests a second to
-    the site, pages and their scripts' requests together, never more."""
+    the site, pages and their scripts' requests together, never more. A rule that asks
+    for images (``render_load``) has them loaded, through the throttle too."""
     start, site = scripted_site
     SiteConfig.from_settings(test_settings, zookeeper).set_limit("127.0.0.1", hits=4, window=1)
-    items = crawl(test_settings, mongo_db, tmp_path, start, "always")
+    items = crawl(test_settings, mongo_db, tmp_path, start, "always",
+                  rule=dict(RULE, render_load=["image"]))
     assert len(items) == ARTICLES + 1
     entries = [e for e in site.access_log() if not e["path"].endswith("robots.txt")]
     times = sorted(e["time"] for e in entries)
     print(f"\n{len(times)} requests in {times[-1] - times[0]:.1f} s")
-    assert len(times) == 4 + 2 + 2 * ARTICLES      # pages, list.js/.json, articles' JSON
+    images = [e for e in entries if e["path"].endswith("logo.png")]
+    assert len(images) == 2 + ARTICLES             # the index's, the app list's, each article's
+    assert len(times) == 4 + 2 + 2 * ARTICLES + len(images)   # pages, list.js/.json, JSON
     for i, first in enumerate(times):          # never more than 4 in any second
         assert sum(1 for t in times[i:i + 6] if t - first < 1.0) <= 4 + 1
     assert times[-1] - times[0] >= len(times) / 4 - 2

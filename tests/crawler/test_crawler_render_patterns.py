@@ -9,6 +9,7 @@ from scrapy.http import HtmlResponse
 from crawler.render import (
     MAX_PATTERNS,
     SAMPLE,
+    SAMPLE_MAX,
     choose_way,
     needs_rendering,
     render_mode,
@@ -47,7 +48,17 @@ def test_render_a_pattern_is_checked_again_less_often_the_more_its_comparisons_a
 
     assert 0.015 < checks((SAMPLE, 0)) < 0.025                       # one in RECHECK
     assert 0.007 < checks((2 * SAMPLE, 0)) < 0.013                   # half as often
-    assert checks((2 * SAMPLE, SAMPLE)) == pytest.approx(checks((SAMPLE, 0)), abs=0.005)
+    # comparisons that disagree keep it up: half of these agree with the majority
+    assert checks((SAMPLE_MAX + 1, 3)) == pytest.approx(2 * checks((SAMPLE_MAX + 1, 0)),
+                                                        abs=0.004)
+
+
+def test_render_a_pattern_whose_sample_disagrees_is_compared_further(monkeypatch):
+    monkeypatch.setattr("crawler.render.random.randrange", lambda n: n - 1)   # no re-check
+    assert choose_way((SAMPLE, 1), 1) == "compare"               # one needed it, one not
+    assert choose_way((SAMPLE, 1), 1, comparing=SAMPLE_MAX - SAMPLE) == "wait"
+    assert choose_way((SAMPLE_MAX, 3), 1) == "render"            # the majority needed it
+    assert choose_way((SAMPLE_MAX, 2), 1) == "plain"
 
 
 def page(body):
