@@ -64,7 +64,6 @@ from settings.errors import CrawlClusterError
 
 logger = logging.getLogger(__name__)
 
-RENDER_MODES = ("never", "always", "auto")
 SAMPLE = RENDER_SAMPLE   # pages of a pattern compared before its pages go one way, if
 SAMPLE_MAX = RENDER_SAMPLE_MAX   # they agree; else up to this many
 RECHECK = 50            # then one page in this many is compared again, times the
@@ -457,10 +456,13 @@ def looks_scripted(response: Response) -> bool:
     under 200 characters of text outside its scripts (a page its scripts fill in)."""
     if not isinstance(response, HtmlResponse) or response.status != 200:
         return False
+    # cheapest first: most pages have links, and this runs on every page of such crawls
+    if float(response.xpath("count(//a[@href])").get() or 0) > 2:
+        return False
     if not response.xpath("//script"):
         return False
     text = response.xpath("//body//text()[not(ancestor::script or ancestor::style)]").getall()
-    return len(response.xpath("//a[@href]")) <= 2 and len("".join(text).strip()) < 200
+    return len("".join(text).strip()) < 200
 
 
 class _Traffic:

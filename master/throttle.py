@@ -128,8 +128,7 @@ class ThrottledQueues:
                 if self.site_config.is_blacklisted(domain):
                     result.blacklisted.append(domain)
                     continue
-                hits, window = self.limit(domain, (min_interval or {}).get(domain))
-                ip_hits = min(hits, self.site_config.ip_hits(domain))
+                hits, ip_hits, window = self.limits(domain, (min_interval or {}).get(domain))
                 wanted = (per_domain(domain, ip_hits, window) if callable(per_domain)
                           else per_domain)
                 args += [domain, hits, ip_hits, int(window * 1000), wanted]
@@ -198,14 +197,19 @@ class ThrottledQueues:
         if self.site_config.is_blacklisted(domain):
             return -1.0
         shard, now = self.keys.shard_of(domain), self.clock()
-        hits, window = self.limit(domain, min_interval)
-        ip_hits = min(hits, self.site_config.ip_hits(domain))
+        hits, ip_hits, window = self.limits(domain, min_interval)
         reply = self.scripts.run(
             "throttle_take", [self.keys.leases(shard), self.keys.job_domains(job, shard),
                               self.keys.lease_owners(shard), self.keys.throttle(shard)],
             [repr(now), repr(now), self.keys.queue_template(shard), job, spider_type, ip,
              domain, hits, ip_hits, int(window * 1000), -1])[1]
         return float(reply.removeprefix("wait:")) if isinstance(reply, str) else 0.0
+
+    def limits(self, domain: str, min_interval: float | None) -> tuple[int, int, float]:
+        """``(hits, hits from one IP, window)`` for a domain (``limit``, and its per-IP
+        limit if tighter)."""
+        hits, window = self.limit(domain, min_interval)
+        return hits, min(hits, self.site_config.ip_hits(domain)), window
 
     def limit(self, domain: str, min_interval: float | None = None) -> tuple[int, float]:
         """``(hits, window)`` for a domain: the site config, tightened by a Crawl-delay."""

@@ -114,11 +114,15 @@ local function take(domain)
   local ip_slots, ip_used = inside(current[domain.by_ip], window_s)
   local type_room, type_wait = room(type_slots, type_used, domain.hits, window_s)
   local ip_room, ip_wait = room(ip_slots, ip_used, domain.ip_hits, window_s)
-  if domain.wanted < 0 and math.min(type_room, ip_room) > 0 then
+  -- both windows, with ``hits`` more made now, to be written back
+  local function add_hits(hits)
     written[#written + 1] = domain.by_type
-    written[#written + 1] = record(type_slots, 1)
+    written[#written + 1] = record(type_slots, hits)
     written[#written + 1] = domain.by_ip
-    written[#written + 1] = record(ip_slots, 1)
+    written[#written + 1] = record(ip_slots, hits)
+  end
+  if domain.wanted < 0 and math.min(type_room, ip_room) > 0 then
+    add_hits(1)
     return 1
   end
   local count = math.min(domain.wanted, type_room, ip_room)
@@ -131,10 +135,7 @@ local function take(domain)
   if count <= 0 then return 'wait:' .. string.format('%.3f', math.max(type_wait, ip_wait)) end
   local tasks = {}
   for i = 1, #popped, 2 do tasks[#tasks + 1] = popped[i] end
-  written[#written + 1] = domain.by_type
-  written[#written + 1] = record(type_slots, #tasks)
-  written[#written + 1] = domain.by_ip
-  written[#written + 1] = record(ip_slots, #tasks)
+  add_hits(#tasks)
   return tasks
 end
 
