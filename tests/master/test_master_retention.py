@@ -94,6 +94,7 @@ def test_a_drained_crawl_leaves_redis_and_info_answers_from_its_record(
     cluster = Cluster(frontier_redis, settings, mongo_db)
     cluster.submit("done1", userid="alice")
     cluster.crawl_all()
+    frontier_redis.hincrby(cluster.keys.crawl_render("done1"), "~rendered", 1)   # render: auto
     assert cluster.keys_naming("done1")
     cluster.clock.now += FRESH + 1
     assert cluster.retention.run() == {"ended": 1, "retired": 0}
