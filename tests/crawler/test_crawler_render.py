@@ -215,8 +215,9 @@ def test_render_a_browser_stays_within_its_memory_bound_over_a_long_crawl(
     done, one browser at a time: over hundreds of rendered pages its processes never hold
     much more than the bound (it is measured every ``MEMORY_EVERY`` pages), and no page
     is lost or fetched twice."""
-    # a browser rendering 4 pages holds ~210-270 MB here: the bound is soon reached
-    articles, bound = 200, 220
+    # a browser rendering 4 pages holds ~150-270 MB here (less on a loaded machine): a
+    # bound below it is reached every few pages, whatever the load
+    articles, bound = 200, 150
     port = free_port(["127.0.0.1"])
     write_site(tmp_path / "www" / "127.0.0.1", articles)
     start = f"http://127.0.0.1:{port}/"
@@ -241,4 +242,5 @@ def test_render_a_browser_stays_within_its_memory_bound_over_a_long_crawl(
     assert len(items) == articles + 1
     assert max(fetched.values()) == 1, fetch_summary(fetched)
     assert browsers >= 3                                   # the bound was reached
-    assert max(held) <= bound * 1.3, f"{MEMORY_EVERY} pages past the bound: {max(held)} MB"
+    # one browser at a time: never two browsers' worth
+    assert max(held) <= bound * 2, f"{MEMORY_EVERY} pages past the bound: {max(held)} MB"
