@@ -2,27 +2,26 @@
 
 A rule's ``render`` is ``never`` (the default: the HTML the server sends), ``always``, or
 ``auto``. With ``always`` each page of the crawl is loaded in a headless Chromium
-(Debian's ``chromium``, ``CRAWLCLUSTER_BROWSER``; never a browser downloaded at run
-time) driven by Playwright,
-and the spider reads the document as the page's scripts left it. ``BrowserRender`` is a
-downloader middleware late in the chain: robots.txt, the proxy and the user agent have
-had their say, and every middleware's ``process_response`` sees the rendered page as it
-would a fetched one. The browser loads the page's scripts, styles and XHR, not its
-images, fonts or media. A node renders ``CRAWLCLUSTER_RENDER_PAGES`` pages at once per
-spider process; its browser is started when first needed and started again after
-``CRAWLCLUSTER_BROWSER_RESTART_PAGES`` pages, or once its processes hold more than
-``CRAWLCLUSTER_BROWSER_MAX_MB`` (a long-lived browser grows). A browser
-that crashes or does not answer within ``CRAWLCLUSTER_RENDER_TIMEOUT`` fails the page's
-download, which the cluster retries like any failed download, and the next page gets a
-new browser.
+(Debian's, ``CRAWLCLUSTER_BROWSER``; never a browser downloaded at run time) driven by
+Playwright, and the spider reads the document as the page's scripts left it.
+``BrowserRender`` is a downloader middleware that renders the page as fetched, once it
+is decompressed and its redirects followed: the page's request leaves when the cluster
+throttle lets its task go, like any page's, and the browser is given the page rather
+than fetching it again. The browser loads the page's scripts, styles and XHR (each
+through the cluster throttle of its domain), not its images, fonts or media. A node
+renders ``CRAWLCLUSTER_RENDER_PAGES`` pages at once per spider process; its browser is
+started when first needed and started again after ``CRAWLCLUSTER_BROWSER_RESTART_PAGES``
+pages, or once its processes hold more than ``CRAWLCLUSTER_BROWSER_MAX_MB`` (a
+long-lived browser grows). A browser that crashes or does not answer within
+``CRAWLCLUSTER_RENDER_TIMEOUT`` fails the page's task, which the cluster retries like a
+failed download, and the next page gets a new browser.
 
 ``auto`` renders only where a page needs it, learnt per URL pattern (``url_pattern``:
 the host and path, numbers and ids abstracted) and shared by every node through Redis
 (``Keys.crawl_render``, retired with the crawl). The first ``SAMPLE`` pages of a
 pattern (up to ``SAMPLE_MAX`` if they disagree), and after that a share of its pages
 that shrinks as its comparisons keep agreeing (one in ``RECHECK`` at first), are
-fetched as usual and then rendered as well (the browser is given the fetched page, not
-fetching it again), and the two compared on what the crawl wants of them
+rendered as well, and the two compared on what the crawl wants of them
 (``needs_rendering``: the page's links, and the fields its rule extracts); the rendered
 one is kept if it gave more. Other pages of a pattern being sampled wait for the
 verdict. Once a pattern has its sample, its pages go the way most of its compared pages
@@ -44,6 +43,7 @@ from urllib.parse import urlsplit
 
 from scrapy import Request, signals
 from scrapy.crawler import Crawler
+from scrapy.exceptions import IgnoreRequest
 from scrapy.http import HtmlResponse, Response, TextResponse
 from scrapy.utils.defer import deferred_from_coro
 
@@ -204,18 +204,35 @@ class BrowserRender:
     def from_crawler(cls, crawler: Crawler) -> "BrowserRender":
         return cls(crawler)
 
-    async def process_request(self, request: Request) -> HtmlResponse | None:
+    async def process_response(self, request: Request, response: Response) -> Response:
+        """The page as fetched (decompressed, its redirects followed), rendered if its
+        crawl's ``render`` says so: the browser is given the fetched page, so the page's
+        request leaves when the throttle let its task go, and once. ``auto`` compares a
+        page's two versions and keeps the one that gave more. A crawl that renders
+        nothing counts the pages that look built by scripts."""
         info = request.meta.get("crawlcluster")
         if not info:
-            return None
+            return response
         mode = render_mode(info["config"], info["task"])
         if mode == "never":
-            return None
-        way = "render"
-        if mode == "auto":
-            way = await self._auto_way(info["task"]["crawlid"], request.url)
-            request.meta["crawlcluster_render"] = way
-        return await self._rendered(request) if way == "render" else None
+            if looks_scripted(response):
+                self._plan().count(info["task"]["crawlid"], LOOKS_SCRIPTED)
+                self.crawler.stats.inc_value("crawlcluster/render/looks_scripted")
+            return response
+        if not isinstance(response, HtmlResponse) or response.status != 200:
+            return response                     # nothing a browser would make more of
+        crawlid = info["task"]["crawlid"]
+        way = "render" if mode == "always" else await self._auto_way(crawlid, request.url)
+        if way == "compare":
+            return await self._compare(request, response, info)
+        if way == "plain":
+            return response
+        try:
+            return await self._rendered(request, response)
+        except Exception as exc:
+            reason = f"rendering failed: {type(exc).__name__}: {exc}"[:200]
+            JobContext.of(self.crawler).tracker.fail(info["member"], "retry", reason)
+            raise IgnoreRequest(reason) from exc
 
     async def _auto_way(self, crawlid: str, url: str) -> str:
         """The way ``RenderPlan.way`` gives; while it says wait (the page's pattern being
@@ -228,25 +245,12 @@ class BrowserRender:
             await asyncio.sleep(PLAN_WAIT)
         return way
 
-    async def process_response(self, request: Request, response: Response) -> Response:
-        """A page fetched to be compared: rendered too, and the one that gave more kept.
-        A crawl that renders nothing counts the pages that look built by scripts."""
-        info = request.meta.get("crawlcluster")
-        if not info:
-            return response
-        if render_mode(info["config"], info["task"]) == "never":
-            if looks_scripted(response):
-                self._plan().count(info["task"]["crawlid"], LOOKS_SCRIPTED)
-                self.crawler.stats.inc_value("crawlcluster/render/looks_scripted")
-            return response
-        if request.meta.get("crawlcluster_render") != "compare":
-            return response
+    async def _compare(self, request: Request, response: HtmlResponse,
+                       info: dict[str, Any]) -> Response:
+        """The page rendered too, the two compared, and the one that gave more kept."""
         crawlid, plan = info["task"]["crawlid"], self._plan()
-        if not isinstance(response, TextResponse) or response.status != 200:
-            plan.compared(crawlid, request.url)          # nothing to compare
-            return response
         try:
-            rendered = await self._rendered(request, document=response)
+            rendered = await self._rendered(request, response)
         except Exception as exc:  # noqa: BLE001 - the plain page is there: keep it
             logger.warning("rendering %s to compare failed (the page as fetched is kept): "
                            "%s: %s", request.url, type(exc).__name__, exc)
@@ -259,27 +263,21 @@ class BrowserRender:
         self.crawler.stats.inc_value(f"crawlcluster/render/compared/{outcome}")
         return rendered if needed else response
 
-    def process_exception(self, request: Request, exception: Exception) -> None:
-        if request.meta.get("crawlcluster_render") == "compare":      # the fetch failed
-            self._plan().compared(request.meta["crawlcluster"]["task"]["crawlid"], request.url)
-
     def _plan(self) -> RenderPlan:
         if self.plan is None:
             context = JobContext.of(self.crawler)
             self.plan = RenderPlan(context.redis, context.keys)
         return self.plan
 
-    async def _rendered(self, request: Request,
-                        document: Response | None = None) -> HtmlResponse:
+    async def _rendered(self, request: Request, document: HtmlResponse) -> HtmlResponse:
         async with self.slots:
             return await asyncio.wait_for(self._render(request, document), self.timeout)
 
-    async def _render(self, request: Request, document: Response | None) -> HtmlResponse:
-        """The page loaded in the browser, done once none of its requests has been open
-        for ``QUIET`` s after its load event. ``document``: the page as already fetched,
-        given to the browser instead of fetching it again."""
+    async def _render(self, request: Request, document: HtmlResponse) -> HtmlResponse:
+        """``document`` (the page as fetched) loaded in the browser, done once none of its
+        requests has been open for ``QUIET`` s after its load event."""
         browser = await self._browser()
-        url = document.url if document is not None else request.url
+        url = document.url
         traffic = _Traffic()
         self.rendering[browser] += 1
         try:
@@ -312,21 +310,18 @@ class BrowserRender:
                             body=body.encode("utf-8"), encoding="utf-8", request=request,
                             flags=["rendered"])
 
-    async def _route(self, url: str, document: Response | None, blocked: set[str],
+    async def _route(self, url: str, document: HtmlResponse, blocked: set[str],
                      route: Any) -> None:
         """Each request the page makes: of a ``blocked`` type (images, fonts, media unless
-        the rule's ``render_load`` names them) refused; the page itself from ``document``
-        if given; the rest once the cluster throttle of its domain lets it go (the page's
-        own request has been through it as the page's task)."""
+        the rule's ``render_load`` names them) refused; the page itself from ``document``;
+        the rest once the cluster throttle of its domain lets it go (the page's own
+        request went through it as the page's task)."""
         asked = route.request
         if asked.resource_type in blocked:
             await route.abort()
         elif asked.url == url and asked.is_navigation_request():
-            if document is None:
-                await route.continue_()
-            else:
-                await route.fulfill(status=document.status, body=document.body, headers={
-                    "content-type": _text(document.headers.get("Content-Type")) or "text/html"})
+            await route.fulfill(status=document.status, body=document.body, headers={
+                "content-type": _text(document.headers.get("Content-Type")) or "text/html"})
         elif await self._throttled(asked.url):
             self.crawler.stats.inc_value("crawlcluster/render/requests")
             await route.continue_()

@@ -372,8 +372,9 @@ SCRAPY = {
         # after decompression (590): repairs the charset of the body the spider reads
         "crawler.middlewares.CharsetRepairMiddleware": 100,
         "scrapy.downloadermiddlewares.useragent.UserAgentMiddleware": None,
-        # last before the download: a rule with render loads the page in Chromium
-        "crawler.render.BrowserRender": 900,
+        # a rule with render loads the page as fetched in Chromium: after decompression
+        # (590) and redirects (600), before meta refresh (580) and the charset repair
+        "crawler.render.BrowserRender": 585,
     },
     # A page over this is cancelled and its task fails (Scrapy's default is 1 GiB).
     "DOWNLOAD_MAXSIZE": 20 * 1024 * 1024,

@@ -625,7 +625,8 @@ pid {run}/nginx.pid;
 error_log {run}/error.log warn;
 events {{ worker_connections 1024; }}
 http {{
-    types {{ text/html html; text/plain txt; application/json json; }}
+    types {{ text/html html; text/plain txt; application/json json;
+             application/javascript js; }}
     default_type application/octet-stream;
     log_format timed '$msec $server_addr $remote_addr '
                      '$request_method $request_uri $status "$http_user_agent"';

@@ -25,6 +25,7 @@ from master.urls import canonical_url
 
 ARTICLES = 6
 IMAGE = '<img src="/img/logo.png">'   # a browser would load it: it must not
+GZIP = "gzip on; gzip_min_length 0; gzip_types application/json application/javascript;"
 RULE = {"rules": [{"allow": "/(static|app)/article-", "fields": {"title": "//h1/text()"}},
                   {"allow": "/(app|static)/list", "follow": True}]}
 
@@ -64,6 +65,13 @@ def write_site(www, articles=ARTICLES, plain_articles=1):
             " a.title; });</script></body></html>")
 
 
+def served(tmp_path, port):
+    """nginx serving ``tmp_path/www/127.0.0.1`` compressed, as most sites serve pages (the
+    browser must be given a page decompressed)."""
+    return StaticSite(tmp_path / "www", ["127.0.0.1"], port, tmp_path / "run",
+                      locations={"127.0.0.1": [GZIP]})
+
+
 @pytest.fixture(autouse=True, scope="module")
 def browser():
     """Debian's headless Chromium, installed the way the servers are if missing."""
@@ -74,7 +82,7 @@ def browser():
 def scripted_site(tmp_path):
     port = free_port(["127.0.0.1"])
     write_site(tmp_path / "www" / "127.0.0.1")
-    with StaticSite(tmp_path / "www", ["127.0.0.1"], port, tmp_path / "run") as site:
+    with served(tmp_path, port) as site:
         yield f"http://127.0.0.1:{port}/", site
 
 
@@ -128,7 +136,7 @@ def test_render_a_browser_killed_mid_crawl_costs_one_retry(test_settings, mongo_
     write_site(tmp_path / "www" / "127.0.0.1", articles)
     start = f"http://127.0.0.1:{port}/"
     killed = []
-    with StaticSite(tmp_path / "www", ["127.0.0.1"], port, tmp_path / "run") as site:
+    with served(tmp_path, port) as site:
 
         def kill_the_browser_mid_crawl(spider_pid):
             deadline = time.monotonic() + 120
@@ -165,7 +173,7 @@ def test_render_auto_gets_what_always_gets_rendering_only_the_scripted_patterns(
     port = free_port(["127.0.0.1"])
     write_site(tmp_path / "www" / "127.0.0.1", articles, plain_articles)
     start = f"http://127.0.0.1:{port}/"
-    with StaticSite(tmp_path / "www", ["127.0.0.1"], port, tmp_path / "run") as site:
+    with served(tmp_path, port) as site:
         items = crawl(test_settings, mongo_db, tmp_path, start, "auto")
         fetched = page_fetches(site.access_log(), site.port)
     learnt = {field: int(count) for field, count in redis.hgetall(
@@ -200,12 +208,16 @@ def test_render_a_browsers_own_requests_keep_within_the_sites_rate(
     assert len(items) == ARTICLES + 1
     entries = [e for e in site.access_log() if not e["path"].endswith("robots.txt")]
     times = sorted(e["time"] for e in entries)
-    print(f"\n{len(times)} requests in {times[-1] - times[0]:.1f} s")
+    densest = max(sum(1 for t in times[i:i + 6] if t - first < 1.0)
+                  for i, first in enumerate(times))
+    print(f"\n{len(times)} requests in {times[-1] - times[0]:.1f} s, at most {densest} "
+          "in a second")
     images = [e for e in entries if e["path"].endswith("logo.png")]
     assert len(images) == 2 + ARTICLES             # the index's, the app list's, each article's
     assert len(times) == 4 + 2 + 2 * ARTICLES + len(images)   # pages, list.js/.json, JSON
-    for i, first in enumerate(times):          # never more than 4 in any second
-        assert sum(1 for t in times[i:i + 6] if t - first < 1.0) <= 4 + 1
+    # never more than 4 in any second (one more: nginx logs a request once served, a
+    # moment after the throttle let it go)
+    assert densest <= 4 + 1
     assert times[-1] - times[0] >= len(times) / 4 - 2
 
 
@@ -229,7 +241,7 @@ def test_render_a_browser_stays_within_its_memory_bound_over_a_long_crawl(
             held.append(browser_memory_mb(spider_pid))
             time.sleep(0.2)
 
-    with StaticSite(tmp_path / "www", ["127.0.0.1"], port, tmp_path / "run") as site:
+    with served(tmp_path, port) as site:
         items = crawl(test_settings, mongo_db, tmp_path, start, "always",
                       during=measure_the_browser_until_done,
                       CRAWLCLUSTER_BROWSER_MAX_MB=str(bound),
