@@ -5,7 +5,8 @@
 
 The site: five hosts of bench/crawl.py's generated news site, one of which writes its
 list and article pages with a script from a JSON endpoint (``SiteSpec.scripted_hosts``):
-one page pattern in five needs a browser. Each round crawls it four ways, one spider
+one page pattern in five needs a browser. nginx serves it gzipped, as most sites serve
+pages. Each round crawls it four ways, one spider
 process each: ours with ``render: never`` (what a crawl misses without a browser),
 ``always`` and ``auto``, and Crawlee's adaptive crawler (bench/render_crawlee.py, 16
 at once, its own default predictor). Per
@@ -159,7 +160,8 @@ def main():
           f"{len(HOSTS)} hosts, {len(manifest['script_data'])} of them written by a script",
           flush=True)
     rounds = []
-    with StaticSite(work / "site" / "www", HOSTS, spec.port, work / "run") as site:
+    with StaticSite(work / "site" / "www", HOSTS, spec.port, work / "run",
+                    compress=True) as site:
         for number in range(1, args.rounds + 1):
             print(f"round {number}", flush=True)
             rounds.append(one_round(settings, manifest, site, browser, work))

@@ -637,9 +637,13 @@ http {{
     uwsgi_temp_path {run}/tmp/uwsgi;
     scgi_temp_path {run}/tmp/scgi;
     keepalive_requests 100000;
+{compression}
 {servers}
 }}
 """
+
+_NGINX_GZIP = ("    gzip on; gzip_min_length 0; "
+               "gzip_types application/json application/javascript text/plain;")
 
 
 class StaticSite:
@@ -650,8 +654,9 @@ class StaticSite:
     """
 
     def __init__(self, www: str | Path, hosts: Iterable[str], port: int, run_dir: str | Path,
-                 locations: dict[str, list[str]] | None = None) -> None:
+                 locations: dict[str, list[str]] | None = None, compress: bool = False) -> None:
         self.www = Path(www)
+        self.compress = compress                 # gzip, as most sites serve pages
         self.hosts = list(hosts)
         self.locations = locations or {}         # host -> extra nginx location blocks
         self.port = port
@@ -681,7 +686,9 @@ class StaticSite:
             f"{' '.join(self.locations.get(host, ()))} }}"
             for host in self.hosts)
         user = "user root;" if os.geteuid() == 0 else ""
-        return _NGINX_CONF.format(user=user, run=self.run_dir, servers=servers)
+        compression = _NGINX_GZIP if self.compress else ""
+        return _NGINX_CONF.format(user=user, run=self.run_dir, servers=servers,
+                                  compression=compression)
 
     def stop(self) -> None:
         if self.process and self.process.poll() is None:

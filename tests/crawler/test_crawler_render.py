@@ -25,7 +25,6 @@ from master.urls import canonical_url
 
 ARTICLES = 6
 IMAGE = '<img src="/img/logo.png">'   # a browser would load it: it must not
-GZIP = "gzip on; gzip_min_length 0; gzip_types application/json application/javascript;"
 RULE = {"rules": [{"allow": "/(static|app)/article-", "fields": {"title": "//h1/text()"}},
                   {"allow": "/(app|static)/list", "follow": True}]}
 
@@ -68,8 +67,7 @@ def write_site(www, articles=ARTICLES, plain_articles=1):
 def served(tmp_path, port):
     """nginx serving ``tmp_path/www/127.0.0.1`` compressed, as most sites serve pages (the
     browser must be given a page decompressed)."""
-    return StaticSite(tmp_path / "www", ["127.0.0.1"], port, tmp_path / "run",
-                      locations={"127.0.0.1": [GZIP]})
+    return StaticSite(tmp_path / "www", ["127.0.0.1"], port, tmp_path / "run", compress=True)
 
 
 @pytest.fixture(autouse=True, scope="module")
