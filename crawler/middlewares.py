@@ -9,6 +9,7 @@ a page's links with their parent task and its items with their task, and
 tells the tracker when the page's output is all out. ``ParsedPageRelease`` (spider)
 frees a page's parsed tree as soon as its output is out. ``CharsetRepairMiddleware``
 reads a page whose declared charset garbles it with the charset that reads it.
+``DecompressionMiddleware`` is Scrapy's, without its charset guess on compressed bytes.
 ``RedirectLoopMiddleware`` ends a redirect chain that comes back to a URL twice.
 ``BoundedRobotsTxtMiddleware`` is Scrapy's robots.txt middleware with a bounded,
 expiring cache.
@@ -27,6 +28,7 @@ from urllib.parse import urlsplit
 from charset_normalizer import from_bytes
 from scrapy import Request, Spider
 from scrapy.crawler import Crawler
+from scrapy.downloadermiddlewares.httpcompression import HttpCompressionMiddleware
 from scrapy.downloadermiddlewares.robotstxt import RobotsTxtMiddleware
 from scrapy.exceptions import DownloadCancelledError, IgnoreRequest, NotConfigured
 from scrapy.http import Response, TextResponse
@@ -217,6 +219,24 @@ class CharsetRepairMiddleware:
         if self.stats is not None:
             self.stats.inc_value("crawlcluster/charset/repaired")
         return response.replace(encoding=better)
+
+
+class DecompressionMiddleware(HttpCompressionMiddleware):
+    """Scrapy's decompression, without guessing the charset of compressed bytes.
+
+    Scrapy's copies a compressed page with ``replace``, which reads the page's
+    ``encoding``: for a page whose Content-Type names no charset (nginx's default) that
+    runs charset detection over the gzip bytes, 0.5-2 ms a page thrown away (the
+    decompressed page reads its charset again). Here the compressed page is handed to it
+    as a plain ``Response``, which has no encoding to read."""
+
+    def process_response(self, request: Request, response: Response,
+                         spider: Spider | None = None) -> Request | Response:
+        if (isinstance(response, TextResponse) and request.method != "HEAD"
+                and response.headers.get("Content-Encoding")):
+            response = Response(**{name: getattr(response, name)
+                                   for name in Response.attributes})
+        return super().process_response(request, response)
 
 
 class RedirectLoopMiddleware:

@@ -413,19 +413,26 @@ def browser_path(setting: str) -> str:
 
 def browser_processes(pid: int) -> list[int]:
     """The Chromium processes below process ``pid`` (its browsers'), from /proc."""
-    parents: dict[int, int] = {}
-    for entry in Path("/proc").iterdir():
-        if entry.name.isdigit():
-            try:
-                parents[int(entry.name)] = int(
-                    (entry / "stat").read_text().rsplit(")", 1)[1].split()[1])
-            except (OSError, ValueError, IndexError):
-                continue
     below, frontier = [], [pid]
     while frontier:
-        frontier = [child for child, parent in parents.items() if parent in frontier]
+        frontier = [child for parent in frontier for child in _children(parent)]
         below += frontier
     return [child for child in below if b"chrom" in _read_bytes(f"/proc/{child}/cmdline")]
+
+
+def _children(pid: int) -> list[int]:
+    """The child processes of ``pid``: its threads' ``children`` lists, or where the
+    kernel keeps none, every process's parent read from /proc."""
+    tasks = list(Path(f"/proc/{pid}/task").glob("*/children"))
+    if tasks:
+        return [int(child) for task in tasks for child in _read_bytes(str(task)).split()]
+    children = []
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            stat = _read_bytes(f"{entry}/stat").rsplit(b")", 1)[-1].split()
+            if len(stat) > 1 and stat[1] == str(pid).encode():
+                children.append(int(entry.name))
+    return children
 
 
 def browser_memory_mb(pid: int) -> float:

@@ -371,6 +371,8 @@ SCRAPY = {
         "crawler.proxy.ProxyMiddleware": 740,
         # after decompression (590): repairs the charset of the body the spider reads
         "crawler.middlewares.CharsetRepairMiddleware": 100,
+        "scrapy.downloadermiddlewares.httpcompression.HttpCompressionMiddleware": None,
+        "crawler.middlewares.DecompressionMiddleware": 590,
         "scrapy.downloadermiddlewares.useragent.UserAgentMiddleware": None,
         # a rule with render loads the page as fetched in Chromium: after decompression
         # (590) and redirects (600), before meta refresh (580) and the charset repair
