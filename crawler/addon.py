@@ -6,7 +6,8 @@ In the project's settings::
 
 sets ``SCHEDULER`` to the cluster's scheduler (over a scrapy-redis line left in the
 project), adds the middlewares that report each task's outcome and mark a page's
-requests with their task, and the process's guards (``settings.defaults.CLUSTER_COMPONENTS``),
+requests with their task, the process's guards, and Scrapy's decompression without its
+charset guess on compressed bytes (``settings.defaults.CLUSTER_COMPONENTS``),
 and reads the ``CRAWLCLUSTER_*`` settings from the environment and the settings file as
 every role does (a value the project sets itself wins). A scrapy-redis project's Redis
 address (``REDIS_URL``, or ``REDIS_HOST``/``REDIS_PORT``) names the cluster's Redis

@@ -345,6 +345,9 @@ CLUSTER_COMPONENTS: dict[str, dict[str, int | None]] = {
         # CRAWLCLUSTER_MAX_RETRIES); Scrapy's own retries on top would fetch a failing
         # URL three times per attempt.
         "scrapy.downloadermiddlewares.retry.RetryMiddleware": None,
+        # Scrapy's decompression without its charset guess on the compressed bytes
+        "scrapy.downloadermiddlewares.httpcompression.HttpCompressionMiddleware": None,
+        "crawler.middlewares.DecompressionMiddleware": 590,
     },
     "SPIDER_MIDDLEWARES": {
         "crawler.middlewares.TaskOutputMiddleware": 950,
@@ -371,8 +374,6 @@ SCRAPY = {
         "crawler.proxy.ProxyMiddleware": 740,
         # after decompression (590): repairs the charset of the body the spider reads
         "crawler.middlewares.CharsetRepairMiddleware": 100,
-        "scrapy.downloadermiddlewares.httpcompression.HttpCompressionMiddleware": None,
-        "crawler.middlewares.DecompressionMiddleware": 590,
         "scrapy.downloadermiddlewares.useragent.UserAgentMiddleware": None,
         # a rule with render loads the page as fetched in Chromium: after decompression
         # (590) and redirects (600), before meta refresh (580) and the charset repair

@@ -3,11 +3,17 @@ settings, and what it says of each scrapy-redis setting. Pure logic."""
 
 import logging
 
+from scrapy.downloadermiddlewares.httpcompression import HttpCompressionMiddleware
 from scrapy.settings import Settings
 from scrapy.utils.misc import load_object
 
 from crawler.addon import ClusterAddon, scrapy_redis_report
-from crawler.middlewares import ParsedPageRelease, TaskOutputMiddleware, TaskStatusMiddleware
+from crawler.middlewares import (
+    DecompressionMiddleware,
+    ParsedPageRelease,
+    TaskOutputMiddleware,
+    TaskStatusMiddleware,
+)
 
 SCRAPY_REDIS_PROJECT = {
     "SCHEDULER": "scrapy_redis.scheduler.Scheduler",
@@ -39,7 +45,10 @@ def test_the_addon_puts_the_cluster_scheduler_and_middlewares_in_a_scrapy_redis_
     assert settings["SCHEDULER"] == "crawler.scheduler.ClusterScheduler"
     assert components(settings, "SPIDER_MIDDLEWARES")[TaskOutputMiddleware] == 950
     assert components(settings, "SPIDER_MIDDLEWARES")[ParsedPageRelease] == 1
-    assert components(settings, "DOWNLOADER_MIDDLEWARES")[TaskStatusMiddleware] == 50
+    downloader = components(settings, "DOWNLOADER_MIDDLEWARES")
+    assert downloader[TaskStatusMiddleware] == 50
+    assert downloader[DecompressionMiddleware] == 590
+    assert downloader[HttpCompressionMiddleware] is None
     # the project's Redis is the cluster's, unless the environment names one
     assert settings["CRAWLCLUSTER_REDIS_URL"] == "redis://10.0.0.5:6380/0"
     settings = project(SCRAPY_REDIS_PROJECT, monkeypatch,
