@@ -49,6 +49,7 @@ from scrapy.utils.defer import deferred_from_coro
 
 from crawler.context import JobContext
 from crawler.rules import compile_universal, every_url, field_selector
+from crawler.scheduler import throttled_slot
 from crawler.spiders import SOURCE_CALLBACKS, css_value, first_value
 from master.crawls import (
     LOOKS_SCRIPTED,
@@ -331,16 +332,29 @@ class BrowserRender:
 
     async def _throttled(self, url: str) -> bool:
         """Wait until the throttle of ``url``'s domain counts one more request from this
-        spider type and IP; False for a blacklisted domain. The page's render timeout
-        bounds the wait."""
+        spider type and IP, and for its turn among this process's fetches of a slow
+        domain; False for a blacklisted domain. The page's render timeout bounds the
+        wait."""
         context, domain = JobContext.of(self.crawler), domain_of(url)
-        while True:
-            wait = context.queues.hit(context.job, context.spider_type, context.ip, domain,
-                                      context.crawl_delays.get(domain))
-            if wait <= 0:
-                return wait == 0
+        while (wait := context.queues.hit(context.job, context.spider_type, context.ip,
+                                          domain, context.crawl_delays.get(domain))) > 0:
             self.crawler.stats.inc_value("crawlcluster/render/requests_throttled")
             await asyncio.sleep(wait)
+        if wait < 0:
+            return False
+        await self._turn(domain)
+        return True
+
+    async def _turn(self, domain: str) -> None:
+        """A slow domain's fetches leave this process one at a time, spaced as
+        ``space_fetches`` spaces its pages: the browser's requests take turns with them,
+        so those the throttle let go together do not reach the site in a burst."""
+        slot = throttled_slot(self.crawler, domain)
+        if slot is None:
+            return
+        while (left := slot.lastseen + slot.delay - time.monotonic()) > 0:
+            await asyncio.sleep(left)
+        slot.lastseen = time.monotonic()
 
     async def _browser(self) -> Any:
         """The browser, started if there is none. Once it has rendered its share, or

@@ -737,16 +737,26 @@ def space_fetches(crawler: Crawler, request: Request, domain: str, spacing: floa
     it), so no table of slot settings grows with the domains."""
     from scrapy.core.downloader import Slot
 
-    key = f"crawlcluster-throttled:{domain}"
     downloader: Any = crawler.engine.downloader if crawler.engine else None
     if downloader is None:
         return
+    key = _throttled_slot_key(domain)
     slot = downloader.slots.get(key)
     if slot is None:
         downloader.slots[key] = Slot(1, spacing, 0.0)
     else:
         slot.delay, slot.jitter = spacing, 0.0
     request.meta["download_slot"] = key
+
+
+def throttled_slot(crawler: Crawler, domain: str) -> Any:
+    """The download slot ``space_fetches`` made for a throttled domain, or None."""
+    downloader: Any = crawler.engine.downloader if crawler.engine else None
+    return downloader.slots.get(_throttled_slot_key(domain)) if downloader else None
+
+
+def _throttled_slot_key(domain: str) -> str:
+    return f"crawlcluster-throttled:{domain}"
 
 
 def distinct_links(links: list[NewLink]) -> dict[tuple[str, str], NewLink]:
