@@ -226,10 +226,10 @@ def test_a_user_spider_process_sigkilled_mid_crawl_loses_nothing(
     while len(site.access_log()) - since < len(pages) // 3:
         assert time.monotonic() < deadline, "the crawl did not get going"
         time.sleep(0.1)
-    in_flight = leased_now(test_settings)
     for spider in killed:
         spider.send_signal(signal.SIGKILL)
         spider.wait(10)
+    in_flight = leased_now(test_settings)    # what the dead held (their leases outlive them)
     started_again = [scrapy_crawl(env, tmp_path / f"cluster{n}.jsonl", start,
                                   tmp_path / f"spider{n}.log") for n in (2, 3)]
     codes = wait_all(started_again, master)
