@@ -23,6 +23,7 @@ with the master's job registry (crawler/scheduler.py).
 import contextlib
 import logging
 import os
+import uuid
 from pathlib import Path
 from typing import Any
 
@@ -227,9 +228,13 @@ def start_configured_spiders(app: Any, settings: Settings) -> None:
 
     scheduler = app.getComponent(ISpiderScheduler)
     node = node_name(settings)
+    # new each start: a manager in a container is PID 1 each time it starts, and a job
+    # named as the one it replaces would inherit its leases rather than have them taken
+    # back as a dead job's at once
+    start = uuid.uuid4().hex[:6]
     for spider, count in settings["CRAWLCLUSTER_MANAGER_SPIDERS"].items():
         for index in range(int(count)):
-            jobid = f"{node}-{spider}-{index + 1}-{os.getpid()}"
+            jobid = f"{node}-{spider}-{index + 1}-{start}"
             scheduler.schedule(PROJECT, spider, priority=0.0, _job=jobid,
                                settings={"CRAWLCLUSTER_IDLE_TIMEOUT": "0"})
             logger.info("started %s as job %s", spider, jobid)

@@ -63,7 +63,8 @@ def test_docker_compose_runs_every_role_with_valid_settings():
     compose = yaml.safe_load((ROOT / "docker-compose.yml").read_text())
     services = compose["services"]
     roles = {"master": "master", "preprocess": "preprocess", "monitor": "monitor",
-             "exporter": "exporter", "node1": "manager", "node2": "manager"}
+             "exporter": "exporter", "node1": "manager", "node2": "manager",
+             "node3": "manager"}
     for name, role in roles.items():
         service = services[name]
         assert service["command"] == ["crawlcluster", role]
@@ -76,7 +77,10 @@ def test_docker_compose_runs_every_role_with_valid_settings():
         assert settings["CRAWLCLUSTER_REDIS_URL"].startswith("redis://redis:")
     ui_ports = [service["ports"][0] for name, service in services.items()
                 if name.startswith("node")]
-    assert ui_ports == ["127.0.0.1:6800:6800", "127.0.0.1:6801:6800"]
+    # each published port can be moved (deploy/check.py runs beside a local cluster)
+    assert ui_ports == ["127.0.0.1:${NODE1_PORT:-6800}:6800", "127.0.0.1:${NODE2_PORT:-6801}:6800",
+                        "127.0.0.1:${NODE3_PORT:-6802}:6800"]
+    assert services["node3"]["profiles"] == ["node3"]                  # only when asked
     node2 = load_settings(environ={k: str(v) for k, v in services["node2"]["environment"].items()})
     assert node2["CRAWLCLUSTER_MANAGER_SPIDERS"] == {"universal": 1, "precise": 1}
     assert node2["CRAWLCLUSTER_MANAGER_PUBLIC_URL"] == "http://127.0.0.1:6801/"
@@ -94,3 +98,28 @@ def test_no_runtime_role_imports_the_local_tooling():
     offenders = [str(path.relative_to(ROOT)) for path in modules
                  if LOCAL_IMPORT.search(path.read_text(encoding="utf-8"))]
     assert modules and offenders == []
+
+
+class _ComposeLoader(yaml.SafeLoader):
+    """YAML with compose's ``!override`` and ``!reset`` tags."""
+
+
+_ComposeLoader.add_constructor("!override", lambda loader, node: loader.construct_sequence(node))
+_ComposeLoader.add_constructor("!reset", lambda loader, node: None)
+
+
+def test_the_stand_in_override_changes_only_the_servers():
+    """deploy/compose.local.yml swaps server images and their checks; every crawlcluster
+    role runs as docker-compose.yml defines it."""
+    base = yaml.safe_load((ROOT / "docker-compose.yml").read_text())["services"]
+    override = yaml.load((ROOT / "deploy" / "compose.local.yml").read_text(),
+                         Loader=_ComposeLoader)["services"]
+    roles = {name for name, service in base.items() if "build" in service}
+    assert roles >= {"master", "preprocess", "monitor", "node1", "node2", "exporter"}
+    assert not roles & set(override)
+    for name, service in override.items():
+        assert set(service) <= {"image", "healthcheck", "environment", "ports", "profiles"}, name
+        assert service.get("image", "localhost/crawlcluster-").startswith(
+            "localhost/crawlcluster-"), name
+        for port in service.get("ports", []):
+            assert port.startswith("127.0.0.1:"), f"{name} publishes {port} beyond loopback"
