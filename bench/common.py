@@ -75,6 +75,22 @@ def bench_redis(settings):
         client.close()
 
 
+def storage_cpu_seconds(settings):
+    """CPU seconds so far of the Redis and MongoDB-wire servers this machine runs for
+    ``settings`` (what a peer that stores in its own process pays for too): Redis from
+    INFO cpu, MongoDB from /proc by the PID ``services up`` recorded (0 if not ours)."""
+    from bench.crawl import process_cpu_seconds
+    from manager.local.services import StateDir
+
+    client = redis_client(settings, "bench")
+    try:
+        seconds = redis_cpu_seconds(client)
+    finally:
+        client.close()
+    record = StateDir(settings.getpath("CRAWLCLUSTER_STATE_DIR")).recorded("mongodb")
+    return seconds + (process_cpu_seconds(record["pid"]) if record else 0.0)
+
+
 def redis_cpu_seconds(client):
     """The Redis server's CPU time so far (user + system), from INFO cpu."""
     cpu = client.info("cpu")

@@ -1,13 +1,17 @@
 """The peer of bench/render.py: Crawlee's ``AdaptivePlaywrightCrawler`` (parsel for the
 pages it fetches plainly, Playwright where its predictor says a page needs a browser)
 on the system's Chromium, crawling the same site for the same items as the cluster's
-universal spider with bench/crawl.py's following rule: every page's links to a host's
-``/``, ``/list/N.html`` and ``/news/N.html``, and each ``/news/N.html`` an item (title,
-date, text). Written as Crawlee's adaptive-crawling guide writes a handler: the
-selectors it needs are waited for (``parse_with_static_parser(selector)``), so a page
-whose content its scripts write makes the crawler render that kind of page.
+universal spider with bench/render.py's rule for it:
+- ``numeric`` (bench/crawl.py's following rule): every page's links to a host's ``/``,
+  ``/list/N.html`` and ``/news/N.html``, and each ``/news/N.html`` an item;
+- ``real`` (the magazine of manager/local/blogsite.py): every link of the host ending
+  in ``/``, each article (``/2026/MM/<slug>/``, ``/live/<slug>/``) an item.
+An item is the title, date and text. Written as Crawlee's adaptive-crawling guide writes
+a handler: the selectors it needs are waited for
+(``parse_with_static_parser(selector)``), so a page whose content its scripts write makes
+the crawler render that kind of page.
 
-  python bench/render_crawlee.py START_URL BROWSER OUT.json
+  python bench/render_crawlee.py START_URL BROWSER OUT.json [numeric|real]
 
 Writes ``{"items": N, "requests": N, "rendered": N}`` to OUT.json.
 """
@@ -22,14 +26,20 @@ from urllib.parse import urljoin
 from crawlee import ConcurrencySettings
 from crawlee.crawlers import AdaptivePlaywrightCrawler, AdaptivePlaywrightCrawlingContext
 
-FOLLOW = re.compile(r"^http://127\.0\.0\.\d+:\d+/(list/\d+\.html|news/\d+\.html)?$")
-DETAIL = re.compile(r"/news/\d+\.html$")
-# what every page of the site has once its scripts ran: the index's or an article's
-# heading, a list's items
-CONTENT = "h1, ul.news-list"
+# per site: links followed, pages that are items, what every page has once its scripts
+# ran, and the item's selectors (title, date, text)
+SHAPES = {
+    "numeric": (re.compile(r"^http://127\.0\.0\.\d+:\d+/(list/\d+\.html|news/\d+\.html)?$"),
+                re.compile(r"/news/\d+\.html$"), "h1, ul.news-list",
+                ("h1::text", "span.date::text", "div.content p::text")),
+    "real": (re.compile(r"^http://127\.0\.0\.1:\d+/(?!static/)([^?#]*/)?$"),
+             re.compile(r"/(2026/\d\d|live)/(?!page/)[^/]+/$"), "h1",
+             ("h1.entry-title::text", "time.date::text", "div.entry-content p::text")),
+}
 
 
-async def crawl(start: str, browser: str) -> dict[str, int]:
+async def crawl(start: str, browser: str, shape: str) -> dict[str, int]:
+    follow, detail, content, (title, date, text) = SHAPES[shape]
     crawler = AdaptivePlaywrightCrawler.with_parsel_static_parser(
         playwright_crawler_specific_kwargs={"browser_launch_options": {
             "executable_path": browser, "args": ["--no-sandbox", "--disable-gpu"]}},
@@ -38,15 +48,14 @@ async def crawl(start: str, browser: str) -> dict[str, int]:
 
     @crawler.router.default_handler
     async def handler(context: AdaptivePlaywrightCrawlingContext) -> None:
-        page = await context.parse_with_static_parser(CONTENT, timedelta(seconds=5))
+        page = await context.parse_with_static_parser(content, timedelta(seconds=5))
         url = context.request.url
         links = [urljoin(url, href) for href in page.css("a::attr(href)").getall()]
-        await context.add_requests([link for link in links if FOLLOW.match(link)])
-        if DETAIL.search(url):
+        await context.add_requests([link for link in links if follow.match(link)])
+        if detail.search(url):
             await context.push_data({
-                "url": url, "title": page.css("h1::text").get(),
-                "date": page.css("span.date::text").get(),
-                "content": "\n".join(page.css("div.content p::text").getall())})
+                "url": url, "title": page.css(title).get(), "date": page.css(date).get(),
+                "content": "\n".join(page.css(text).getall())})
 
     await crawler.run([start])
     state = crawler.statistics.state
@@ -58,8 +67,9 @@ async def crawl(start: str, browser: str) -> dict[str, int]:
 
 def main() -> None:
     start, browser, out = sys.argv[1:4]
+    shape = sys.argv[4] if len(sys.argv) > 4 else "numeric"
     with open(out, "w") as file:
-        json.dump(asyncio.run(crawl(start, browser)), file)
+        json.dump(asyncio.run(crawl(start, browser, shape)), file)
 
 
 if __name__ == "__main__":

@@ -7,8 +7,11 @@ Playwright, and the spider reads the document as the page's scripts left it.
 ``BrowserRender`` is a downloader middleware that renders the page as fetched, once it
 is decompressed and its redirects followed: the page's request leaves when the cluster
 throttle lets its task go, like any page's, and the browser is given the page rather
-than fetching it again. The browser loads the page's scripts, styles and XHR (each
-through the cluster throttle of its domain), not its images, fonts or media. A node
+than fetching it again. The browser loads the page's scripts and XHR (each through the
+cluster throttle of its domain), not its stylesheets, images, fonts or media unless a
+rule's ``render_load`` names them. What a browser would cache (scripts, and what
+``render_load`` lets load) comes from the process's ``AssetCache`` while fresh, so a
+site's shared scripts are fetched once, not once a page. A node
 renders ``CRAWLCLUSTER_RENDER_PAGES`` pages at once per spider process; its browser is
 started when first needed and started again after ``CRAWLCLUSTER_BROWSER_RESTART_PAGES``
 pages, or once its processes hold more than ``CRAWLCLUSTER_BROWSER_MAX_MB`` (a
@@ -16,30 +19,29 @@ long-lived browser grows). A browser that crashes or does not answer within
 ``CRAWLCLUSTER_RENDER_TIMEOUT`` fails the page's task, which the cluster retries like a
 failed download, and the next page gets a new browser.
 
-``auto`` renders only where a page needs it, learnt per URL pattern (``url_pattern``:
-the host and path, numbers and ids abstracted) and shared by every node through Redis
-(``Keys.crawl_render``, retired with the crawl). The first ``SAMPLE`` pages of a
-pattern (up to ``SAMPLE_MAX`` if they disagree), and after that a share of its pages
-that shrinks as its comparisons keep agreeing (one in ``RECHECK`` at first), are
-rendered as well, and the two compared on what the crawl wants of them
+``auto`` renders only where a page needs it, learnt per page kind: the page's URL
+template (crawler/pagegroups.py: numbers, ids and slugs abstracted, and the words that
+vary among a host's sibling links, such as authors and tags), shared by every node
+through Redis (``Keys.crawl_render``, retired with the crawl). The first ``SAMPLE``
+pages of a template (up to ``SAMPLE_MAX`` if they disagree), and after that a share of
+its pages that shrinks as its comparisons keep agreeing (one in ``RECHECK`` at first),
+are rendered as well, and the two compared on what the crawl wants of them
 (``needs_rendering``: the page's links, and the fields its rule extracts); the rendered
-one is kept if it gave more. Other pages of a pattern being sampled wait for the
-verdict. Once a pattern has its sample, its pages go the way most of its compared pages
+one is kept if it gave more. Other pages of a template being sampled wait for the
+verdict. Once a template has its sample, its pages go the way most of its compared pages
 needed.
-A crawl learns at most ``MAX_PATTERNS`` patterns; a page of another is rendered.
+A crawl learns at most ``MAX_PATTERNS`` templates; a page of another is rendered.
 """
 
 import asyncio
 import logging
 import os
 import random
-import re
 import time
 from collections import Counter
 from functools import partial
 from pathlib import Path
 from typing import Any
-from urllib.parse import urlsplit
 
 from scrapy import Request, signals
 from scrapy.crawler import Crawler
@@ -47,7 +49,9 @@ from scrapy.exceptions import IgnoreRequest
 from scrapy.http import HtmlResponse, Response, TextResponse
 from scrapy.utils.defer import deferred_from_coro
 
+from crawler.assetcache import AssetCache, lower_headers
 from crawler.context import JobContext
+from crawler.pagegroups import UrlTemplates
 from crawler.rules import compile_universal, every_url, field_selector
 from crawler.scheduler import throttled_slot
 from crawler.spiders import SOURCE_CALLBACKS, css_value, first_value
@@ -56,8 +60,10 @@ from master.crawls import (
     RENDER_SAMPLE,
     RENDER_SAMPLE_MAX,
     RENDERED,
+    TEMPLATE_VARIABLE,
     render_patterns,
     render_sample_left,
+    render_variables,
 )
 from master.keys import Keys
 from master.siteconfig import domain_of
@@ -72,9 +78,11 @@ RECHECK = 50            # then one page in this many is compared again, times th
 MAX_PATTERNS = 1000     # patterns a crawl learns (Keys.crawl_render's fields / 2)
 PLAN_FRESH = 2.0        # seconds a process reuses what it read of a crawl's patterns
 PLAN_WAIT = 0.2         # seconds between looks at a pattern whose sample is being compared
-_NUMBER = re.compile(r"\d+")
-_ID = re.compile(r"^(?=.*\d)[A-Za-z0-9_-]{12,}$|^[0-9a-fA-F-]{8,}$")
-BLOCKED_RESOURCES = ("image", "font", "media")
+# what a page loads that the DOM does not need, unless a rule's render_load asks for it
+BLOCKED_RESOURCES = ("image", "font", "media", "stylesheet")
+# what a browser would keep in its cache (AssetCache), and the cache's size
+CACHED_RESOURCES = ("script", "stylesheet", "font", "image", "media")
+ASSET_CACHE_BYTES = 64 << 20
 MEMORY_EVERY = 10       # pages rendered between two measures of the browser's memory
 QUIET = 0.25            # seconds with none of its requests open after which a page is done
 # Debian's Chromium builds, the lighter first (the headless shell has no window code)
@@ -95,15 +103,6 @@ def render_mode(config: dict[str, Any], task: dict[str, Any]) -> str:
         render = render.get("detail" if task.get("callback") == "parse_detail" else "list",
                             "never")
     return str(render)
-
-
-def url_pattern(url: str) -> str:
-    """The host and path of a URL with its variable parts abstracted: a path segment
-    that looks like an id is ``{id}``, numbers elsewhere ``{n}`` (the query is left out)."""
-    parts = urlsplit(url)
-    segments = ["{id}" if _ID.match(segment) else _NUMBER.sub("{n}", segment)
-                for segment in parts.path.split("/")]
-    return f"{parts.hostname}{'/'.join(segments) or '/'}"
 
 
 def choose_way(counts: tuple[int, int] | None, known_patterns: int, comparing: int = 0) -> str:
@@ -137,35 +136,50 @@ def needs_rendering(plain: TextResponse, rendered: TextResponse,
 
 
 class RenderPlan:
-    """What this process knows of a crawl's patterns (``Keys.crawl_render``), read again
+    """What this process knows of a crawl's page kinds (``Keys.crawl_render``: each URL
+    template's comparisons, and the template places learnt to be variables), read again
     every ``PLAN_FRESH`` s, and the comparisons it adds."""
 
     def __init__(self, redis: Any, keys: Keys) -> None:
         self.redis = redis
         self.keys = keys
         self.read_at: dict[str, tuple[float, dict[str, tuple[int, int]]]] = {}
-        self.comparing: Counter[tuple[str, str]] = Counter()   # (crawl, pattern) -> now
+        self.templates: dict[str, UrlTemplates] = {}
+        self.comparing: Counter[tuple[str, str]] = Counter()   # (crawl, template) -> now
 
-    def way(self, crawlid: str, url: str) -> str:
-        patterns, pattern = self._patterns(crawlid), url_pattern(url)
-        way = choose_way(patterns.get(pattern), len(patterns),
-                         self.comparing[(crawlid, pattern)])
+    def learn(self, crawlid: str, urls: list[str]) -> None:
+        """The URLs of a fetched page and its links, for the crawl's URL templates; the
+        places they show to be variables shared with the cluster."""
+        templates = self._templates(crawlid)
+        templates.learn(urls)
+        if new := templates.take_new_variables():
+            self.redis.hset(self.keys.crawl_render(crawlid),
+                            mapping={TEMPLATE_VARIABLE + place: 1 for place in new})
+
+    def template(self, crawlid: str, url: str) -> str:
+        self._patterns(crawlid)
+        return self._templates(crawlid).template(url)
+
+    def way(self, crawlid: str, template: str) -> str:
+        patterns = self._patterns(crawlid)
+        way = choose_way(patterns.get(template), len(patterns),
+                         self.comparing[(crawlid, template)])
         if way == "compare":
-            self.comparing[(crawlid, pattern)] += 1
+            self.comparing[(crawlid, template)] += 1
         return way
 
-    def compared(self, crawlid: str, url: str) -> None:
+    def compared(self, crawlid: str, template: str) -> None:
         """A comparison ``way`` asked for is over (recorded, or given up)."""
-        key = (crawlid, url_pattern(url))
+        key = (crawlid, template)
         self.comparing[key] -= 1
         if self.comparing[key] <= 0:
             del self.comparing[key]
 
-    def record(self, crawlid: str, url: str, needed: bool) -> None:
-        key, pattern = self.keys.crawl_render(crawlid), url_pattern(url)
+    def record(self, crawlid: str, template: str, needed: bool) -> None:
+        key = self.keys.crawl_render(crawlid)
         pipe = self.redis.pipeline(transaction=False)
-        pipe.hincrby(key, f"{pattern} compared", 1)
-        pipe.hincrby(key, f"{pattern} needed", int(needed))
+        pipe.hincrby(key, f"{template} compared", 1)
+        pipe.hincrby(key, f"{template} needed", int(needed))
         pipe.execute()
         self.read_at.pop(crawlid, None)
 
@@ -173,10 +187,19 @@ class RenderPlan:
         """One more page of the crawl ``RENDERED`` or ``LOOKS_SCRIPTED``."""
         self.redis.hincrby(self.keys.crawl_render(crawlid), what, 1)
 
+    def _templates(self, crawlid: str) -> UrlTemplates:
+        if crawlid not in self.templates:
+            if len(self.templates) > 100:
+                self.templates.clear()
+            self.templates[crawlid] = UrlTemplates()
+        return self.templates[crawlid]
+
     def _patterns(self, crawlid: str) -> dict[str, tuple[int, int]]:
         read_at, patterns = self.read_at.get(crawlid, (0.0, {}))
         if time.monotonic() - read_at >= PLAN_FRESH:
-            patterns = render_patterns(self.redis.hgetall(self.keys.crawl_render(crawlid)))
+            fields = self.redis.hgetall(self.keys.crawl_render(crawlid))
+            patterns = render_patterns(fields)
+            self._templates(crawlid).add_variables(render_variables(fields))
             if len(self.read_at) > 1000:
                 self.read_at.clear()
             self.read_at[crawlid] = (time.monotonic(), patterns)
@@ -199,6 +222,7 @@ class BrowserRender:
         self.rendering: Counter[Any] = Counter()   # browser -> pages rendering in it now
         self.starting = asyncio.Lock()             # one browser started at a time
         self.plan: RenderPlan | None = None
+        self.assets = AssetCache(ASSET_CACHE_BYTES)   # outlives browsers: a browser's cache
         crawler.signals.connect(self._closed, signal=signals.spider_closed)
 
     @classmethod
@@ -222,10 +246,14 @@ class BrowserRender:
             return response
         if not isinstance(response, HtmlResponse) or response.status != 200:
             return response                     # nothing a browser would make more of
-        crawlid = info["task"]["crawlid"]
-        way = "render" if mode == "always" else await self._auto_way(crawlid, request.url)
+        crawlid, template = info["task"]["crawlid"], ""
+        if mode == "always":
+            way = "render"
+        else:
+            template = self._template(crawlid, response)
+            way = await self._auto_way(crawlid, template)
         if way == "compare":
-            return await self._compare(request, response, info)
+            return await self._compare(request, response, info, template)
         if way == "plain":
             return response
         try:
@@ -235,19 +263,28 @@ class BrowserRender:
             JobContext.of(self.crawler).tracker.fail(info["member"], "retry", reason)
             raise IgnoreRequest(reason) from exc
 
-    async def _auto_way(self, crawlid: str, url: str) -> str:
-        """The way ``RenderPlan.way`` gives; while it says wait (the page's pattern being
+    def _template(self, crawlid: str, response: HtmlResponse) -> str:
+        """The page's URL template, once its URL and its links are learnt from."""
+        plan = self._plan()
+        plan.learn(crawlid, [response.url, *every_url(response)])
+        return plan.template(crawlid, response.url)
+
+    async def _auto_way(self, crawlid: str, template: str) -> str:
+        """The way ``RenderPlan.way`` gives; while it says wait (the page's template being
         compared here), asked again every ``PLAN_WAIT`` s. Past the render timeout the
         page is rendered, the way that loses nothing."""
-        deadline = time.monotonic() + self.timeout
-        while (way := self._plan().way(crawlid, url)) == "wait":
+        started = time.monotonic()
+        deadline = started + self.timeout
+        while (way := self._plan().way(crawlid, template)) == "wait":
             if time.monotonic() >= deadline:
-                return "render"
+                way = "render"
+                break
             await asyncio.sleep(PLAN_WAIT)
+        self._spent("verdict", started)
         return way
 
     async def _compare(self, request: Request, response: HtmlResponse,
-                       info: dict[str, Any]) -> Response:
+                       info: dict[str, Any], template: str) -> Response:
         """The page rendered too, the two compared, and the one that gave more kept."""
         crawlid, plan = info["task"]["crawlid"], self._plan()
         try:
@@ -257,9 +294,9 @@ class BrowserRender:
                            "%s: %s", request.url, type(exc).__name__, exc)
             return response
         finally:
-            plan.compared(crawlid, request.url)
+            plan.compared(crawlid, template)
         needed = needs_rendering(response, rendered, _rule_fields(info))
-        plan.record(crawlid, request.url, needed)
+        plan.record(crawlid, template, needed)
         outcome = "needed" if needed else "not_needed"
         self.crawler.stats.inc_value(f"crawlcluster/render/compared/{outcome}")
         return rendered if needed else response
@@ -271,8 +308,22 @@ class BrowserRender:
         return self.plan
 
     async def _rendered(self, request: Request, document: HtmlResponse) -> HtmlResponse:
+        asked = time.monotonic()
         async with self.slots:
-            return await asyncio.wait_for(self._render(request, document), self.timeout)
+            self._spent("slot", asked)
+            started = time.monotonic()
+            try:
+                return await asyncio.wait_for(self._render(request, document), self.timeout)
+            finally:
+                self._spent("browser", started)
+
+    def _spent(self, what: str, since: float) -> None:
+        """Where a rendered page's wall time goes, summed over the crawl's pages:
+        ``verdict`` (waiting for its template's), ``slot`` (for one of the process's
+        render slots), ``browser`` (loading it, ``quiet`` of which waiting for its
+        requests to settle, ``throttle`` for the cluster throttle to let them go)."""
+        self.crawler.stats.inc_value(f"crawlcluster/render/seconds/{what}",
+                                     time.monotonic() - since)
 
     async def _render(self, request: Request, document: HtmlResponse) -> HtmlResponse:
         """``document`` (the page as fetched) loaded in the browser, done once none of its
@@ -289,7 +340,9 @@ class BrowserRender:
                 blocked = set(BLOCKED_RESOURCES) - set((rule or {}).get("render_load", ()))
                 await page.route("**/*", partial(self._route, url, document, blocked))
                 reply = await page.goto(url, wait_until="load")
+                loaded = time.monotonic()
                 await traffic.settled(QUIET)
+                self._spent("quiet", loaded)
                 body = await page.content()
                 url = page.url                  # where the browser's redirects led
             finally:
@@ -323,19 +376,48 @@ class BrowserRender:
         elif asked.url == url and asked.is_navigation_request():
             await route.fulfill(status=document.status, body=document.body, headers={
                 "content-type": _text(document.headers.get("Content-Type")) or "text/html"})
+        elif asked.method == "GET" and asked.resource_type in CACHED_RESOURCES:
+            await self._from_cache(route)
         elif await self._throttled(asked.url):
             self.crawler.stats.inc_value("crawlcluster/render/requests")
             await route.continue_()
         else:
-            self.crawler.stats.inc_value("crawlcluster/render/requests_refused")
+            self._refused()
             await route.abort("blockedbyclient")
+
+    async def _from_cache(self, route: Any) -> None:
+        """A script (or what ``render_load`` asks for) from the process's asset cache,
+        fetched through the throttle when it is not there or no longer fresh."""
+        try:
+            asset = await self.assets.get(route.request.url, partial(self._fetch_asset, route))
+        except _Refused:
+            await route.abort("blockedbyclient")
+            return
+        except Exception as exc:  # noqa: BLE001 - the browser sees a failed load, as it would
+            logger.info("loading %s for a render failed: %s", route.request.url, exc)
+            await route.abort("failed")
+            return
+        self.crawler.stats.set_value("crawlcluster/render/asset_cache_hits", self.assets.hits)
+        await route.fulfill(status=asset.status, headers=asset.headers, body=asset.body)
+
+    async def _fetch_asset(self, route: Any,
+                           conditional: dict[str, str]) -> tuple[int, dict[str, str], bytes]:
+        if not await self._throttled(route.request.url):
+            self._refused()
+            raise _Refused
+        self.crawler.stats.inc_value("crawlcluster/render/requests")
+        answer = await route.fetch(headers={**route.request.headers, **conditional})
+        return answer.status, lower_headers(answer.headers), await answer.body()
+
+    def _refused(self) -> None:
+        self.crawler.stats.inc_value("crawlcluster/render/requests_refused")
 
     async def _throttled(self, url: str) -> bool:
         """Wait until the throttle of ``url``'s domain counts one more request from this
         spider type and IP, and for its turn among this process's fetches of a slow
         domain; False for a blacklisted domain. The page's render timeout bounds the
         wait."""
-        context, domain = JobContext.of(self.crawler), domain_of(url)
+        context, domain, asked = JobContext.of(self.crawler), domain_of(url), time.monotonic()
         while (wait := context.queues.hit(context.job, context.spider_type, context.ip,
                                           domain, context.crawl_delays.get(domain))) > 0:
             self.crawler.stats.inc_value("crawlcluster/render/requests_throttled")
@@ -343,6 +425,7 @@ class BrowserRender:
         if wait < 0:
             return False
         await self._turn(domain)
+        self._spent("throttle", asked)
         return True
 
     async def _turn(self, domain: str) -> None:
@@ -479,6 +562,10 @@ def looks_scripted(response: Response) -> bool:
         return False
     text = response.xpath("//body//text()[not(ancestor::script or ancestor::style)]").getall()
     return len("".join(text).strip()) < 200
+
+
+class _Refused(Exception):
+    """The throttle refused a browser's request (its domain is blacklisted)."""
 
 
 class _Traffic:

@@ -1,5 +1,6 @@
-"""``render: auto``'s pure logic (crawler/render.py): URL patterns, the way a pattern's
-pages go from its comparisons, and what counts as a page needing rendering."""
+"""``render: auto``'s pure logic (crawler/render.py): the way a URL template's pages go
+from its comparisons, and what counts as a page needing rendering (the templates
+themselves: test_crawler_pagegroups.py)."""
 
 import random
 
@@ -13,19 +14,8 @@ from crawler.render import (
     choose_way,
     needs_rendering,
     render_mode,
-    url_pattern,
 )
 from crawler.rules import RuleError, validate_rule
-
-
-def test_render_patterns_abstract_numbers_and_ids():
-    assert url_pattern("http://a.example/app/article-17.html?x=1") == (
-        "a.example/app/article-{n}.html")
-    assert url_pattern("http://a.example/app/article-3.html") == (
-        "a.example/app/article-{n}.html")
-    assert url_pattern("http://a.example/p/3f9c2a7be1d04c55/view") == "a.example/p/{id}/view"
-    assert url_pattern("http://a.example/") == "a.example/"
-    assert url_pattern("http://a.example/news/") != url_pattern("http://a.example/app/")
 
 
 def test_render_way_samples_then_follows_the_majority(monkeypatch):

@@ -1,0 +1,81 @@
+"""URL templates learnt per host (crawler/pagegroups.py): pages of one kind share one,
+whether their URLs vary by numbers, ids, slugs or words, and a site's sections stay
+apart."""
+
+from crawler.pagegroups import MAX_PLACES, VARIABLE_AT, UrlTemplates, segment_shape
+
+AUTHORS = ("Albert-Einstein", "Jane-Austen", "Marilyn-Monroe", "Andre-Gide", "Mark-Twain",
+           "Thomas-A-Edison")
+TAGS = ("love", "life", "humor", "books", "inspirational", "friendship", "truth")
+
+
+def test_pagegroups_numbers_ids_and_slugs_are_abstracted_by_their_shape():
+    assert segment_shape("article-17.html") == "article-{n}.html"
+    assert segment_shape("3f9c2a7be1d04c55") == "{id}"
+    assert segment_shape("city-transport-rules-take-effect-today.html") == "{w}.html"
+    assert segment_shape("love") == "love"                     # a word: learnt, not guessed
+    templates = UrlTemplates()
+    assert templates.template("http://a.example/app/article-3.html?x=1") == (
+        "a.example/app/article-{n}.html")
+    assert templates.template("http://a.example/2026/05/a-long-slug-title/") == (
+        "a.example/{n}/{n}/{w}/")
+    assert templates.template("http://a.example/") == "a.example/"
+
+
+def test_pagegroups_a_word_that_varies_among_sibling_links_is_a_variable():
+    templates = UrlTemplates()
+    first = "http://q.example/author/Albert-Einstein/"
+    assert templates.template(first) == "q.example/author/Albert-Einstein/"
+    # a list page's links: authors and tags, as a quotes site's first page shows them
+    templates.learn([f"http://q.example/author/{name}/" for name in AUTHORS]
+                    + [f"http://q.example/tag/{tag}/page/1/" for tag in TAGS])
+    assert templates.template(first) == "q.example/author/{w}/"
+    assert templates.template("http://q.example/author/Someone-New/") == "q.example/author/{w}/"
+    assert templates.template("http://q.example/author/") == "q.example/author/"
+    assert templates.template("http://q.example/tag/unseen/page/3/") == (
+        "q.example/tag/{w}/page/{n}/")
+    assert sorted(templates.take_new_variables()) == ["q.example|author", "q.example|tag"]
+    # what varies in one URL length varies in the others
+    assert templates.template("http://q.example/author/Mark-Twain/page/2/") == (
+        "q.example/author/{w}/page/{n}/")
+    assert templates.take_new_variables() == []
+
+
+def test_pagegroups_words_beside_slugs_are_short_titles():
+    templates = UrlTemplates()
+    templates.learn(["http://a.example/2026/05/city-opens-new-line/",
+                     "http://a.example/2026/05/budget-vote/"])
+    assert templates.template("http://a.example/2026/05/budget-vote/") == (
+        "a.example/{n}/{n}/budget-vote/")
+    templates.learn(["http://a.example/2026/06/storm/"])
+    assert templates.template("http://a.example/2026/05/budget-vote/") == (
+        "a.example/{n}/{n}/{w}/")
+
+
+def test_pagegroups_few_values_or_the_first_segment_stay_literal():
+    templates = UrlTemplates()
+    # a site's sections: many, but the first segment names kinds of page
+    sections = ("js", "tableful", "scroll", "login", "random", "search.aspx", "page")
+    templates.learn([f"http://q.example/{name}/" for name in sections])
+    assert templates.template("http://q.example/js/") == "q.example/js/"
+    assert templates.template("http://q.example/tableful/") == "q.example/tableful/"
+    # below it, fewer than VARIABLE_AT shapes: a list and its articles stay two kinds
+    templates.learn([f"http://q.example/app/article-{n}.html" for n in range(50)]
+                    + ["http://q.example/app/list.html"])
+    assert templates.template("http://q.example/app/list.html") == "q.example/app/list.html"
+    # a place is one host's, under one prefix
+    templates.learn([f"http://q.example/author/{name}/" for name in AUTHORS])
+    assert templates.template("http://r.example/author/Mark-Twain/") == (
+        "r.example/author/Mark-Twain/")
+    assert templates.template("http://q.example/about/Mark-Twain/") == (
+        "q.example/about/Mark-Twain/")
+
+
+def test_pagegroups_variables_learnt_elsewhere_are_taken_and_learning_is_bounded():
+    here, there = UrlTemplates(), UrlTemplates()
+    there.learn([f"http://q.example/tag/{tag}/" for tag in TAGS[:VARIABLE_AT]])
+    here.add_variables(there.take_new_variables())
+    assert here.template("http://q.example/tag/love/") == "q.example/tag/{w}/"
+    bounded = UrlTemplates()
+    bounded.learn([f"http://h{n}.example/a/b/" for n in range(MAX_PLACES + 10)])
+    assert len(bounded.shapes) == MAX_PLACES
