@@ -16,9 +16,9 @@ setup(
     python_requires=">=3.10",
     packages=find_packages(include=[f"{name}*" for name in ROLE_PACKAGES]),
     package_data={
-        "master": ["lua/*.lua"],
+        "master": ["lua/*.lua", "schemas/*.json"],
         "message_processing": ["schemas/*.json", "*/*.json"],
-        "crawler": ["data/*", "schemas/*.json"],
+        "crawler": ["data/*"],
         "manager": ["ui/*"],
     },
     install_requires=[

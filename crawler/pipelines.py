@@ -25,7 +25,7 @@ from twisted.python.failure import Failure
 from crawler.context import ClusterComponent
 from crawler.firehose import Firehose
 from crawler.maintext import extract_main_text
-from crawler.rules import required_fields
+from master.rules import required_fields
 
 logger = logging.getLogger(__name__)
 

@@ -52,7 +52,7 @@ from scrapy.utils.defer import deferred_from_coro
 from crawler.assetcache import AssetCache, lower_headers
 from crawler.context import JobContext
 from crawler.pagegroups import UrlTemplates
-from crawler.rules import compile_universal, every_url, field_selector
+from crawler.rules import compile_universal, every_url
 from crawler.scheduler import throttled_slot
 from crawler.spiders import SOURCE_CALLBACKS, css_value, first_value
 from master.crawls import (
@@ -66,6 +66,7 @@ from master.crawls import (
     render_variables,
 )
 from master.keys import Keys
+from master.rules import field_selector
 from master.siteconfig import domain_of
 from settings.errors import CrawlClusterError
 

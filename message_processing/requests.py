@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
-from crawler.rules import SPIDER_TYPES, RuleError, rule_from_scrapy_cluster, validate_rule
+from master.rules import SPIDER_TYPES, RuleError, rule_from_scrapy_cluster, validate_rule
 from master.schedules import ScheduleError, check_when
 from settings.errors import CrawlClusterError
 from settings.jsonschemas import SchemaChecker

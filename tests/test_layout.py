@@ -123,3 +123,30 @@ def test_the_stand_in_override_changes_only_the_servers():
             "localhost/crawlcluster-"), name
         for port in service.get("ports", []):
             assert port.startswith("127.0.0.1:"), f"{name} publishes {port} beyond loopback"
+
+
+# The layers, lowest first: a package imports only its own floor and those below it.
+FLOORS = {"settings": 0, "master": 1, "message_processing": 2, "crawler": 3, "manager": 4}
+PACKAGE_IMPORT = re.compile(r"^\s*(?:from|import) (\w+)", re.MULTILINE)
+
+
+def imports_up_the_layers(root):
+    """``[(module, package it imports from a higher floor)]`` under ``root``."""
+    found = []
+    for package, floor in FLOORS.items():
+        for path in sorted((root / package).rglob("*.py")):
+            for imported in PACKAGE_IMPORT.findall(path.read_text(encoding="utf-8")):
+                if FLOORS.get(imported, -1) > floor:
+                    found.append((str(path.relative_to(root)), imported))
+    return found
+
+
+def test_no_import_runs_up_the_layers():
+    assert imports_up_the_layers(ROOT) == []
+
+
+def test_the_layer_check_finds_an_import_up_the_layers(tmp_path):
+    (tmp_path / "master").mkdir()
+    (tmp_path / "master" / "ok.py").write_text("from settings.loader import Settings\n")
+    (tmp_path / "master" / "up.py").write_text("import json\nfrom crawler.rules import x\n")
+    assert imports_up_the_layers(tmp_path) == [("master/up.py", "crawler")]

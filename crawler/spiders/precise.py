@@ -14,9 +14,9 @@ from typing import Any
 from scrapy.http import Response, TextResponse
 from w3lib.url import safe_url_string
 
-from crawler.rules import PRECISE_KEYWORDS
 from crawler.sources import Entry
 from crawler.spiders import SOURCE_CALLBACKS, ClusterSpider, Follow, first_value
+from master.rules import PRECISE_KEYWORDS
 
 
 class PreciseSpider(ClusterSpider):

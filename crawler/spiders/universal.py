@@ -17,9 +17,10 @@ from urllib.parse import urlparse
 from scrapy.crawler import Crawler
 from scrapy.http import Response, TextResponse
 
-from crawler.rules import LinkRule, compile_universal, every_url, field_selector
+from crawler.rules import LinkRule, compile_universal, every_url
 from crawler.sources import Entry
 from crawler.spiders import ClusterSpider, Follow, css_value, first_value
+from master.rules import field_selector
 
 
 class UniversalSpider(ClusterSpider):

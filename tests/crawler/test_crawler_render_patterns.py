@@ -15,7 +15,7 @@ from crawler.render import (
     needs_rendering,
     render_mode,
 )
-from crawler.rules import RuleError, validate_rule
+from master.rules import RuleError, validate_rule
 
 
 def test_render_way_samples_then_follows_the_majority(monkeypatch):

@@ -2,7 +2,7 @@
 
 import pytest
 
-from crawler.rules import RuleError, required_fields, rule_from_scrapy_cluster, validate_rule
+from master.rules import RuleError, required_fields, rule_from_scrapy_cluster, validate_rule
 
 PRECISE = {
     "first_page_xpath": {"list_from": "//ul[@class='news-list']/li", "continue": True,

@@ -4,7 +4,7 @@ import json
 
 import pytest
 
-from crawler.rules import checker as rule_checker
+from master.rules import checker as rule_checker
 from message_processing.requests import TYPES, RequestError, checker, decode, request_type
 from tests.message_processing.samples import MALFORMED, MAX_BYTES, valid
 

@@ -4,8 +4,8 @@ is not fetched again), its expiry scheduled for the monitor, an ack sent."""
 
 from typing import TYPE_CHECKING
 
-from crawler.rules import SPIDER_TYPES
 from master.crawls import CrawlConfig, WriteBatch
+from master.rules import SPIDER_TYPES
 from master.tasks import Task
 from message_processing.plugins import Plugin
 from message_processing.preprocess.plugins import Staged
