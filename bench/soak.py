@@ -54,7 +54,6 @@ from bench.common import (  # noqa: E402
     served_pages,
 )
 from bench.crawl import COMMON  # noqa: E402
-from crawler.extensions import resident_mb  # noqa: E402
 from manager.local.cluster import LocalCluster  # noqa: E402
 from manager.local.demo import UNIVERSAL_RULE  # noqa: E402
 from manager.local.docsite import DOCS_RULE, DocsSpec, generate_docs_site  # noqa: E402
@@ -62,6 +61,7 @@ from manager.local.services import StateDir, StaticSite, free_port  # noqa: E402
 from manager.local.sitegen import SiteSpec, generate_site  # noqa: E402
 from message_processing.client import RequestClient  # noqa: E402
 from settings.clients import mongo_client  # noqa: E402
+from settings.procfs import resident_mb  # noqa: E402
 
 CRAWLID = "soak"
 

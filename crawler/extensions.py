@@ -14,6 +14,7 @@ from twisted.internet.task import LoopingCall
 
 from crawler.context import cluster_settings
 from settings.process import Watchdog, guard_signals
+from settings.procfs import resident_mb
 
 logger = logging.getLogger(__name__)
 
@@ -147,17 +148,6 @@ def tune_malloc() -> bool:
         return False
     return bool(libc.mallopt(M_MMAP_THRESHOLD, MMAP_THRESHOLD)
                 and libc.mallopt(M_ARENA_MAX, ARENA_MAX))
-
-
-def resident_mb(pid: int | str = "self") -> float | None:
-    """A process's resident memory in MB, this one's by default (None where /proc has no
-    statm, or the process is gone)."""
-    try:
-        with open(f"/proc/{pid}/statm") as statm:
-            pages = int(statm.read().split()[1])
-    except (OSError, ValueError, IndexError):
-        return None
-    return pages * os.sysconf("SC_PAGE_SIZE") / 2**20
 
 
 class MemoryBound:

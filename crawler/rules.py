@@ -2,6 +2,7 @@
 link of a page (the rules' contract, their schemas and validation: master/rules.py)."""
 
 import json
+import weakref
 from functools import cache
 from typing import TYPE_CHECKING, Any
 
@@ -57,10 +58,20 @@ class LinkRule:
 
 def every_url(response: "TextResponse", lean: bool = True) -> list[str]:
     """Every link of the page once, to count those no rule takes: ``page_urls``, or with
-    ``lean=False`` Scrapy's own ``LinkExtractor`` taking every link."""
+    ``lean=False`` Scrapy's own ``LinkExtractor`` taking every link. Kept with the
+    response: a ``render: auto`` page's links are read before the spider reads them."""
+    cached = _EVERY_URL.get(response)
+    if cached is not None and cached[0] == lean:
+        return cached[1]
     if lean:
-        return page_urls(response)
-    return [link.url for link in _every_link_extractor().extract_links(response)]
+        urls = page_urls(response)
+    else:
+        urls = [link.url for link in _every_link_extractor().extract_links(response)]
+    _EVERY_URL[response] = (lean, urls)
+    return urls
+
+
+_EVERY_URL: "weakref.WeakKeyDictionary[Any, tuple[bool, list[str]]]" = weakref.WeakKeyDictionary()
 
 
 @cache

@@ -24,7 +24,7 @@ from settings.loader import Settings
 
 # Keys.crawl_render: a crawl's rendered pages, and pages that looked built by scripts
 RENDERED, LOOKS_SCRIPTED = "~rendered", "~looks_scripted"
-# ... and the places of its URL templates learnt to be variables (crawler/pagegroups.py)
+# ... and the places of its URL templates learnt to be variables (crawler/render/pagegroups.py)
 TEMPLATE_VARIABLE = "~var "
 # pages of a URL pattern compared before its pages go one way: so many if they agree,
 # else up to the larger number (a sequential sample: a clear pattern is learnt sooner)

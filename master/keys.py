@@ -306,15 +306,18 @@ class Keys:
         return f"{self.shard_tag(self.shard_of(crawlid))}:crawl:{crawlid}:links"
 
     def crawl_render(self, crawlid: str) -> str:
-        """hash `<URL pattern> compared` / `<URL pattern> needed` -> pages of the pattern
-        fetched both plain and rendered, and how many of them needed rendering (a crawl
-        whose rule says `render: auto`; at most `crawler.render.MAX_PATTERNS` patterns);
-        `~rendered` -> pages of the crawl rendered, `~looks_scripted` -> pages of a crawl
-        that renders none that looked built by scripts. One key per crawl in the shard
-        its id hashes to.
+        """hash `<URL template> compared` / `<URL template> needed` -> pages of the
+        template fetched both plain and rendered, and how many of them needed rendering (a
+        crawl whose rule says `render: auto`; at most `crawler.render.policy.MAX_PATTERNS`
+        templates); `~var <host>|<prefix>` -> a place of the crawl's URL templates learnt
+        to be a variable; `~rendered` -> pages of the crawl rendered, `~looks_scripted` ->
+        pages of a crawl that renders none that looked built by scripts. One key per crawl
+        in the shard its id hashes to.
 
-        Written by: spiders (`crawler/render.py`, each page they compared or rendered)
-        Read by: spiders (which way a pattern's pages go), monitor (`info`'s `render`)
+        Written by: spiders (`crawler/render/`, each page they compared or rendered, each
+        variable they learnt)
+        Read by: spiders (which way a template's pages go, the variables others learnt),
+        monitor (`info`'s `render`)
         """
         return f"{self.shard_tag(self.shard_of(crawlid))}:crawl:{crawlid}:render"
 

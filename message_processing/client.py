@@ -14,8 +14,8 @@ from typing import Any, TextIO
 
 from kafka.errors import KafkaError
 
+from message_processing.delivery import DeliveryFailed
 from message_processing.requests import Message
-from settings.clients import DeliveryFailed
 from settings.errors import CrawlClusterError, ServerUnreachable
 from settings.loader import Settings
 
@@ -47,7 +47,8 @@ class RequestClient:
     def from_settings(cls, settings: Settings, timeout: float | None = None) -> "RequestClient":
         from kafka import TopicPartition
 
-        from settings.clients import DeliveringProducer, ensure_topics, kafka_consumer
+        from message_processing.delivery import DeliveringProducer
+        from settings.clients import ensure_topics, kafka_consumer
 
         ensure_topics(settings, ROLE)
         producer = DeliveringProducer(settings, ROLE)

@@ -377,7 +377,7 @@ SCRAPY = {
         "scrapy.downloadermiddlewares.useragent.UserAgentMiddleware": None,
         # a rule with render loads the page as fetched in Chromium: after decompression
         # (590) and redirects (600), before meta refresh (580) and the charset repair
-        "crawler.render.BrowserRender": 585,
+        "crawler.render.middleware.BrowserRender": 585,
     },
     # A page over this is cancelled and its task fails (Scrapy's default is 1 GiB).
     "DOWNLOAD_MAXSIZE": 20 * 1024 * 1024,

@@ -25,6 +25,7 @@ from pathlib import Path
 from typing import Any, Self
 from urllib.parse import urlsplit
 
+from settings import procfs
 from settings.clients import (
     SERVER_KINDS,
     check_server,
@@ -238,7 +239,7 @@ class StateDir:
         path = self.pid_path(kind)
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_text(json.dumps(
-            {"pid": pid, "command": command, "start_ticks": _start_ticks(pid), **extra}))
+            {"pid": pid, "command": command, "start_ticks": procfs.start_ticks(pid), **extra}))
 
     def recorded(self, kind: str) -> Record | None:
         """The record of a server we started, or None if none or it died."""
@@ -287,30 +288,15 @@ def _is_our_process(record: Record) -> bool:
     process from a later one that reused its PID.
     """
     pid = record.get("pid")
-    if not isinstance(pid, int) or _process_state(pid) in (None, "Z"):
+    if not isinstance(pid, int) or procfs.state(pid) in (None, "Z"):
         return False
-    return _start_ticks(pid) == record.get("start_ticks")
+    return procfs.start_ticks(pid) == record.get("start_ticks")
 
 
-def _proc_stat_fields(pid: int) -> list[str] | None:
-    """Fields of /proc/PID/stat after the command name, or None if gone."""
-    try:
-        stat = Path(f"/proc/{pid}/stat").read_text()
-    except OSError:
-        return None
-    return stat.rsplit(")", 1)[-1].split()
 
 
-def _process_state(pid: int) -> str | None:
-    """The one-letter state of a process (R, S, Z, ...), or None if gone."""
-    fields = _proc_stat_fields(pid)
-    return fields[0] if fields else None
 
 
-def _start_ticks(pid: int) -> int | None:
-    """When the process started, in clock ticks since boot."""
-    fields = _proc_stat_fields(pid)
-    return int(fields[19]) if fields else None
 
 
 # --- up / status / down ------------------------------------------------------------------------
@@ -527,17 +513,12 @@ def cluster_processes(state: StateDir) -> list[tuple[int, str]]:
     directory (``CLUSTER_MARK``), this one excluded."""
     mark = f"{CLUSTER_MARK}={state.root}".encode()
     found = []
-    for entry in Path("/proc").iterdir():
-        if not entry.name.isdigit() or int(entry.name) == os.getpid():
+    for pid in procfs.pids():
+        if pid == os.getpid() or mark not in procfs.read_bytes(f"/proc/{pid}/environ").split(b"\0"):
             continue
-        try:
-            environ = (entry / "environ").read_bytes().split(b"\0")
-            command = (entry / "cmdline").read_bytes().replace(b"\0", b" ").decode(
-                errors="replace").strip()
-        except OSError:
-            continue
-        if mark in environ and _process_state(int(entry.name)) not in (None, "Z"):
-            found.append((int(entry.name), command))
+        command = procfs.command_line(pid).replace(b"\0", b" ").decode(errors="replace").strip()
+        if procfs.state(pid) not in (None, "Z"):
+            found.append((pid, command))
     return sorted(found)
 
 
@@ -547,12 +528,9 @@ def leftover_processes(state: StateDir) -> list[tuple[int, str]]:
     roles = {record["pid"] for kind in state.recorded_kinds()
              if (record := state.recorded(kind))}
     return [(pid, command) for pid, command in cluster_processes(state)
-            if pid not in roles and _parent(pid) not in roles]
+            if pid not in roles and procfs.parent(pid) not in roles]
 
 
-def _parent(pid: int) -> int | None:
-    fields = _proc_stat_fields(pid)
-    return int(fields[1]) if fields else None
 
 
 def _wait_gone(pid: int, timeout: float) -> bool:
@@ -564,7 +542,7 @@ def _wait_gone(pid: int, timeout: float) -> bool:
                 return True
         except ChildProcessError:
             pass
-        if _process_state(pid) in (None, "Z"):
+        if procfs.state(pid) in (None, "Z"):
             return True
         time.sleep(0.05)
     return False

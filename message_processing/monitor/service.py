@@ -24,11 +24,12 @@ from master.crawls import CrawlStore
 from master.frontier import Frontier
 from master.keys import Keys
 from master.registry import Heartbeats, JobRegistry
+from message_processing.delivery import DeliveryFailed
 from message_processing.firehose import FirehoseResender
 from message_processing.plugins import load_plugins, route_table
 from message_processing.replies import encode, reply_to
 from message_processing.worklist import Entry, WorkList
-from settings.clients import DeliveryFailed, RedisClient, stop_zookeeper
+from settings.clients import RedisClient, stop_zookeeper
 from settings.errors import ServerUnreachable
 from settings.loader import Settings
 from settings.process import stop_on_signals
@@ -127,7 +128,8 @@ class Monitor:
 
     @classmethod
     def from_settings(cls, settings: Settings) -> "Monitor":
-        from settings.clients import DeliveringProducer, ensure_topics, redis_client
+        from message_processing.delivery import DeliveringProducer
+        from settings.clients import ensure_topics, redis_client
 
         redis = redis_client(settings, ROLE)
         ensure_topics(settings, ROLE)

@@ -41,11 +41,12 @@ from master.crawls import CrawlStore, WriteBatch
 from master.frontier import Frontier
 from master.keys import Keys
 from master.registry import Heartbeats
+from message_processing.delivery import DeliveryFailed
 from message_processing.plugins import load_plugins, route_table
 from message_processing.replies import encode, error_reply
 from message_processing.requests import Message, RequestError, decode, route, validate
 from message_processing.worklist import WorkList
-from settings.clients import DeliveryFailed, RedisClient
+from settings.clients import RedisClient
 from settings.loader import Settings
 from settings.process import exit_within
 
@@ -136,7 +137,8 @@ class Preprocess:
 
     @classmethod
     def from_settings(cls, settings: Settings) -> "Preprocess":
-        from settings.clients import DeliveringProducer, ensure_topics, kafka_consumer, redis_client
+        from message_processing.delivery import DeliveringProducer
+        from settings.clients import ensure_topics, kafka_consumer, redis_client
 
         redis = redis_client(settings, ROLE)
         ensure_topics(settings, ROLE)

@@ -1,4 +1,4 @@
-"""A rendering browser's HTTP cache (crawler/assetcache.py): freshness as RFC 9111 gives
+"""A rendering browser's HTTP cache (crawler/render/assetcache.py): freshness as RFC 9111 gives
 a private cache, revalidation, one fetch for pages asking at once, and its bound."""
 
 import asyncio
@@ -7,7 +7,7 @@ import time
 
 import pytest
 
-from crawler.assetcache import HEURISTIC_MAX, AssetCache, freshness
+from crawler.render.assetcache import HEURISTIC_MAX, AssetCache, freshness
 
 
 def http_date(seconds_from_now):

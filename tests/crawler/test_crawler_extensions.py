@@ -8,9 +8,9 @@ from crawler.extensions import (
     GarbageCollectorTuning,
     MemoryBound,
     _malloc_trim,
-    resident_mb,
     tune_malloc,
 )
+from settings.procfs import resident_mb
 
 
 @pytest.fixture

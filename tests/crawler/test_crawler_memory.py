@@ -7,13 +7,13 @@ import weakref
 
 from scrapy.http import HtmlResponse
 
-from crawler.extensions import resident_mb
 from crawler.middlewares import ParsedPageRelease
 from manager.local.crawl import Crawl, submit
 from manager.local.docsite import DOCS_RULE, DocsSpec, generate_docs_site
 from manager.local.services import StaticSite, free_port
 from manager.local.sitelog import check_fetched_once, fetch_summary, page_fetches
 from master.urls import canonical_url
+from settings.procfs import resident_mb
 
 # Past 500 MB before a page's parsed tree was freed with the page (ParsedPageRelease);
 # ~140 MB after. The bound for a spider on real pages.

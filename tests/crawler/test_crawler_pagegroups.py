@@ -1,8 +1,8 @@
-"""URL templates learnt per host (crawler/pagegroups.py): pages of one kind share one,
+"""URL templates learnt per host (crawler/render/pagegroups.py): pages of one kind share one,
 whether their URLs vary by numbers, ids, slugs or words, and a site's sections stay
 apart."""
 
-from crawler.pagegroups import MAX_PLACES, VARIABLE_AT, UrlTemplates, segment_shape
+from crawler.render.pagegroups import MAX_PLACES, VARIABLE_AT, UrlTemplates, segment_shape
 
 AUTHORS = ("Albert-Einstein", "Jane-Austen", "Marilyn-Monroe", "Andre-Gide", "Mark-Twain",
            "Thomas-A-Edison")

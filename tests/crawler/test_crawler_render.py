@@ -1,4 +1,4 @@
-"""A rule's ``render`` on real Chromium (crawler/render.py): a site whose list and
+"""A rule's ``render`` on real Chromium (crawler/render/): a site whose list and
 articles are written by scripts from JSON. ``never`` finds none of the scripted
 articles; ``always`` finds every one, with the items plain pages give, each page fetched
 once (its scripts' requests too) and no image loaded; a browser SIGKILLed mid-crawl
@@ -14,7 +14,8 @@ from pathlib import Path
 
 import pytest
 
-from crawler.render import MEMORY_EVERY, SAMPLE, browser_memory_mb, browser_processes
+from crawler.render.browser import MEMORY_EVERY, browser_memory_mb, browser_processes
+from crawler.render.policy import SAMPLE
 from manager.local.blogsite import BLOG_RULE, BlogSpec, generate_blog_site
 from manager.local.crawl import Crawl, submit
 from manager.local.services import StaticSite, free_port, require_program

@@ -1,4 +1,4 @@
-"""``render: auto``'s pure logic (crawler/render.py): the way a URL template's pages go
+"""``render: auto``'s pure logic (crawler/render/policy.py): the way a URL template's pages go
 from its comparisons, and what counts as a page needing rendering (the templates
 themselves: test_crawler_pagegroups.py)."""
 
@@ -7,7 +7,7 @@ import random
 import pytest
 from scrapy.http import HtmlResponse
 
-from crawler.render import (
+from crawler.render.policy import (
     MAX_PATTERNS,
     SAMPLE,
     SAMPLE_MAX,
@@ -19,7 +19,7 @@ from master.rules import RuleError, validate_rule
 
 
 def test_render_way_samples_then_follows_the_majority(monkeypatch):
-    monkeypatch.setattr("crawler.render.random.randrange", lambda n: n - 1)   # no re-check
+    monkeypatch.setattr("crawler.render.policy.random.randrange", lambda n: n - 1)   # no re-check
     assert choose_way(None, 0) == "compare"
     assert choose_way((SAMPLE - 1, SAMPLE - 1), 1) == "compare"
     # its sample being compared already: the page waits for the verdict
@@ -27,7 +27,7 @@ def test_render_way_samples_then_follows_the_majority(monkeypatch):
     assert choose_way((SAMPLE, SAMPLE), 1) == "render"
     assert choose_way((SAMPLE, 0), 1) == "plain"
     assert choose_way(None, MAX_PATTERNS) == "render"      # past the bound: the safe way
-    monkeypatch.setattr("crawler.render.random.randrange", lambda n: 0)
+    monkeypatch.setattr("crawler.render.policy.random.randrange", lambda n: 0)
     assert choose_way((SAMPLE, 0), 1) == "compare"          # the occasional re-check
 
 
@@ -44,7 +44,7 @@ def test_render_a_pattern_is_checked_again_less_often_the_more_its_comparisons_a
 
 
 def test_render_a_pattern_whose_sample_disagrees_is_compared_further(monkeypatch):
-    monkeypatch.setattr("crawler.render.random.randrange", lambda n: n - 1)   # no re-check
+    monkeypatch.setattr("crawler.render.policy.random.randrange", lambda n: n - 1)   # no re-check
     assert choose_way((SAMPLE, 1), 1) == "compare"               # one needed it, one not
     assert choose_way((SAMPLE, 1), 1, comparing=SAMPLE_MAX - SAMPLE) == "wait"
     assert choose_way((SAMPLE_MAX, 3), 1) == "render"            # the majority needed it

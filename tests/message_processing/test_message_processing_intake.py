@@ -15,7 +15,8 @@ from master.counters import WindowCounts
 from master.crawls import CrawlStore
 from master.frontier import Frontier
 from master.keys import Keys
-from settings.clients import DeliveryFailed, kafka_consumer, kafka_producer
+from message_processing.delivery import DeliveryFailed
+from settings.clients import kafka_consumer, kafka_producer
 from tests.message_processing.samples import MALFORMED, MAX_BYTES, crawl, valid
 
 

@@ -100,7 +100,7 @@ class StoresTheFirst:
         self.asked = []                  # (values, unsure) of each call
 
     def deliver(self, topic, values, unsure=()):
-        from settings.clients import DeliveryFailed
+        from message_processing.delivery import DeliveryFailed
 
         self.asked.append((list(values), list(unsure)))
         if self.n is None:               # stores every one
@@ -118,7 +118,7 @@ def test_replies_stored_before_a_failed_delivery_leave_the_outbox(frontier_redis
                                                                    frontier_settings,
                                                                    partition_of_13):
     """Sent again, a reply the broker already has would answer a request twice."""
-    from settings.clients import DeliveryFailed
+    from message_processing.delivery import DeliveryFailed
 
     redis = frontier_redis
     partition, consumer = partition_of_13

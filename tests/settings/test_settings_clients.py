@@ -207,7 +207,7 @@ class PartlyFailed(AckWithoutOffset):
 def test_a_message_not_confirmed_is_on_the_topic_once(test_settings, kafka_topics, stored,
                                                        first_send):
     """Looked for on the topic: found, it is not sent again; lost, it is."""
-    from settings.clients import DeliveringProducer
+    from message_processing.delivery import DeliveringProducer
 
     topic = kafka_topics[0]
     producer = DeliveringProducer(test_settings, "test")
@@ -244,7 +244,7 @@ def test_a_look_reads_from_where_the_producers_confirmed_messages_ended(
     """A message not confirmed was sent after those confirmed before it: the look reads
     from there, not the last LOOK_BACK records (too slow on some brokers), also in the
     call after a delivery that failed unsure."""
-    from settings.clients import DeliveringProducer, DeliveryFailed
+    from message_processing.delivery import DeliveringProducer, DeliveryFailed
 
     topic = kafka_topics[0]
     producer = DeliveringProducer(test_settings, "test")
@@ -272,7 +272,7 @@ def test_a_message_refused_for_good_fails_the_delivery_naming_those_stored(test_
                                                                            kafka_topics):
     """A message too large is not sent again and again; the caller learns which of the
     batch the broker has (a role takes those out of what it sends again)."""
-    from settings.clients import DeliveringProducer, DeliveryFailed
+    from message_processing.delivery import DeliveringProducer, DeliveryFailed
 
     topic = kafka_topics[0]
     producer = DeliveringProducer(test_settings, "test")
@@ -290,7 +290,7 @@ def test_a_message_that_cannot_be_looked_for_is_sent_all_the_same(test_settings,
     sent once the look gives up (twice on the topic, perhaps, but never lost)."""
     from kafka.errors import KafkaTimeoutError
 
-    from settings.clients import DeliveringProducer
+    from message_processing.delivery import DeliveringProducer
 
     def unreadable(topic, wanted, timeout, floor):
         raise KafkaTimeoutError(f"could not read {topic} back in {timeout} s")

@@ -24,18 +24,21 @@ it is most like the plain pages whose verdict it must not take; its URLs set it 
 """
 
 import re
+from functools import lru_cache
 from urllib.parse import urlsplit
 
 VARIABLE_AT = 5          # distinct shapes at one place that make it a variable
 VARIABLE_BESIDE_SLUGS = 3   # ... or that many where one is a slug: the others are words
                             # a slug's place takes (a one- or two-word title)
 MAX_PLACES = 20000       # places a crawl's templates track; past it, learning stops
+MAX_SEEN = 200000        # URLs a crawl's templates remember having learnt from
 _NUMBER = re.compile(r"\d+")
 _ID = re.compile(r"^(?=.*\d)[A-Za-z0-9_-]{12,}$|^[0-9a-fA-F-]{8,}$")
 _SLUG = re.compile(r"^[^\W_]+(?:[-_][^\W_]+){2,}$")
 _EXTENSION = re.compile(r"^(.+?)(\.[A-Za-z0-9]{1,5})$")
 
 
+@lru_cache(maxsize=65536)
 def segment_shape(segment: str) -> str:
     """A path segment with what its shape says is variable abstracted: an id ``{id}``,
     a slug ``{w}``, numbers ``{n}``; an extension is kept."""
@@ -67,10 +70,17 @@ class UrlTemplates:
         self.shapes: dict[str, set[str]] = {}
         self.variables: set[str] = set()
         self.new_variables: list[str] = []     # learnt here, not yet shared
+        self.seen: set[str] = set()            # URLs learnt from (most links repeat)
 
     def learn(self, urls: list[str]) -> None:
-        """Count the shapes each URL shows at each of its places below the first."""
+        """Count the shapes each URL not seen before shows at each of its places below
+        the first."""
+        if len(self.seen) > MAX_SEEN:
+            self.seen.clear()
         for url in urls:
+            if url in self.seen:
+                continue
+            self.seen.add(url)
             host, segments = _host_and_segments(url)
             prefix: list[str] = []
             for position, segment in enumerate(segments):
