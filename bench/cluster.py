@@ -41,9 +41,10 @@ from bench.common import (  # noqa: E402
 )
 from bench.crawl import COMMON, RULE, run_peer  # noqa: E402
 from manager.local.cluster import LocalCluster  # noqa: E402
-from manager.local.services import StaticSite, free_port  # noqa: E402
+from manager.local.ports import free_port  # noqa: E402
 from manager.local.sitegen import DEFAULT_HOSTS, SiteSpec, generate_site  # noqa: E402
 from manager.local.sitelog import RepeatedFetches  # noqa: E402
+from manager.local.staticsite import StaticSite  # noqa: E402
 from message_processing.client import RequestClient  # noqa: E402
 
 UNTHROTTLED = {"CRAWLCLUSTER_THROTTLE_HITS": 100000, "CRAWLCLUSTER_THROTTLE_WINDOW": 1.0,

@@ -80,7 +80,7 @@ def storage_cpu_seconds(settings):
     ``settings`` (what a peer that stores in its own process pays for too): Redis from
     INFO cpu, MongoDB from /proc by the PID ``services up`` recorded (0 if not ours)."""
     from bench.crawl import process_cpu_seconds
-    from manager.local.services import StateDir
+    from manager.local.statedir import StateDir
 
     client = redis_client(settings, "bench")
     try:

@@ -76,13 +76,11 @@ from bench.common import (  # noqa: E402
     site_pages,
 )
 from manager.local.crawl import Crawl, cluster_env, submit  # noqa: E402
-from manager.local.services import (  # noqa: E402
-    LocalServers,
-    StaticSite,
-    free_port,
-)
+from manager.local.ports import free_port  # noqa: E402
+from manager.local.services import LocalServers  # noqa: E402
 from manager.local.sitegen import DEFAULT_HOSTS, SiteSpec, generate_site  # noqa: E402
 from manager.local.sitelog import RepeatedFetches  # noqa: E402
+from manager.local.staticsite import StaticSite  # noqa: E402
 from settings.loader import default_scrapy_settings  # noqa: E402
 
 RULE = {"rules": [

@@ -57,9 +57,11 @@ from bench.common import (
 from bench.crawl import RULE_FOLLOWING, children_cpu_seconds, run_ours
 from crawler.render.browser import browser_path
 from manager.local.blogsite import BLOG_RULE, BlogSpec, generate_blog_site
-from manager.local.services import StaticSite, free_port, require_program
+from manager.local.installs import require_program
+from manager.local.ports import free_port
 from manager.local.sitegen import SiteSpec, generate_site
 from manager.local.sitelog import RepeatedFetches, check_fetched_once, page_fetches
+from manager.local.staticsite import StaticSite
 from master.crawls import RENDERED
 from master.keys import Keys
 from master.urls import canonical_url

@@ -50,14 +50,10 @@ from bench.common import (
     redis_commands,
     redis_cpu_seconds,
 )
-from manager.local.services import (
-    LocalServers,
-    ServerSpec,
-    free_port,
-    free_redis_cluster_port,
-    spawn,
-    stop_process,
-)
+from manager.local.ports import free_port, free_redis_cluster_port
+from manager.local.processes import spawn, stop_process
+from manager.local.serverspec import ServerSpec
+from manager.local.services import LocalServers
 from manager.local.sitelog import RepeatedFetches, check_fetched_once
 from master.bloom import BloomFilter, BloomParams
 from master.bloomgen import AgingBloomFilter

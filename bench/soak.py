@@ -57,8 +57,10 @@ from bench.crawl import COMMON  # noqa: E402
 from manager.local.cluster import LocalCluster  # noqa: E402
 from manager.local.demo import UNIVERSAL_RULE  # noqa: E402
 from manager.local.docsite import DOCS_RULE, DocsSpec, generate_docs_site  # noqa: E402
-from manager.local.services import StateDir, StaticSite, free_port  # noqa: E402
+from manager.local.ports import free_port  # noqa: E402
 from manager.local.sitegen import SiteSpec, generate_site  # noqa: E402
+from manager.local.statedir import StateDir  # noqa: E402
+from manager.local.staticsite import StaticSite  # noqa: E402
 from message_processing.client import RequestClient  # noqa: E402
 from settings.clients import mongo_client  # noqa: E402
 from settings.procfs import resident_mb  # noqa: E402

@@ -38,9 +38,10 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from manager.local.demo import PRECISE_RULE, UNIVERSAL_RULE  # noqa: E402
-from manager.local.services import StaticSite, free_port  # noqa: E402
+from manager.local.ports import free_port  # noqa: E402
 from manager.local.sitegen import SiteSpec, generate_site  # noqa: E402
 from manager.local.sitelog import page_fetches  # noqa: E402
+from manager.local.staticsite import StaticSite  # noqa: E402
 from master.frontier import Frontier  # noqa: E402
 from message_processing.client import RequestClient  # noqa: E402
 from settings.clients import mongo_client, redis_client  # noqa: E402

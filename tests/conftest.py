@@ -85,7 +85,7 @@ def worker_environment(worker, run):
     """The settings of one xdist worker's servers, and of what its local clusters listen
     on (two workers' exporters on the default port: the second one's cannot start), as
     environment variables."""
-    from manager.local.services import free_port
+    from manager.local.ports import free_port
 
     state = Path(tempfile.gettempdir()) / f"crawlcluster-tests-{run[:12]}" / worker
     return {"CRAWLCLUSTER_STATE_DIR": str(state),
@@ -188,8 +188,9 @@ def static_site(tmp_path_factory):
 
     Yields ``(manifest, site)``; ``site.access_log()`` lists every request served.
     """
-    from manager.local.services import StaticSite, free_port
+    from manager.local.ports import free_port
     from manager.local.sitegen import DEFAULT_HOSTS, SiteSpec, generate_site
+    from manager.local.staticsite import StaticSite
 
     root = tmp_path_factory.mktemp("site")
     spec = SiteSpec(port=free_port(DEFAULT_HOSTS), details_per_host=30)
@@ -216,7 +217,8 @@ def docs_site(tmp_path_factory):
 
     Yields ``(manifest, site)``."""
     from manager.local.docsite import DocsSpec, generate_docs_site
-    from manager.local.services import StaticSite, free_port
+    from manager.local.ports import free_port
+    from manager.local.staticsite import StaticSite
 
     root = tmp_path_factory.mktemp("docs-site")
     spec = DocsSpec(port=free_port([DocsSpec.host]))
@@ -230,7 +232,8 @@ def docs_site(tmp_path_factory):
 def redis_cluster(base_settings, tmp_path_factory):
     """Settings naming a local Redis Cluster (3 masters, each with a replica) started by
     ``crawlcluster services`` for this session, on six free consecutive ports."""
-    from manager.local.services import LocalServers, free_redis_cluster_port
+    from manager.local.ports import free_redis_cluster_port
+    from manager.local.services import LocalServers
 
     port = free_redis_cluster_port()
     settings = base_settings.copy_with(

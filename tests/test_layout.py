@@ -94,7 +94,7 @@ def test_no_runtime_role_imports_the_local_tooling():
     """manager/local (servers, local cluster, demo, test site) is for one machine; the
     roles run without it. Only the CLI's local commands reach it."""
     modules = [path for package in RUNTIME for path in (ROOT / package).rglob("*.py")]
-    modules += [path for path in (ROOT / "manager").glob("*.py") if path.name != "cli.py"]
+    modules += list((ROOT / "manager").glob("*.py"))      # the CLI (manager/cli/) may
     offenders = [str(path.relative_to(ROOT)) for path in modules
                  if LOCAL_IMPORT.search(path.read_text(encoding="utf-8"))]
     assert modules and offenders == []

@@ -11,15 +11,11 @@ from pathlib import Path
 import pytest
 
 from manager.local.cluster import LocalCluster
-from manager.local.services import (
-    ServerSpec,
-    StaticSite,
-    free_port,
-    is_loopback,
-    spawn,
-    stop_process,
-)
+from manager.local.ports import free_port, is_loopback
+from manager.local.processes import spawn, stop_process
+from manager.local.serverspec import ServerSpec
 from manager.local.sitegen import SiteSpec, generate_site
+from manager.local.staticsite import StaticSite
 from settings.clients import mongo_client, redis_client
 from settings.errors import ServerUnreachable
 from settings.loader import load_settings

@@ -23,17 +23,10 @@ from pathlib import Path
 from typing import Any
 
 from manager.local.crawl import cluster_env
-from manager.local.services import (
-    CLUSTER_MARK,
-    LocalServers,
-    StateDir,
-    cluster_processes,
-    free_port,
-    port_free,
-    port_open,
-    spawn,
-    stop_process,
-)
+from manager.local.ports import bindable, free_port, listening
+from manager.local.processes import CLUSTER_MARK, cluster_processes, spawn, stop_process
+from manager.local.services import LocalServers
+from manager.local.statedir import StateDir
 from manager.metrics import exporter_address
 from manager.registry import listen_address
 from settings.clients import ensure_topics
@@ -133,7 +126,7 @@ class LocalCluster:
         if record:
             return record["address"]
         host, port = exporter_address(self.settings)
-        if not port_free(host, port):
+        if not bindable(host, port):
             port = free_port((host,))
         return f"{host}:{port}"
 
@@ -147,7 +140,7 @@ class LocalCluster:
                                            CRAWLCLUSTER_NODE_IP=address)
         record = self.state.recorded(f"cluster-manager-node{number}")
         port = record["port"] if record else base_port + number - 1
-        if not record and not port_free(base_host, port):
+        if not record and not bindable(base_host, port):
             # taken by a listener, or by a client connection's local port
             port = free_port((base_host,))
         return self.settings.copy_with(
@@ -258,7 +251,7 @@ def manager_call(settings: Settings, endpoint: str,
 
 def _wait_port(host: str, port: int, log_path: Path | str, timeout: float = 60.0) -> None:
     deadline = time.monotonic() + timeout
-    while not port_open(host, port):
+    while not listening(host, port):
         if time.monotonic() > deadline:
             tail = Path(log_path).read_text(errors="replace")[-800:]
             raise ServiceError(f"manager on {host}:{port} did not start; log:\n{tail}")

@@ -17,8 +17,10 @@ from collections.abc import Callable
 from typing import Any
 
 from manager.local.cluster import LocalCluster, manager_url
-from manager.local.services import StaticSite, ensure_browser, free_port
+from manager.local.installs import ensure_browser
+from manager.local.ports import free_port
 from manager.local.sitegen import DEFAULT_HOSTS, SiteSpec, generate_site
+from manager.local.staticsite import StaticSite
 from master.siteconfig import domain_of
 from message_processing.client import RequestClient
 from message_processing.requests import Message

@@ -61,7 +61,8 @@ def free_subnet() -> str:
 
 def server_ports(settings: Settings) -> list[int]:
     """The ports of the servers the settings name (every node of a local Redis Cluster)."""
-    from manager.local.services import REDIS_CLUSTER_NODES, listen_address
+    from manager.local.ports import listen_address
+    from manager.local.serverspec import REDIS_CLUSTER_NODES
 
     redis = listen_address(settings, "redis")[1]
     ports = [redis]

@@ -20,7 +20,7 @@ from collections.abc import Callable
 from typing import Any
 
 from manager.local.cluster import LocalCluster
-from manager.local.services import StateDir
+from manager.local.statedir import StateDir
 from manager.restarts import SERVER_CHECK_EVERY, RestartPolicy
 from settings.clients import SERVER_KINDS, check_server
 from settings.loader import Settings

@@ -10,9 +10,10 @@ import crawler as crawler_package
 from manager.local.crawl import Crawl, run_crawl, submit
 from manager.local.demo import PRECISE_RULE, UNIVERSAL_RULE  # the rules for the generated site
 from manager.local.docsite import DOCS_RULE
-from manager.local.services import StaticSite, free_port
+from manager.local.ports import free_port
 from manager.local.sitegen import DEFAULT_HOSTS, SiteSpec, generate_site
 from manager.local.sitelog import check_fetched_once, fetch_summary, page_fetches
+from manager.local.staticsite import StaticSite
 from master.counters import WindowCounts
 from master.crawls import CrawlStore
 from master.siteconfig import SiteConfig

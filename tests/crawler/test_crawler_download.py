@@ -8,7 +8,8 @@ import gzip
 from collections import Counter
 
 from manager.local.crawl import run_crawl, submit
-from manager.local.services import StaticSite, free_port
+from manager.local.ports import free_port
+from manager.local.staticsite import StaticSite
 
 PAGE = "<html><head><title>{0}</title></head><body><h1>{0}</h1>{1}</body></html>"
 RULE = {"rules": [{"allow": [r"\.html$"], "follow": True, "fields": {"title": "//h1/text()"}}]}

@@ -10,8 +10,9 @@ import pytest
 
 from manager.local.crawl import Crawl, run_crawl, submit
 from manager.local.demo import PRECISE_RULE, UNIVERSAL_RULE
-from manager.local.services import StaticSite, free_port
+from manager.local.ports import free_port
 from manager.local.sitegen import DEFAULT_HOSTS, SiteSpec, generate_site, write_latest
+from manager.local.staticsite import StaticSite
 from master.crawls import CrawlStore
 
 NS = 'xmlns="http://www.sitemaps.org/schemas/sitemap/0.9"'

@@ -8,8 +8,9 @@ from collections import Counter
 import pytest
 
 from manager.local.crawl import run_crawl, submit
-from manager.local.services import StaticSite, free_port
+from manager.local.ports import free_port
 from manager.local.sitegen import HOSTILE_TITLE, generate_hostile_site
+from manager.local.staticsite import StaticSite
 from master.frontier import Frontier
 from settings.clients import redis_client
 

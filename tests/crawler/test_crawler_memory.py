@@ -10,8 +10,9 @@ from scrapy.http import HtmlResponse
 from crawler.middlewares import ParsedPageRelease
 from manager.local.crawl import Crawl, submit
 from manager.local.docsite import DOCS_RULE, DocsSpec, generate_docs_site
-from manager.local.services import StaticSite, free_port
+from manager.local.ports import free_port
 from manager.local.sitelog import check_fetched_once, fetch_summary, page_fetches
+from manager.local.staticsite import StaticSite
 from master.urls import canonical_url
 from settings.procfs import resident_mb
 

@@ -11,7 +11,9 @@ import pytest
 
 from crawler.proxy import ProxyPool
 from manager.local.crawl import ROOT, cluster_env, run_crawl, submit
-from manager.local.services import StaticSite, free_port, port_open, stop_process
+from manager.local.ports import free_port, listening
+from manager.local.processes import stop_process
+from manager.local.staticsite import StaticSite
 from tests.crawler.test_crawler_crawl import PRECISE_RULE
 
 FORWARD_PROXY = """
@@ -41,7 +43,7 @@ def forward_proxy(tmp_path):
     process = subprocess.Popen([sys.executable, "-c", FORWARD_PROXY, str(port), str(log)],
                                stdin=subprocess.DEVNULL, start_new_session=True)
     deadline = time.monotonic() + 10
-    while not port_open("127.0.0.1", port):
+    while not listening("127.0.0.1", port):
         assert time.monotonic() < deadline and process.poll() is None
         time.sleep(0.05)
     yield {"ip": "127.0.0.1", "port": str(port), "type": "HTTP", "anonymity": "high"}, log
@@ -132,7 +134,7 @@ def test_proxy_api_over_http(test_settings, mongo_db, forward_proxy):
                                stdout=subprocess.DEVNULL, start_new_session=True)
     try:
         deadline = time.monotonic() + 15
-        while not port_open("127.0.0.1", port):
+        while not listening("127.0.0.1", port):
             assert time.monotonic() < deadline and process.poll() is None
             time.sleep(0.05)
         with urllib.request.urlopen(f"http://127.0.0.1:{port}/random", timeout=5) as response:

@@ -18,8 +18,10 @@ from crawler.render.browser import MEMORY_EVERY, browser_memory_mb, browser_proc
 from crawler.render.policy import SAMPLE
 from manager.local.blogsite import BLOG_RULE, BlogSpec, generate_blog_site
 from manager.local.crawl import Crawl, submit
-from manager.local.services import StaticSite, free_port, require_program
+from manager.local.installs import require_program
+from manager.local.ports import free_port
 from manager.local.sitelog import check_fetched_once, fetch_summary, page_fetches
+from manager.local.staticsite import StaticSite
 from master.crawls import CrawlStore
 from master.keys import Keys
 from master.siteconfig import SiteConfig

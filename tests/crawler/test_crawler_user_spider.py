@@ -13,9 +13,10 @@ from pathlib import Path
 import pytest
 
 from manager.local.crawl import cluster_env
-from manager.local.services import StaticSite, free_port
+from manager.local.ports import free_port
 from manager.local.sitegen import SiteSpec, generate_site
 from manager.local.sitelog import check_fetched_once, fetch_summary, page_fetches
+from manager.local.staticsite import StaticSite
 from master.keys import Keys
 from master.urls import canonical_url
 from settings.clients import redis_client

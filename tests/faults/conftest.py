@@ -4,8 +4,9 @@ lets them past the Bloom filter shows in nginx's log at once)."""
 
 import pytest
 
-from manager.local.services import StaticSite, free_port
+from manager.local.ports import free_port
 from manager.local.sitegen import DEFAULT_HOSTS, SiteSpec, generate_site
+from manager.local.staticsite import StaticSite
 
 
 @pytest.fixture(scope="package")

@@ -20,7 +20,7 @@ import pytest
 from manager.local.cluster import LocalCluster, manager_call
 from manager.local.demo import UNIVERSAL_RULE
 from manager.local.docsite import DOCS_RULE
-from manager.local.services import free_port
+from manager.local.ports import free_port
 from master.crawls import CrawlStore
 from master.keys import Keys
 from message_processing.client import RequestClient

@@ -15,7 +15,9 @@ import pytest
 from manager.local.cluster import LocalCluster, manager_call
 from manager.local.crawl import cluster_env
 from manager.local.demo import UNIVERSAL_RULE
-from manager.local.services import LocalServers, free_port, port_open, spawn, stop_process
+from manager.local.ports import free_port, listening
+from manager.local.processes import spawn, stop_process
+from manager.local.services import LocalServers
 from master.siteconfig import parse_config
 from message_processing.client import NotDelivered, RequestClient
 from message_processing.preprocess.service import Preprocess
@@ -36,7 +38,7 @@ pytestmark = pytest.mark.faults
 def wait_for_port(port, what, timeout=30):
     """Wait until a server of this test's own accepts connections on loopback."""
     deadline = time.monotonic() + timeout
-    while not port_open("127.0.0.1", port):
+    while not listening("127.0.0.1", port):
         assert time.monotonic() < deadline, f"{what} did not start"
         time.sleep(0.05)
 
@@ -366,7 +368,7 @@ def test_an_intake_consumer_left_out_of_its_group_is_replaced(intake_in_thread):
 @pytest.fixture
 def private_redis_cluster(test_settings, tmp_path):
     """A 3-master Redis Cluster (a replica each) of this test's own: one master dies."""
-    from manager.local.services import free_redis_cluster_port
+    from manager.local.ports import free_redis_cluster_port
 
     settings, servers = private_server(
         test_settings, tmp_path, "redis", CRAWLCLUSTER_REDIS_CLUSTER=True,

@@ -10,7 +10,8 @@ from pathlib import Path
 import pytest
 
 from manager.local.cluster import manager_call
-from manager.local.services import cluster_processes, free_port
+from manager.local.ports import free_port
+from manager.local.processes import cluster_processes
 from tests.faults.siteowner import CrawlWatch
 from tests.faults.test_faults_processes import make_cluster
 from tests.faults.test_faults_servers import private_server
@@ -119,7 +120,8 @@ def test_services_status_lists_a_leftover_process(test_settings, tmp_path):
     import sys
 
     from manager.local.cluster import LocalCluster
-    from manager.local.services import CLUSTER_MARK, LocalServers
+    from manager.local.processes import CLUSTER_MARK
+    from manager.local.services import LocalServers
 
     settings = test_settings.copy_with(CRAWLCLUSTER_STATE_DIR=str(tmp_path / "state"))
     cluster = LocalCluster(settings, nodes=0)

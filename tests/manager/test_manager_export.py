@@ -147,7 +147,7 @@ def test_the_manager_streams_a_download(test_settings, zookeeper, redis, mongo_d
 
 
 def test_the_manager_says_why_an_export_failed(test_settings, zookeeper, redis, tmp_path):
-    from manager.local.services import free_port
+    from manager.local.ports import free_port
 
     manager = Manager(test_settings, tmp_path, CRAWLCLUSTER_CONNECT_TIMEOUT=1.0,
                       CRAWLCLUSTER_MONGODB_URL=f"mongodb://127.0.0.1:{free_port()}/").start()

@@ -11,8 +11,9 @@ import pytest
 
 from manager.local.cluster import LocalCluster
 from manager.local.demo import UNIVERSAL_RULE
-from manager.local.services import StaticSite, free_port
+from manager.local.ports import free_port
 from manager.local.sitegen import DEFAULT_HOSTS, SiteSpec, generate_site
+from manager.local.staticsite import StaticSite
 from message_processing.client import RequestClient
 from settings.errors import ConfigError
 

@@ -14,8 +14,9 @@ import pytest
 from manager.local.cluster import LocalCluster
 from manager.local.demo import UNIVERSAL_RULE
 from manager.local.netns import NodeNetwork, server_ports
-from manager.local.services import StaticSite, free_port
+from manager.local.ports import free_port
 from manager.local.sitegen import SiteSpec, generate_site
+from manager.local.staticsite import StaticSite
 from master.siteconfig import SiteConfig, domain_of
 from message_processing.client import RequestClient
 

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from manager.local.services import free_port
+from manager.local.ports import free_port
 
 
 def crawlcluster(*args, env):

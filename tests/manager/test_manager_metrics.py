@@ -17,8 +17,11 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from manager.local.cluster import LocalCluster, manager_url
 from manager.local.demo import UNIVERSAL_RULE
-from manager.local.services import StaticSite, free_port, require_program, spawn, stop_process
+from manager.local.installs import require_program
+from manager.local.ports import free_port
+from manager.local.processes import spawn, stop_process
 from manager.local.sitegen import DEFAULT_HOSTS, SiteSpec, generate_site
+from manager.local.staticsite import StaticSite
 from manager.metrics import cluster_registry
 from master.figures import TOTAL
 from master.frontier import Frontier

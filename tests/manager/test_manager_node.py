@@ -15,7 +15,7 @@ import urllib.request
 import pytest
 
 from manager.local.crawl import cluster_env
-from manager.local.services import free_port, port_open
+from manager.local.ports import free_port, listening
 from master.registry import Heartbeats, JobRegistry
 
 PROJECT = "crawlcluster"
@@ -41,7 +41,7 @@ class Manager:
                                             env=env, stdout=log, stderr=subprocess.STDOUT,
                                             stdin=subprocess.DEVNULL)
         deadline = time.monotonic() + 30
-        while not port_open("127.0.0.1", self.port):
+        while not listening("127.0.0.1", self.port):
             assert self.process.poll() is None, self.log.read_text()
             assert time.monotonic() < deadline, "manager did not start"
             time.sleep(0.1)

@@ -5,7 +5,7 @@ import os
 import subprocess
 from types import SimpleNamespace
 
-from manager.local.services import StateDir
+from manager.local.statedir import StateDir
 from manager.local.supervisor import Supervisor
 from manager.restarts import (
     BACKOFF_CAP,

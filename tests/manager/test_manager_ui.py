@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from manager.local.demo import UNIVERSAL_RULE
-from manager.local.services import require_program
+from manager.local.installs import require_program
 from tests.manager.test_manager_node import PROJECT, Manager
 from tests.message_processing.test_message_processing_intake import Role
 
