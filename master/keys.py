@@ -9,7 +9,7 @@ The frontier is sharded by site: a domain belongs to one of
 domain), and every key of that domain's life (the shard's pool, the job queues
 and throttle windows of its domains, the leases of its tasks, its crawls'
 pending counts) carries the shard's hash tag ``{<prefix>:<shard>}`` (or
-``{<prefix>:<shard>.<n>}``: ``shard_tags``). A Lua script touches the keys of one
+``{<prefix>:<shard>.<n>}``: master/hashtags.py). A Lua script touches the keys of one
 shard only, so a Redis Cluster spreads the frontier over its masters. State
 that spans shards (the job registry, the crawl index, the indexes of which
 shards hold work) carries the cluster-wide tag ``{<prefix>}`` and is never
@@ -19,53 +19,12 @@ docs/architecture.md ("Redis data model") lists each key, its type, and who
 writes and reads it.
 """
 
-import binascii
-import zlib
-from functools import lru_cache
 from typing import TYPE_CHECKING
+
+from master.hashtags import DEFAULT_SHARDS, SPREAD_TAGS_UP_TO, shard_of, shard_tags
 
 if TYPE_CHECKING:
     from settings.loader import Settings
-
-# Shards of a frontier unless configured otherwise (settings/defaults.py says why).
-DEFAULT_SHARDS = 64
-# Redis Cluster's hash slots.
-CLUSTER_SLOTS = 16384
-# The largest shard count whose tags are chosen to spread evenly over the slots. Above it
-# chance spreads them well enough, and 1024 (the default until 2026-11-26) keeps the
-# tags frontiers were made with before tags were chosen.
-SPREAD_TAGS_UP_TO = 512
-
-
-def cluster_slot(tag: str) -> int:
-    """Redis Cluster's hash slot of a hash tag (CRC-16/XMODEM, modulo the slots)."""
-    return binascii.crc_hqx(tag.encode("utf-8"), 0) % CLUSTER_SLOTS
-
-
-@lru_cache(maxsize=256)
-def shard_tags(prefix: str, shards: int) -> tuple[str, ...]:
-    """Each shard's hash tag: ``<prefix>:<shard>``, or ``<prefix>:<shard>.<n>`` with the
-    first ``n`` that puts shard i's slot in the i-th of ``shards`` equal ranges of the
-    slots. Masters holding equal ranges of slots (as ``redis-cli --cluster create``
-    makes them) then hold equal numbers of shards; by chance alone, the busiest of 3
-    masters would hold over 40% of 64 shards four times in ten. About ``shards`` tries
-    a shard: 2 ms for 64 shards, 0.1 s for 512, once per process."""
-    tags = []
-    for shard in range(shards):
-        low, high = shard * CLUSTER_SLOTS // shards, (shard + 1) * CLUSTER_SLOTS // shards
-        tag, n = f"{prefix}:{shard}", 0
-        while not low <= cluster_slot(tag) < high:
-            n += 1
-            tag = f"{prefix}:{shard}.{n}"
-        tags.append(tag)
-    return tuple(tags)
-
-
-def shard_of(domain: str, shards: int) -> int:
-    """The shard a (registered) domain belongs to: stable across processes and
-    Python versions (CRC-32, not ``hash``)."""
-    return zlib.crc32(domain.encode("utf-8")) % shards
-
 
 class Keys:
     """Key templates under one prefix, for a frontier of ``shards`` shards."""

@@ -18,7 +18,8 @@ from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 from master.counters import Clock
-from master.keys import SPREAD_TAGS_UP_TO, Keys
+from master.hashtags import SPREAD_TAGS_UP_TO
+from master.keys import Keys
 from master.lua import LuaScripts
 from settings.clients import RedisClient
 from settings.errors import ConfigError

@@ -13,7 +13,8 @@ from master.counters import RollingTimeCounter, StepTimeCounter, WindowCounts
 from master.crawls import CrawlStore
 from master.dispatcher import Dispatcher
 from master.frontier import Frontier, Revisit
-from master.keys import Keys, cluster_slot, shard_of, shard_tags
+from master.hashtags import cluster_slot, shard_of, shard_tags
+from master.keys import Keys
 from master.lua import LuaScripts, script_sources
 from master.registry import JobRegistry
 from master.schedules import Schedules
