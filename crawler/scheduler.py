@@ -626,12 +626,14 @@ class ClusterScheduler:
         distinct = list(distinct_links(filtered).values())
         unseen = [link for link, seen in zip(distinct, self._seen(distinct), strict=True)
                   if not seen] + [link for link in links if link.unfiltered]
-        queued, refused = self._queue(unseen)
+        queued, stopped, refused = self._queue(unseen)
         duplicates = Counter(link.crawlid for link in links)
-        duplicates.subtract(task["crawlid"] for task in queued)
+        duplicates.subtract(task["crawlid"] for task in queued + stopped)
         duplicates.subtract(link.crawlid for link in refused)
         for task in queued:
             self._count_link(task["crawlid"], "new")
+        for task in stopped:
+            self._refuse(task["crawlid"], "stopped")
         for crawlid, count in duplicates.items():
             if count:
                 self._count_link(crawlid, "duplicate", count)
@@ -639,10 +641,10 @@ class ClusterScheduler:
         self.stats.inc_value("crawlcluster/links/duplicate", sum(duplicates.values()))
         self._add_to_filter([(link.key, link.crawlid) for link in unseen if not link.unfiltered])
 
-    def _queue(self, unseen: list[NewLink]) -> tuple[list[Task], list[NewLink]]:
+    def _queue(self, unseen: list[NewLink]) -> tuple[list[Task], list[Task], list[NewLink]]:
         """Push the tasks of links the filter has not seen (within their crawls'
-        ``domain_max_pages``). Returns the tasks queued (or refused as their crawl
-        stopped), and the links refused here (``invalid``, ``domain_max_pages``)."""
+        ``domain_max_pages``). Returns the tasks queued, those refused as their crawl
+        stopped, and the links refused here (``invalid``, ``domain_max_pages``)."""
         made = [(link, task) for link in unseen if (task := self._task_for_link(link))]
         kept = {id(task) for task in self._within_domain_limits([task for _, task in made])}
         pushed = [(link, task) for link, task in made if id(task) in kept]
@@ -650,9 +652,10 @@ class ClusterScheduler:
             [task for _, task in pushed], [link.recrawl or link.unfiltered for link, _ in pushed])
         self._remember_pushes([(task, link.recrawl) for (link, task), code
                                in zip(pushed, codes, strict=True) if code == "q"])
-        queued = [task for (_, task), code in zip(pushed, codes, strict=True) if code in "qs"]
+        queued = [task for (_, task), code in zip(pushed, codes, strict=True) if code == "q"]
+        stopped = [task for (_, task), code in zip(pushed, codes, strict=True) if code == "s"]
         pushed_links = {id(link) for link, _ in pushed}
-        return queued, [link for link in unseen if id(link) not in pushed_links]
+        return queued, stopped, [link for link in unseen if id(link) not in pushed_links]
 
     def _add_to_filter(self, added: list[tuple[str, str]]) -> None:
         """Add pushed links (canonical URL, crawl id) to the filter and to what this

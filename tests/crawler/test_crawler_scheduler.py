@@ -13,6 +13,7 @@ from crawler.scheduler import IDLE_AFTER, IDLE_LOOK, ClusterScheduler
 from crawler.spiders import Follow
 from crawler.spiders.universal import UniversalSpider
 from manager.local.crawl import submit
+from master.crawls import CrawlStore
 from master.keys import Keys
 from master.tasks import decode_task, make_task
 
@@ -111,3 +112,18 @@ def test_a_page_is_queued_once_whatever_fragment_spelling_round_or_job(
     second._push_new_links()
     assert pooled(test_settings, redis).count(f"{SITE}/z.html") == 1
     assert len(pooled(test_settings, redis)) == 4
+
+
+def test_links_of_a_stopped_crawl_are_counted_refused_not_new(job_scheduler, test_settings,
+                                                              redis):
+    """A page of a crawl stopped meanwhile yields links: none is queued, and ``info``
+    counts them refused as ``stopped``, not new."""
+    first = job_scheduler("job-a")
+    first.context.frontier.purge_crawl("once", [])           # the crawl stops
+    page_yields(first, f"{SITE}/index.html", [f"{SITE}/a.html", f"{SITE}/b.html"])
+    first._push_new_links()
+    first.context.tracker.report(force=True)
+    links = CrawlStore(redis, Keys.from_settings(test_settings)).progress("once")["links"]
+    assert links.get("new", 0) == 0
+    assert links["refused"] == {"stopped": 2}
+    assert pooled(test_settings, redis) == []                # nothing queued
