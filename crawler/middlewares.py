@@ -15,12 +15,12 @@ reads a page whose declared charset garbles it with the charset that reads it.
 expiring cache.
 """
 
+import asyncio
 import ipaddress
 import random
-import socket
 import time
+from collections import OrderedDict
 from collections.abc import AsyncIterator, Iterable, Iterator
-from functools import lru_cache
 from importlib import resources
 from typing import Any
 from urllib.parse import urlsplit
@@ -280,7 +280,14 @@ class PrivateAddressGuardMiddleware:
     """With ``CRAWLCLUSTER_REFUSE_PRIVATE_ADDRESSES``, refuse any request (redirects
     included) whose host is or resolves to a private, loopback, link-local, reserved
     or multicast address: a crawl submitted by anyone must not reach the cluster's
-    own network. The refused task fails for good, with the reason."""
+    own network. The refused task fails for good, with the reason.
+
+    A host name is resolved in the event loop's thread pool, not on the reactor thread
+    (a slow DNS answer would stall every download), and what it resolved to is kept
+    ``RESOLVED_FOR`` seconds for ``RESOLVED_HOSTS`` hosts at most."""
+
+    def __init__(self) -> None:
+        self.resolved: OrderedDict[str, tuple[float, tuple[str, ...]]] = OrderedDict()
 
     @classmethod
     def from_crawler(cls, crawler: Crawler) -> "PrivateAddressGuardMiddleware":
@@ -290,26 +297,44 @@ class PrivateAddressGuardMiddleware:
             raise NotConfigured("CRAWLCLUSTER_REFUSE_PRIVATE_ADDRESSES is off")
         return cls()
 
-    def process_request(self, request: Request, spider: Spider | None = None) -> None:
+    async def process_request(self, request: Request, spider: Spider | None = None) -> None:
         host = urlsplit(request.url).hostname or ""
-        blocked = private_addresses(host)
+        blocked = await self.private_addresses(host)
         if blocked:
             raise IgnoreRequest(f"refused {request.url}: {host} is a private address "
                                 f"({', '.join(blocked)})")
 
-
-@lru_cache(maxsize=4096)
-def private_addresses(host: str) -> tuple[str, ...]:
-    """The private/loopback/link-local/reserved addresses ``host`` is or resolves to."""
-    try:
-        addresses = {ipaddress.ip_address(host)}
-    except ValueError:
+    async def private_addresses(self, host: str) -> tuple[str, ...]:
+        """The private addresses ``host`` is or resolves to (none if unresolvable: the
+        download fails on its own)."""
         try:
-            infos = socket.getaddrinfo(host, None)
+            return private_of([host])
+        except ValueError:
+            pass                                    # a name, not an address
+        kept = self.resolved.get(host)
+        if kept is not None and kept[0] > time.monotonic():
+            return kept[1]
+        try:
+            infos = await asyncio.get_running_loop().getaddrinfo(host, None)
+            blocked = private_of([str(info[4][0]) for info in infos])
         except OSError:
-            return ()              # unresolvable: the download fails on its own
-        addresses = {ipaddress.ip_address(str(info[4][0]).split("%")[0]) for info in infos}
-    return tuple(sorted(str(a) for a in addresses
+            blocked = ()
+        self.resolved[host] = (time.monotonic() + RESOLVED_FOR, blocked)
+        self.resolved.move_to_end(host)
+        while len(self.resolved) > RESOLVED_HOSTS:
+            self.resolved.popitem(last=False)
+        return blocked
+
+
+RESOLVED_HOSTS = 4096      # hosts whose addresses the guard keeps
+RESOLVED_FOR = 300.0       # seconds it keeps them (a DNS answer's lifetime, roughly)
+
+
+def private_of(addresses: list[str]) -> tuple[str, ...]:
+    """Those of ``addresses`` that are private, loopback, link-local, reserved, multicast
+    or unspecified; ValueError if one is not an address."""
+    parsed = {ipaddress.ip_address(address.split("%")[0]) for address in addresses}
+    return tuple(sorted(str(a) for a in parsed
                         if a.is_private or a.is_loopback or a.is_link_local or a.is_reserved
                         or a.is_multicast or a.is_unspecified))
 
