@@ -43,6 +43,7 @@ CACHED_RESOURCES = ("script", "stylesheet", "font", "image", "media")
 ASSET_CACHE_BYTES = 64 << 20
 MEMORY_EVERY = 10       # pages rendered between two measures of the browser's memory
 QUIET = 0.25            # seconds with none of its requests open after which a page is done
+CLOSE_WAIT = 5.0        # seconds a replaced browser's processes are given to exit
 # Debian's Chromium builds, the lighter first (the headless shell has no window code)
 BROWSERS = ("/usr/bin/chromium-headless-shell", "/usr/bin/chromium")
 # Chromium's own calls home, which a crawler has no use for
@@ -181,6 +182,7 @@ class Browser:
             while self.rendering[old] and old.is_connected():
                 await asyncio.sleep(0.05)
             await _close(old)
+            await _exited(CLOSE_WAIT)
         if self.browser is None:
             try:
                 from playwright.async_api import async_playwright
@@ -213,6 +215,15 @@ class Browser:
         if self.playwright is not None:
             await self.playwright.stop()
             self.playwright = None
+
+
+async def _exited(timeout: float) -> None:
+    """Until the closed browser's processes have exited (a closed browser's processes
+    take a moment to go, longer on a loaded machine), ``timeout`` s at most: the next one
+    starts once they are gone, so two browsers never hold memory at once."""
+    deadline = time.monotonic() + timeout
+    while browser_processes(os.getpid()) and time.monotonic() < deadline:
+        await asyncio.sleep(0.05)
 
 
 async def _close(browser: Any) -> None:
