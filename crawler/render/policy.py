@@ -3,7 +3,7 @@
 A page's kind is its URL template (pagegroups.py), shared by every node through Redis
 (``Keys.crawl_render``, retired with the crawl). The first ``SAMPLE`` pages of a
 template (up to ``SAMPLE_MAX`` if they disagree), and after that a share of its pages
-that shrinks as its comparisons keep agreeing (one in ``RECHECK`` at first), are
+that shrinks fast as its comparisons keep agreeing (one in ``RECHECK`` at first), are
 rendered as well, and the two compared on what the crawl wants of them
 (``needs_rendering``: the page's links, and the fields its rule extracts); the rendered
 one is kept if it gave more. Other pages of a template being sampled wait for the
@@ -36,7 +36,9 @@ from master.rules import field_selector
 SAMPLE = RENDER_SAMPLE   # pages of a template compared before its pages go one way, if
 SAMPLE_MAX = RENDER_SAMPLE_MAX   # they agree; else up to this many
 RECHECK = 50            # then one page in this many is compared again, times the
-                        # comparisons that agreed / SAMPLE
+                        # square of (the comparisons that agreed / SAMPLE): a verdict
+                        # confirmed more is checked far less (a template's re-checks grow
+                        # as the cube root of its pages)
 MAX_PATTERNS = 1000     # templates a crawl learns (Keys.crawl_render's fields / 2)
 PLAN_FRESH = 2.0        # seconds a process reuses what it read of a crawl's templates
 PLAN_WAIT = 0.2         # seconds between looks at a template whose sample is being compared
@@ -67,7 +69,7 @@ def choose_way(counts: tuple[int, int] | None, known_patterns: int, comparing: i
     if left:
         return "compare" if comparing < left else "wait"
     agreed = max(needed, compared - needed)
-    if random.randrange(RECHECK * agreed) < SAMPLE:
+    if random.randrange(RECHECK * agreed * agreed) < SAMPLE * SAMPLE:
         return "compare"
     return "render" if 2 * needed > compared else "plain"
 
