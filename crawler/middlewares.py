@@ -11,8 +11,10 @@ frees a page's parsed tree as soon as its output is out. ``CharsetRepairMiddlewa
 reads a page whose declared charset garbles it with the charset that reads it.
 ``DecompressionMiddleware`` is Scrapy's, without its charset guess on compressed bytes.
 ``RedirectLoopMiddleware`` ends a redirect chain that comes back to a URL twice.
+``NotModifiedMiddleware`` makes a revisit's 304 the task's outcome.
+``PrivateAddressGuardMiddleware`` refuses hosts that are or resolve to private addresses.
 ``BoundedRobotsTxtMiddleware`` is Scrapy's robots.txt middleware with a bounded,
-expiring cache.
+expiring cache. Rendering pages in a browser is crawler/render/'s.
 """
 
 import asyncio

@@ -280,18 +280,21 @@ def test_render_a_browsers_own_requests_keep_within_the_sites_rate(
 
 def browsers_and_renderers(spider_pid):
     """``(browsers, renderers)`` running below the spider: Chromium's main processes (no
-    ``--type``; Debian starts each through a shell script) and page renderers."""
-    browsers = renderers = 0
+    ``--type``, started by Debian's shell script: a child the main one forked a moment
+    ago still carries its command line) and page renderers."""
+    found = {}
     for child in browser_processes(spider_pid):
         try:
-            command = Path(f"/proc/{child}/cmdline").read_bytes()
-            state = Path(f"/proc/{child}/stat").read_text().rsplit(")", 1)[1].split()[0]
+            fields = Path(f"/proc/{child}/stat").read_text().rsplit(")", 1)[1].split()
+            found[child] = (fields[0], int(fields[1]), Path(f"/proc/{child}/cmdline").read_bytes())
         except OSError:                              # it ended meanwhile
             continue
-        if state == "Z" or command.startswith(b"/bin/sh"):
-            continue
-        browsers += b"--type=" not in command
-        renderers += b"--type=renderer" in command
+    scripts = {pid for pid, (_, _, command) in found.items() if command.startswith(b"/bin/sh")}
+    live = [(parent, command) for state, parent, command in found.values()
+            if state != "Z" and not command.startswith(b"/bin/sh")]
+    browsers = sum(b"--type=" not in command and parent not in found.keys() - scripts
+                   for parent, command in live)
+    renderers = sum(b"--type=renderer" in command for _, command in live)
     return browsers, renderers
 
 

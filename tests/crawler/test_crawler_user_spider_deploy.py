@@ -13,6 +13,8 @@ import time
 import pytest
 
 from manager.local.crawl import FAST, cluster_env
+from master.crawls import CrawlStore
+from master.keys import Keys
 from master.registry import JobRegistry
 from tests.crawler.test_crawler_user_spider import (
     PROJECT,
@@ -47,12 +49,17 @@ def deploy(tmp_path, managers):
     return done.stdout + done.stderr
 
 
-def wait_items(client, key, count, timeout=120):
+def wait_items(client, settings, key, count, crawlid, timeout=120):
+    """The items in ``key`` once there are ``count`` and the crawl has drained: nothing
+    pending, none in flight, so every fetch it made is in nginx's log (the spiders keep
+    running, waiting for work)."""
     deadline = time.monotonic() + timeout
-    while client.llen(key) < count:
-        assert time.monotonic() < deadline, f"{client.llen(key)} of {count} items in {key}"
+    store = CrawlStore(client, Keys.from_settings(settings))
+    while client.llen(key) < count or store.progress(crawlid)["total_pending"]:
+        assert time.monotonic() < deadline, (f"{client.llen(key)} of {count} items in {key}, "
+                                             f"{store.progress(crawlid)['total_pending']} "
+                                             "pending")
         time.sleep(0.2)
-    time.sleep(2)              # a page fetched twice would show by now
     return sorted((json.loads(raw) for raw in client.lrange(key, 0, -1)),
                   key=lambda item: item["url"])
 
@@ -98,7 +105,7 @@ def test_a_user_spider_deployed_with_scrapyd_deploy_runs_on_two_nodes_and_throug
         assert started.returncode == 0, started.stdout + started.stderr
         assert [line.split(":")[0] for line in started.stdout.splitlines()] == ["node1", "node2"]
         key = items_key % {"spider": "news"}
-        assert wait_items(redis, key, len(expected)) == expected
+        assert wait_items(redis, test_settings, key, len(expected), "news") == expected
         assert_each_page_once(site, since, manifest, "a deployed user spider on two nodes")
         jobs = JobRegistry.from_settings(redis, test_settings).live_jobs()
         assert sorted(info["node"] for info in jobs.values() if info["spider_type"] == "news") == [
@@ -121,7 +128,7 @@ def test_a_user_spider_deployed_with_scrapyd_deploy_runs_on_two_nodes_and_throug
         assert replies[0]["status"] == "accepted", submitted.stdout + submitted.stderr
         assert replies[1]["status"] == "error" and "unknown spider 'no_such_spider'" in (
             replies[1]["error"]), replies[1]
-        assert wait_items(redis, key, len(expected)) == expected
+        assert wait_items(redis, test_settings, key, len(expected), "via-kafka") == expected
         assert_each_page_once(site, since, manifest, "a crawl through Kafka naming the spider")
     finally:
         for process in (master, preprocess):
