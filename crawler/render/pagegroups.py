@@ -31,7 +31,7 @@ VARIABLE_AT = 5          # distinct shapes at one place that make it a variable
 VARIABLE_BESIDE_SLUGS = 3   # ... or that many where one is a slug: the others are words
                             # a slug's place takes (a one- or two-word title)
 MAX_PLACES = 20000       # places a crawl's templates track; past it, learning stops
-MAX_SEEN = 200000        # URLs a crawl's templates remember having learnt from
+MAX_SEEN = 20000         # URLs a crawl's templates remember having learnt from
 _NUMBER = re.compile(r"\d+")
 _ID = re.compile(r"^(?=.*\d)[A-Za-z0-9_-]{12,}$|^[0-9a-fA-F-]{8,}$")
 _SLUG = re.compile(r"^[^\W_]+(?:[-_][^\W_]+){2,}$")

@@ -41,6 +41,7 @@ RECHECK = 50            # then one page in this many is compared again, times th
                         # as the cube root of its pages)
 MAX_PATTERNS = 1000     # templates a crawl learns (Keys.crawl_render's fields / 2)
 PLAN_FRESH = 2.0        # seconds a process reuses what it read of a crawl's templates
+MAX_CRAWLS = 20         # crawls a process keeps the templates of (a spider runs for months)
 PLAN_WAIT = 0.2         # seconds between looks at a template whose sample is being compared
 
 
@@ -165,8 +166,8 @@ class RenderPlan:
 
     def _templates(self, crawlid: str) -> UrlTemplates:
         if crawlid not in self.templates:
-            if len(self.templates) > 100:
-                self.templates.clear()
+            if len(self.templates) >= MAX_CRAWLS:      # the longest known goes first
+                del self.templates[next(iter(self.templates))]
             self.templates[crawlid] = UrlTemplates()
         return self.templates[crawlid]
 
@@ -176,7 +177,7 @@ class RenderPlan:
             fields = self.redis.hgetall(self.keys.crawl_render(crawlid))
             patterns = render_patterns(fields)
             self._templates(crawlid).add_variables(render_variables(fields))
-            if len(self.read_at) > 1000:
-                self.read_at.clear()
+            if len(self.read_at) >= MAX_CRAWLS:
+                del self.read_at[next(iter(self.read_at))]
             self.read_at[crawlid] = (time.monotonic(), patterns)
         return patterns

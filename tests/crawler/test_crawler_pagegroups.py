@@ -79,3 +79,20 @@ def test_pagegroups_variables_learnt_elsewhere_are_taken_and_learning_is_bounded
     bounded = UrlTemplates()
     bounded.learn([f"http://h{n}.example/a/b/" for n in range(MAX_PLACES + 10)])
     assert len(bounded.shapes) == MAX_PLACES
+
+
+def test_pagegroups_what_a_long_running_spider_keeps_is_bounded():
+    """A spider runs for months: the URLs a crawl's templates remember, and the crawls a
+    process keeps templates of, are bounded."""
+    from crawler.render.pagegroups import MAX_SEEN
+    from crawler.render.policy import MAX_CRAWLS, RenderPlan
+    from master.keys import Keys
+
+    templates = UrlTemplates()
+    for start in range(0, 3 * MAX_SEEN, 1000):
+        templates.learn([f"http://a.example/p/{n}.html" for n in range(start, start + 1000)])
+    assert len(templates.seen) <= MAX_SEEN + 1000
+    plan = RenderPlan(None, Keys("t"))
+    for n in range(3 * MAX_CRAWLS):
+        plan._templates(f"crawl-{n}")
+    assert len(plan.templates) == MAX_CRAWLS and f"crawl-{3 * MAX_CRAWLS - 1}" in plan.templates
