@@ -19,7 +19,7 @@ from typing import Any, Self
 
 from scrapy import Request, signals
 from scrapy.crawler import Crawler
-from scrapy.http import Response
+from scrapy.http import Headers
 from scrapy.settings import BaseSettings
 from twisted.internet.defer import Deferred
 
@@ -112,13 +112,13 @@ class JobContext:
                 (("etag", "If-None-Match"), ("last_modified", "If-Modified-Since"))
                 if state.get(name)}
 
-    def hub_visited(self, response: Response, member: str, config: dict[str, Any],
+    def hub_visited(self, headers: Headers, member: str, config: dict[str, Any],
                     revisit: Revisit, urls: list[str]) -> None:
         """Record a revisited page's visit: the fingerprint of the URLs it lists now and
-        its validators (the next visit asks with them)."""
+        its validators from its response's ``headers`` (the next visit asks with them)."""
         fingerprint = hashlib.sha1("\n".join(sorted(urls)).encode()).hexdigest()
         validators = {header: value.decode("latin-1") for header in VALIDATORS
-                      if (value := response.headers.get(header))}
+                      if (value := headers.get(header))}
         self.frontier.hub_visited(member, fingerprint, validators, revisit,
                                   config.get("hub_span", HUB_SPAN))
 

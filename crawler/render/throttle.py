@@ -14,7 +14,7 @@ from typing import Any
 from scrapy.crawler import Crawler
 
 from crawler.context import JobContext
-from crawler.scheduler import throttled_slot
+from crawler.scheduler.slots import throttled_slot
 from master.siteconfig import domain_of
 
 

@@ -8,8 +8,8 @@ from scrapy import Request
 from scrapy.http import HtmlResponse
 from scrapy.utils.test import get_crawler
 
-from crawler import scheduler
-from crawler.scheduler import IDLE_AFTER, IDLE_LOOK, ClusterScheduler
+from crawler.scheduler import ClusterScheduler, taking
+from crawler.scheduler.taking import IDLE_AFTER, IDLE_LOOK, Taker
 from crawler.spiders import Follow
 from crawler.spiders.universal import UniversalSpider
 from manager.local.crawl import submit
@@ -20,21 +20,21 @@ from master.tasks import decode_task, make_task
 
 def test_an_idle_job_looks_for_work_every_idle_look_not_every_round(monkeypatch):
     now = [100.0]
-    monkeypatch.setattr(scheduler.time, "monotonic", lambda: now[0])
+    monkeypatch.setattr(taking.time, "monotonic", lambda: now[0])
     held = [0]
-    state = SimpleNamespace(last_work=now[0], last_look=0.0, _tasks_held=lambda: held[0])
+    state = SimpleNamespace(last_work=now[0], last_look=0.0, tasks_held=lambda: held[0])
     looks = []
     for _ in range(200):                                  # 10 s of 0.05 s rounds
-        looks.append(not ClusterScheduler._resting(state))
+        looks.append(not Taker.resting(state))
         now[0] += 0.05
     rounds_before_idle = round(IDLE_AFTER / 0.05)
     assert all(looks[:rounds_before_idle])                # busy a second ago: every round
     idle_looks = sum(looks[rounds_before_idle:])
     assert idle_looks <= (200 - rounds_before_idle) * 0.05 / IDLE_LOOK + 1
     held[0] = 3                                           # tasks in the downloader: busy
-    assert not ClusterScheduler._resting(state)
+    assert not Taker.resting(state)
     held[0], state.last_work = 0, now[0]                  # just took work: every round again
-    assert not ClusterScheduler._resting(state)
+    assert not Taker.resting(state)
 
 
 # --- the link path on a real Redis: each page queued once ---------------------------------
@@ -88,15 +88,15 @@ def test_a_page_is_queued_once_whatever_fragment_spelling_round_or_job(
                                   meta={"crawlcluster_parent": {"task": make_task(
                                       f"{SITE}/index.html", "once", "universal"),
                                       "config": CONFIG}}))
-    first._push_new_links()                         # one round
+    first.push_links()                         # one round
     assert pooled(test_settings, redis) == [f"{SITE}/index.html", f"{SITE}/ref/x.html",
                                             f"{SITE}/y.html?b=2&a=1"]
 
     page_yields(first, f"{SITE}/ref/x.html", [f"{SITE}/ref/x.html#e", f"{SITE}/y.html?a=1&b=2"])
-    first._push_new_links()                         # a later round
+    first.push_links()                         # a later round
     second = job_scheduler("job-b")
     page_yields(second, f"{SITE}/y.html", [f"{SITE}/ref/x.html#f", f"{SITE}/index.html"])
-    second._push_new_links()                        # another job
+    second.push_links()                        # another job
     assert len(pooled(test_settings, redis)) == 3
 
     # A job killed between its push and its filter add: a page crawled again elsewhere
@@ -107,9 +107,9 @@ def test_a_page_is_queued_once_whatever_fragment_spelling_round_or_job(
     first.context.bloom.add_many = killed
     page_yields(first, f"{SITE}/ref/x.html", [f"{SITE}/z.html#one"])
     with pytest.raises(SystemExit):
-        first._push_new_links()
+        first.push_links()
     page_yields(second, f"{SITE}/y.html", [f"{SITE}/z.html#two", f"{SITE}/z.html"])
-    second._push_new_links()
+    second.push_links()
     assert pooled(test_settings, redis).count(f"{SITE}/z.html") == 1
     assert len(pooled(test_settings, redis)) == 4
 
@@ -121,7 +121,7 @@ def test_links_of_a_stopped_crawl_are_counted_refused_not_new(job_scheduler, tes
     first = job_scheduler("job-a")
     first.context.frontier.purge_crawl("once", [])           # the crawl stops
     page_yields(first, f"{SITE}/index.html", [f"{SITE}/a.html", f"{SITE}/b.html"])
-    first._push_new_links()
+    first.push_links()
     first.context.tracker.report(force=True)
     links = CrawlStore(redis, Keys.from_settings(test_settings)).progress("once")["links"]
     assert links.get("new", 0) == 0

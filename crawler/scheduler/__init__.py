@@ -1,0 +1,17 @@
+"""The cluster's Scrapy scheduler (``SCHEDULER = "crawler.scheduler.ClusterScheduler"``),
+one job to a module:
+
+- core.py: Scrapy's scheduler interface and the round;
+- admission.py: what the crawl refuses before Redis, and the per-crawl link counts;
+- linkpush.py: the Bloom check, the push and the filter add;
+- replay.py: push replay after a Redis failover;
+- taking.py: taking, stealing and idling;
+- sitemaps.py: a revisited sitemap's changed pages;
+- slots.py: throttled domains' download slots;
+- taskrequest.py: a taken task's Request;
+- userlinks.py: a user spider's Requests and start-URL key.
+"""
+
+from crawler.scheduler.core import ClusterScheduler
+
+__all__ = ["ClusterScheduler"]
