@@ -23,7 +23,8 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from bench.common import bench_redis, bench_settings, finish, machine, rate, require_peers
-from master.bloom import BloomFilter, BloomParams
+from master.bloom import BloomFilter
+from master.bloomparams import BloomParams
 from master.keys import Keys
 from master.urls import url_digest
 

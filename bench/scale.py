@@ -55,8 +55,9 @@ from manager.local.processes import spawn, stop_process
 from manager.local.serverspec import ServerSpec
 from manager.local.services import LocalServers
 from manager.local.sitelog import RepeatedFetches, check_fetched_once
-from master.bloom import BloomFilter, BloomParams
+from master.bloom import BloomFilter
 from master.bloomgen import AgingBloomFilter
+from master.bloomparams import BloomParams
 from master.dispatcher import Dispatcher
 from master.frontier import Frontier
 from master.keys import Keys

@@ -17,7 +17,7 @@ scrapyd has no slot for:
 
 Spider processes inherit the manager's effective settings through their
 environment, plus ``CRAWLCLUSTER_NODE_NAME``, and register their own jobs
-with the master's job registry (crawler/scheduler.py).
+with the master's job registry (crawler/scheduler/).
 """
 
 import contextlib

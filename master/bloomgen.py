@@ -38,7 +38,9 @@ from typing import Any
 import numpy as np
 from numpy.typing import NDArray
 
-from master.bloom import BloomFilter, BloomParams, Scope, flags, missing_from, scope_of
+from master.bloom import BloomFilter
+from master.bloomparams import BloomParams, Scope, scope_of
+from master.bloomwire import flags, missing_from
 from master.counters import Clock
 from master.keys import Keys
 from master.lua import LuaScripts

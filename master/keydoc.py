@@ -29,9 +29,11 @@ class KeyDoc:
 
 
 def key_methods() -> list[str]:
-    """Names of the ``Keys`` methods that build a key, in the order they are defined."""
+    """Names of the ``Keys`` methods that build a key, family by family (the classes
+    ``Keys`` is made of, in its order), each in the order they are defined."""
     names = []
-    for name, member in vars(Keys).items():
+    members = [item for family in Keys.__mro__ for item in vars(family).items()]
+    for name, member in members:
         doc = inspect.getdoc(member) if callable(member) else None
         if not name.startswith("_") and doc and REDIS_TYPE.match(doc):
             names.append(name)

@@ -9,6 +9,7 @@ from pathlib import Path
 import yaml
 
 from settings.loader import load_settings
+from tests import modulemap
 
 ROOT = Path(__file__).resolve().parents[1]
 PACKAGES = ("crawler", "master", "message_processing", "manager", "settings")
@@ -150,3 +151,45 @@ def test_the_layer_check_finds_an_import_up_the_layers(tmp_path):
     (tmp_path / "master" / "ok.py").write_text("from settings.loader import Settings\n")
     (tmp_path / "master" / "up.py").write_text("import json\nfrom crawler.rules import x\n")
     assert imports_up_the_layers(tmp_path) == [("master/up.py", "crawler")]
+
+
+MAX_MODULE_LINES = 500
+CHECKED_TREES = (*PACKAGES, "tests", "bench", "deploy")
+
+
+def modules_over(root, limit=MAX_MODULE_LINES):
+    """``[(module, lines)]`` of the Python modules under ``root`` longer than ``limit``."""
+    found = []
+    for tree in CHECKED_TREES:
+        for path in sorted((root / tree).rglob("*.py")):
+            lines = len(path.read_text(encoding="utf-8").splitlines())
+            if lines > limit:
+                found.append((str(path.relative_to(root)), lines))
+    return found
+
+
+def test_no_module_is_over_500_lines():
+    assert modules_over(ROOT) == []
+
+
+def test_the_size_check_finds_a_module_over_500_lines(tmp_path):
+    (tmp_path / "crawler").mkdir()
+    (tmp_path / "crawler" / "small.py").write_text("x = 1\n" * 500)
+    (tmp_path / "crawler" / "big.py").write_text("x = 1\n" * 501)
+    assert modules_over(tmp_path) == [("crawler/big.py", 501)]
+
+
+def test_the_module_map_matches_the_tree():
+    documented = (ROOT / "docs" / "architecture.md").read_text(encoding="utf-8")
+    assert modulemap.table() in documented, (
+        "docs/architecture.md's module map is stale: paste `python -m tests.modulemap`")
+    undescribed = [name for name, what in modulemap.entries() if not what]
+    assert undescribed == [], "say what these hold (a docstring, or tests/modulemap.py)"
+
+
+def test_the_module_map_check_sees_a_module_added(tmp_path):
+    (tmp_path / "master").mkdir()
+    (tmp_path / "master" / "new.py").write_text('"""Something new. More."""\n')
+    (tmp_path / "master" / "data").mkdir()
+    assert modulemap.entries(tmp_path) == [("master/data/", ""),
+                                           ("master/new.py", "Something new")]

@@ -1,5 +1,5 @@
-"""The cluster's Scrapy scheduler (``SCHEDULER = "crawler.scheduler.ClusterScheduler"``),
-one job to a module:
+"""The cluster's Scrapy scheduler over the master's Redis frontier, one job to a module
+(``SCHEDULER = "crawler.scheduler.ClusterScheduler"``).
 
 - core.py: Scrapy's scheduler interface and the round;
 - admission.py: what the crawl refuses before Redis, and the per-crawl link counts;

@@ -7,7 +7,8 @@ from dataclasses import replace
 import numpy as np
 import pytest
 
-from master.bloom import DOUBLE, BloomFilter, BloomParams, cell_arrays, positions
+from master.bloom import BloomFilter
+from master.bloomparams import DOUBLE, BloomParams, cell_arrays, positions
 from master.keys import Keys
 from master.urls import url_key
 from settings.errors import ConfigError

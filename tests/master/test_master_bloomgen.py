@@ -4,8 +4,9 @@ from dataclasses import replace
 
 import pytest
 
-from master.bloom import DOUBLE, BloomFilter, BloomParams
+from master.bloom import BloomFilter
 from master.bloomgen import AgingBloomFilter, KnownLinks, generation_shape
+from master.bloomparams import DOUBLE, BloomParams
 from master.keys import Keys
 from tests.master.conftest import Clock
 

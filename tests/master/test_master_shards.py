@@ -7,8 +7,9 @@ from collections import Counter
 
 import pytest
 
-from master.bloom import BloomFilter, BloomParams
+from master.bloom import BloomFilter
 from master.bloomgen import AgingBloomFilter
+from master.bloomparams import BloomParams
 from master.counters import RollingTimeCounter, StepTimeCounter, WindowCounts
 from master.crawls import CrawlStore
 from master.dispatcher import Dispatcher
