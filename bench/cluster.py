@@ -130,7 +130,7 @@ def main():
             print(f"round {number} (this machine runs two CPU-bound processes at "
                   f"{scaling:.2f}x one)")
             since = len(site.access_log())
-            run_peer(settings, site, manifest, work / "rule.json",
+            run_peer(settings, manifest, work / "rule.json",
                      {"SCHEDULER": "scrapy.core.scheduler.Scheduler"}, work / "vanilla.log",
                      f"vanilla-{number}")
             vanilla = pages_per_s(site, since, "vanilla Scrapy, 1 process", expected,

@@ -1,6 +1,6 @@
 """Dispatcher benchmark: atomic batched moves, and the thesis Figure 5-1 run.
 
-  python bench/dispatch.py
+  python bench/dispatch.py [--quick]
 
 1. Tasks/s moved from the pools into job queues by the dispatcher (one script
    call per shard with tasks, up to 500 each, pipelined), against the obvious
@@ -14,6 +14,7 @@
 The last line is one JSON object.
 """
 
+import argparse
 import sys
 import time
 from pathlib import Path
@@ -46,8 +47,8 @@ class Clock:
         return self.now
 
 
-def throughput(client, keys):
-    push_tasks(client, keys, 200_000, "speed")
+def throughput(client, keys, tasks=200_000):
+    push_tasks(client, keys, tasks, "speed")
     clock = Clock(time.time())
     registry = JobRegistry(client, keys, clock=clock)
     for job in JOBS:
@@ -84,7 +85,7 @@ def speed(job, minute):
     return {"job2": 420, "job3": 480}[job]
 
 
-def figure_5_1(client, keys, minutes=70, step=5.0):
+def figure_5_1(client, keys, minutes=70, step=5.0, tasks=130_000):
     """Simulated crawl; return per-window rows of shares and speed ratios."""
     window = 600.0
     clock = Clock(1_800_000_000.0 - 1_800_000_000.0 % window)
@@ -92,7 +93,7 @@ def figure_5_1(client, keys, minutes=70, step=5.0):
     frontier = Frontier(client, keys, clock=clock)
     dispatcher = Dispatcher(client, keys, registry, frontier, window=window, headroom=1.25,
                             default_weight=400, batch=500, clock=clock)
-    push_tasks(client, keys, 130_000, "fig51")
+    push_tasks(client, keys, tasks, "fig51")
     for job in JOBS:
         registry.register(job, "universal", job, "10.0.0.1")
     start, owed = clock.now, dict.fromkeys(JOBS, 0.0)
@@ -156,16 +157,23 @@ def windows_to_rebalance(rows, change_windows=(3, 5), tolerance=0.03):
 
 
 def main():
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--quick", action="store_true",
+                        help="a tenth of the tasks and 30 simulated minutes: a rough run")
+    args = parser.parse_args()
+    scale = 10 if args.quick else 1
     settings = bench_settings()
     keys = Keys.from_settings(settings)
     print(f"bench/dispatch.py on {machine()}")
     with bench_redis(settings) as client:
         print("throughput")
-        ours, naive = throughput(client, keys)
+        ours, naive = throughput(client, keys, 200_000 // scale)
     simulation = bench_settings()
     with bench_redis(simulation) as client:
-        print("thesis Figure 5-1 (simulated 70 minutes, 10-minute windows)")
-        rows = share_errors(figure_5_1(client, Keys.from_settings(simulation)))
+        minutes = 30 if args.quick else 70
+        print(f"thesis Figure 5-1 (simulated {minutes} minutes, 10-minute windows)")
+        rows = share_errors(figure_5_1(client, Keys.from_settings(simulation), minutes,
+                                       tasks=130_000 // scale))
     finish({
         "tasks_per_s": ours,
         "vs_one_roundtrip_per_task": ours / naive,

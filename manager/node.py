@@ -95,6 +95,7 @@ SERVICES = {
     "cluster.json": "manager.web.ClusterView",
     "overview.json": "manager.web.Overview",
     "validate.json": "manager.web.Validate",
+    "preview.json": "manager.web.Preview",
     "crawl.json": "manager.web.CrawlControl",
     "export": "manager.web.Export",
 }

@@ -7,8 +7,8 @@ project and spider names that are not plain names, with a message saying
 which (scrapyd would only refuse a path that leaves its logs directory, and
 with a less telling error). ``ClusterView`` answers ``cluster.json``: every
 node in the registry and the jobs running on each. ``Overview``, ``Validate``
-and ``Submit`` serve the web UI (``manager/ui/``); ``/metrics`` this node's spiders'
-Prometheus metrics.
+and ``Submit`` serve the web UI (``manager/ui/``); ``Preview`` answers ``preview.json``, a
+page under a crawl request's rule; ``/metrics`` this node's spiders' Prometheus metrics.
 """
 
 import io
@@ -230,6 +230,66 @@ class Submit(resource.Resource):
         data["node_name"] = self.root.node_name
         txrequest.setHeader("Content-Type", "application/json")
         txrequest.write(json.dumps(data).encode())
+        txrequest.finish()
+
+
+class Preview(resource.Resource):
+    """``POST preview.json`` with ``{"request": crawl request, "url", "html", "step",
+    "crawlid", "with_html"}`` (all but ``request`` optional): the page's preview under the
+    request's rule (crawler/preview/), or the error naming the field."""
+
+    isLeaf = True
+
+    def __init__(self, root: Root) -> None:
+        super().__init__()
+        self.root = root
+        self._servers: Any = None
+        self._lock = threading.Lock()
+
+    def render_POST(self, txrequest: Any) -> Any:
+        body = txrequest.content.read()
+        deferred = threads.deferToThread(self._preview, body)
+        deferred.addErrback(lambda failure: {"status": "error",
+                                             "message": failure.getErrorMessage()})
+        deferred.addCallback(lambda answer: self._finish(txrequest, answer))
+        return server.NOT_DONE_YET
+
+    def _preview(self, body: bytes) -> dict[str, Any]:
+        from crawler.preview import PreviewError, preview
+
+        try:
+            asked = json.loads(body)
+        except ValueError as exc:
+            return {"status": "error", "message": f"not JSON: {exc}", "field": None}
+        if not isinstance(asked, dict) or not isinstance(asked.get("request"), dict):
+            return {"status": "error", "field": "request",
+                    "message": "a JSON object whose request is the crawl request"}
+        unknown = set(asked) - {"request", "url", "html", "step", "crawlid", "with_html"}
+        if unknown:
+            return {"status": "error", "field": min(unknown), "message": "unknown field"}
+        for name in ("url", "html", "step", "crawlid"):
+            if asked.get(name) is not None and not isinstance(asked[name], str):
+                return {"status": "error", "field": name, "message": "must be a string"}
+        try:
+            shown = preview(asked["request"], self._cluster(), url=asked.get("url"),
+                            html=asked.get("html"), step=asked.get("step"),
+                            crawlid=asked.get("crawlid"), with_html=asked.get("with_html") is True)
+        except PreviewError as exc:
+            return {"status": "error", "message": exc.reason, "field": exc.field}
+        return {"status": "ok", "preview": shown}
+
+    def _cluster(self) -> Any:
+        from crawler.preview.servers import PreviewServers
+
+        with self._lock:              # made once, on the first preview
+            if self._servers is None:
+                self._servers = PreviewServers(self.root.crawlcluster["settings"])
+        return self._servers.cluster()
+
+    def _finish(self, txrequest: Any, data: dict[str, Any]) -> None:
+        data["node_name"] = self.root.node_name
+        txrequest.setHeader("Content-Type", "application/json")
+        txrequest.write(json.dumps(data, ensure_ascii=False).encode())
         txrequest.finish()
 
 

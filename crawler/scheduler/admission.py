@@ -2,7 +2,7 @@
 depth, blacklist), and the counts ``info`` shows per crawl (found, then new, duplicate or
 refused with its reason)."""
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any, NamedTuple
 
 from scrapy.crawler import Crawler
@@ -68,16 +68,7 @@ class LinkAdmission:
 
     def refusal(self, url: str, parent: dict[str, Any]) -> str | None:
         """Why the crawl refuses a link before any Redis check, or None."""
-        if not url[:8].lower().startswith(("http://", "https://")):
-            return "scheme"
-        if self.url_length_limit and len(url) > self.url_length_limit:
-            return "url_length"
-        maxdepth = parent["config"].get("maxdepth")
-        if maxdepth is not None and link_depth(parent["task"]) > maxdepth:
-            return "depth"
-        if self.context.site_config.is_blacklisted(domain_of(url)):
-            return "blacklist"
-        return None
+        return refusal(url, parent, self.url_length_limit, self.context.site_config.is_blacklisted)
 
     def count(self, crawlid: str, field: str, count: int = 1) -> None:
         """Count links of a crawl for ``info`` (``Keys.crawl_links``)."""
@@ -86,6 +77,23 @@ class LinkAdmission:
     def refuse(self, crawlid: str, reason: str, count: int = 1) -> None:
         self.stats.inc_value(f"crawlcluster/links/refused/{reason}", count)
         self.count(crawlid, f"refused:{reason}", count)
+
+
+def refusal(url: str, parent: dict[str, Any], url_length_limit: int,
+            is_blacklisted: Callable[[str], bool]) -> str | None:
+    """Why a crawl refuses a link a page of ``parent`` (its task and crawl config)
+    yielded, before any Redis check: ``scheme``, ``url_length`` (over Scrapy's
+    ``URLLENGTH_LIMIT``; 0: none), ``depth`` or ``blacklist``; None if it does not."""
+    if not url[:8].lower().startswith(("http://", "https://")):
+        return "scheme"
+    if url_length_limit and len(url) > url_length_limit:
+        return "url_length"
+    maxdepth = parent["config"].get("maxdepth")
+    if maxdepth is not None and link_depth(parent["task"]) > maxdepth:
+        return "depth"
+    if is_blacklisted(domain_of(url)):
+        return "blacklist"
+    return None
 
 
 def link_depth(parent: Task) -> int:

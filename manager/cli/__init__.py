@@ -4,7 +4,7 @@ Each module adds its own subcommands (``add_commands``) next to their ``cmd_*``
 functions, which take the parsed arguments and the settings and return an exit status:
 ``servers`` (ping, services), ``roles`` (master, manager, preprocess, monitor,
 exporter), ``local`` (up, supervisor, down, demo), ``requests`` (submit, info, stop,
-pause, resume, watch, schedule, stats, config) and ``tools`` (proxy, export,
+pause, resume, watch, schedule, stats, config), ``rules`` (try) and ``tools`` (proxy, export,
 start-spider, settings). Errors crawlcluster raises on purpose become one line on stderr
 and exit status 2; nothing below the CLI exits.
 """
@@ -13,12 +13,12 @@ import argparse
 import logging
 import sys
 
-from manager.cli import local, requests, roles, servers, tools
+from manager.cli import local, requests, roles, rules, servers, tools
 from manager.cli.common import EXIT_ERROR
 from settings.errors import CrawlClusterError
 from settings.loader import Settings, load_settings
 
-COMMAND_MODULES = (servers, roles, local, requests, tools)
+COMMAND_MODULES = (servers, roles, local, requests, rules, tools)
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -1,4 +1,4 @@
-// crawlcluster web UI: three pages over the manager's JSON endpoints.
+// crawlcluster web UI: four pages over the manager's JSON endpoints (Rules: rules.js).
 "use strict";
 
 const $ = (selector, root = document) => root.querySelector(selector);
@@ -48,7 +48,7 @@ function showResult(element, ok, text) {
 
 // --- pages ---------------------------------------------------------------------------
 
-const pages = { submit: null, spiders: refreshJobs, status: refreshStatus };
+const pages = { submit: null, rules: null, spiders: refreshJobs, status: refreshStatus };
 let timer = null;
 
 function showPage() {

@@ -3,12 +3,14 @@ the form, start a spider, see it running, see pages per minute, stop it, downloa
 
 import json
 import re
+import time
 from pathlib import Path
 
 import pytest
 
 from manager.local.demo import UNIVERSAL_RULE
 from manager.local.installs import require_program
+from manager.local.sitelog import page_fetches
 from tests.manager.test_manager_node import PROJECT, Manager
 from tests.message_processing.test_message_processing_intake import Role
 
@@ -124,3 +126,69 @@ def test_submit_start_watch_and_stop_in_a_browser(cluster, browser, static_site,
         page.wait_for_selector(f"#page-{name}", state="visible", timeout=5000)
     for name in ("submit", "spiders", "status"):
         assert (tmp_path / f"{name}.png").stat().st_size > 10_000
+
+
+def test_rule_builder_preview_pick_two_fields_and_submit_in_a_browser(
+        cluster, browser, static_site, mongo_db, tmp_path):
+    """Build a rule on the Rules page: preview a news page, click its title and its date
+    to make two fields, see both on three pages of the kind, submit; the crawl stores
+    what the previews showed, and each preview fetched its page once."""
+    manifest, site = static_site
+    base = manifest["start_url"].rstrip("/")
+    article = f"{base}/news/2.html"
+    page = browser.new_page(viewport={"width": 1300, "height": 1000})
+    page.goto(f"http://127.0.0.1:{cluster.port}/ui/#rules")
+    page.wait_for_selector("#node-name:has-text('ui-node')")
+    page.fill("#rule-form input[name=url]", manifest["start_url"])
+    page.fill("textarea[name=rule_json]", json.dumps({"rules": [
+        {"allow": [r"/$", r"/list/\d+\.html$"], "follow": True},
+        {"allow": [r"/news/\d+\.html$"], "follow": True}]}))   # its related articles too
+    page.wait_for_selector(".link-rule[data-index='1']")          # the form follows the JSON
+    since = len(site.access_log())
+    page.fill("input[name=preview_url]", article)
+    page.click("#preview-button")
+    page.wait_for_selector("#preview-result.ok:has-text('200')", timeout=30000)
+
+    for name, element in (("title", "h1"), ("date", "span.date")):
+        page.click("#pick-button")
+        page.frame_locator("#page-frame").locator(element).first.click()
+        page.wait_for_selector("#pick-panel:not([hidden])")
+        assert "selects 1 on this page" in page.inner_text("#pick-selects")
+        page.fill("input[name=pick_name]", name)
+        page.click("#add-picked")
+        page.wait_for_function(f"""() => {{
+            const cells = [...document.querySelectorAll('#more-pages td[data-field={name}]')];
+            return cells.length === 3 && cells.every(td => td.textContent && !td.className);
+        }}""", timeout=60000)
+    rule = json.loads(page.input_value("textarea[name=rule_json]"))
+    assert set(rule["rules"][1]["fields"]) == {"title", "date"}
+    shown = page.eval_on_selector_all("#more-pages tbody tr", """rows => rows.map(row => ({
+        url: row.dataset.url,
+        title: row.querySelector('td[data-field=title]').textContent,
+        date: row.querySelector('td[data-field=date]').textContent}))""")
+    assert len(shown) == 3 and shown[0]["url"] == article
+    expected = {p["url"]: p for p in manifest["pages"]}
+    for row in shown:
+        assert (row["title"], row["date"]) == (expected[row["url"]]["title"],
+                                               expected[row["url"]]["date"])
+    # each preview fetched its page once: three previews of each (first look, two fields)
+    fetches = page_fetches(site.access_log()[since:], site.port)
+    assert {row["url"]: fetches[row["url"]] for row in shown} == {row["url"]: 3 for row in shown}
+    page.screenshot(path=str(tmp_path / "rules.png"), full_page=True)
+
+    page.fill("#rule-form input[name=crawlid]", "ui-rules")
+    page.fill("#rule-form input[name=maxdepth]", "20")
+    page.click("#submit-rule")
+    page.wait_for_selector("#rule-submit-result.ok:has-text('Accepted crawl ui-rules')",
+                           timeout=60000)
+    cluster.call("schedule.json", "POST", project="crawlcluster", spider="universal",
+                 setting=["CRAWLCLUSTER_IDLE_TIMEOUT=5"])
+    deadline = time.monotonic() + 120
+    stored = {}
+    while len(stored) < len(shown) and time.monotonic() < deadline:
+        time.sleep(1)
+        stored = {item["url"]: item for item in mongo_db["items_universal"].find(
+            {"crawlid": "ui-rules", "url": {"$in": [row["url"] for row in shown]}})}
+    for row in shown:
+        assert (stored[row["url"]]["title"], stored[row["url"]]["date"]) == (
+            row["title"], row["date"])
