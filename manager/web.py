@@ -197,79 +197,68 @@ class Validate(WsResource):
 MAX_FORM_BYTES = 1 << 20
 
 
-class Submit(resource.Resource):
-    """Produce a request (``POST`` JSON body) to Kafka and answer with its reply."""
+class ThreadedJSON(resource.Resource):
+    """A ``POST`` whose JSON answer is made in a thread (``answer``: it may block on a
+    server), with the node's name; an unexpected error is answered as one."""
 
     isLeaf = True
 
     def __init__(self, root: Root) -> None:
         super().__init__()
         self.root = root
-        self._client: Any = None
         self._lock = threading.Lock()
 
     def render_POST(self, txrequest: Any) -> Any:
         body = txrequest.content.read()
-        deferred = threads.deferToThread(self._ask, body)
-        deferred.addCallbacks(lambda reply: self._finish(txrequest, {"status": "ok",
-                                                                     "reply": reply}),
-                              lambda failure: self._finish(txrequest, {
-                                  "status": "error", "message": failure.getErrorMessage()}))
+        deferred = threads.deferToThread(self.answer, body)
+        deferred.addErrback(lambda failure: {"status": "error",
+                                             "message": failure.getErrorMessage()})
+        deferred.addCallback(lambda answer: self._finish(txrequest, answer))
         return server.NOT_DONE_YET
 
-    def _ask(self, body: bytes) -> Any:
+    def answer(self, body: bytes) -> dict[str, Any]:
+        raise NotImplementedError
+
+    def _finish(self, txrequest: Any, data: dict[str, Any]) -> None:
+        data["node_name"] = self.root.node_name
+        txrequest.setHeader("Content-Type", "application/json")
+        txrequest.write(json.dumps(data, ensure_ascii=False).encode())
+        txrequest.finish()
+
+
+class Submit(ThreadedJSON):
+    """Produce a request (``POST`` JSON body) to Kafka and answer with its reply."""
+
+    _client: Any = None
+
+    def answer(self, body: bytes) -> dict[str, Any]:
         from message_processing.client import RequestClient
 
         request = json.loads(body) if body.strip().startswith(b"{") else body
         with self._lock:           # one Kafka client, used by one request at a time
             if self._client is None:
                 self._client = RequestClient.from_settings(self.root.crawlcluster["settings"])
-            return self._client.ask(request)
-
-    def _finish(self, txrequest: Any, data: dict[str, Any]) -> None:
-        data["node_name"] = self.root.node_name
-        txrequest.setHeader("Content-Type", "application/json")
-        txrequest.write(json.dumps(data).encode())
-        txrequest.finish()
+            return {"status": "ok", "reply": self._client.ask(request)}
 
 
-class Preview(resource.Resource):
+class Preview(ThreadedJSON):
     """``POST preview.json`` with ``{"request": crawl request, "url", "html", "step",
     "crawlid", "with_html"}`` (all but ``request`` optional): the page's preview under the
     request's rule (crawler/preview/), or the error naming the field."""
 
-    isLeaf = True
+    _servers: Any = None
+    FIELDS = ("request", "url", "html", "step", "crawlid", "with_html")
 
-    def __init__(self, root: Root) -> None:
-        super().__init__()
-        self.root = root
-        self._servers: Any = None
-        self._lock = threading.Lock()
-
-    def render_POST(self, txrequest: Any) -> Any:
-        body = txrequest.content.read()
-        deferred = threads.deferToThread(self._preview, body)
-        deferred.addErrback(lambda failure: {"status": "error",
-                                             "message": failure.getErrorMessage()})
-        deferred.addCallback(lambda answer: self._finish(txrequest, answer))
-        return server.NOT_DONE_YET
-
-    def _preview(self, body: bytes) -> dict[str, Any]:
+    def answer(self, body: bytes) -> dict[str, Any]:
         from crawler.preview import PreviewError, preview
 
         try:
             asked = json.loads(body)
         except ValueError as exc:
             return {"status": "error", "message": f"not JSON: {exc}", "field": None}
-        if not isinstance(asked, dict) or not isinstance(asked.get("request"), dict):
-            return {"status": "error", "field": "request",
-                    "message": "a JSON object whose request is the crawl request"}
-        unknown = set(asked) - {"request", "url", "html", "step", "crawlid", "with_html"}
-        if unknown:
-            return {"status": "error", "field": min(unknown), "message": "unknown field"}
-        for name in ("url", "html", "step", "crawlid"):
-            if asked.get(name) is not None and not isinstance(asked[name], str):
-                return {"status": "error", "field": name, "message": "must be a string"}
+        problem = self._problem(asked)
+        if problem is not None:
+            return {"status": "error", "field": problem[0], "message": problem[1]}
         try:
             shown = preview(asked["request"], self._cluster(), url=asked.get("url"),
                             html=asked.get("html"), step=asked.get("step"),
@@ -278,6 +267,18 @@ class Preview(resource.Resource):
             return {"status": "error", "message": exc.reason, "field": exc.field}
         return {"status": "ok", "preview": shown}
 
+    def _problem(self, asked: Any) -> tuple[str, str] | None:
+        """``(field, what is wrong)`` with the body's shape, or None."""
+        if not isinstance(asked, dict) or not isinstance(asked.get("request"), dict):
+            return "request", "a JSON object whose request is the crawl request"
+        unknown = set(asked) - set(self.FIELDS)
+        if unknown:
+            return min(unknown), "unknown field"
+        for name in ("url", "html", "step", "crawlid"):
+            if asked.get(name) is not None and not isinstance(asked[name], str):
+                return name, "must be a string"
+        return None
+
     def _cluster(self) -> Any:
         from crawler.preview.servers import PreviewServers
 
@@ -285,12 +286,6 @@ class Preview(resource.Resource):
             if self._servers is None:
                 self._servers = PreviewServers(self.root.crawlcluster["settings"])
         return self._servers.cluster()
-
-    def _finish(self, txrequest: Any, data: dict[str, Any]) -> None:
-        data["node_name"] = self.root.node_name
-        txrequest.setHeader("Content-Type", "application/json")
-        txrequest.write(json.dumps(data, ensure_ascii=False).encode())
-        txrequest.finish()
 
 
 class Export(resource.Resource):

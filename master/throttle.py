@@ -23,6 +23,8 @@ from master.siteconfig import SiteConfig
 from settings.clients import RedisClient
 from settings.loader import Settings
 
+MIN_WAIT = 0.001     # seconds: the least wait a full window answers (its reply has ms)
+
 # How many tasks to take of a domain: a number, or one computed from (domain, hits, window).
 PerDomain = int | Callable[[str, int, float], int]
 
@@ -203,7 +205,11 @@ class ThrottledQueues:
                               self.keys.lease_owners(shard), self.keys.throttle(shard)],
             [repr(now), repr(now), self.keys.queue_template(shard), job, spider_type, ip,
              domain, hits, ip_hits, int(window * 1000), -1])[1]
-        return float(reply.removeprefix("wait:")) if isinstance(reply, str) else 0.0
+        if not isinstance(reply, str):
+            return 0.0
+        # A window full for less than a millisecond more says "wait:0.000": still a wait,
+        # or the caller would send a request no window counted.
+        return max(float(reply.removeprefix("wait:")), MIN_WAIT)
 
     def limits(self, domain: str, min_interval: float | None) -> tuple[int, int, float]:
         """``(hits, hits from one IP, window)`` for a domain (``limit``, and its per-IP

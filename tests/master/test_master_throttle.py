@@ -262,3 +262,18 @@ def test_a_browser_hit_counts_in_the_windows_takes_share(redis, test_settings):
     assert 0 < wait <= 10.5          # full: nothing counted; a wait (up to a slot late)
     assert queues.take("job", "universal", "10.0.0.1").throttled == ["example.com"]
     assert redis.zcard(keys.queue("job", "example.com")) == 9   # no task taken by a hit
+
+
+def test_a_window_full_for_under_a_millisecond_more_is_still_a_wait(redis, test_settings):
+    """The script answers "wait:0.000" when a window frees in under a millisecond; that
+    is a wait, not a hit: a caller taking it as one sent a request no window counted."""
+    keys = Keys.from_settings(test_settings)
+    now = [1_800_000_000.0]
+    queues = ThrottledQueues(redis, keys, SiteConfig(2, 1.0), clock=lambda: now[0])
+    assert [queues.hit("job", "universal", "10.0.0.1", "example.com") for _ in range(2)] \
+        == [0.0, 0.0]
+    wait = queues.hit("job", "universal", "10.0.0.1", "example.com")
+    now[0] += wait - 0.0004                      # the window frees 0.4 ms from now
+    assert queues.hit("job", "universal", "10.0.0.1", "example.com") > 0
+    now[0] += 0.001
+    assert queues.hit("job", "universal", "10.0.0.1", "example.com") == 0.0
