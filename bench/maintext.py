@@ -197,6 +197,7 @@ def genre_scores(directory):
               for genre in ours["genre"]}
     counted = {genre: ratio for genre, ratio in ratios.items()
                if ours["genre"][genre]["n"] >= MIN_GENRE_PAGES}
+    counted = counted or ratios        # a sample too small for any genre to count: all
     lowest = min(counted, key=counted.__getitem__)
     return {
         "genres_pages": ours["all"]["n"],
