@@ -243,11 +243,11 @@ class Submit(ThreadedJSON):
 
 class Preview(ThreadedJSON):
     """``POST preview.json`` with ``{"request": crawl request, "url", "html", "step",
-    "crawlid", "with_html"}`` (all but ``request`` optional): the page's preview under the
-    request's rule (crawler/preview/), or the error naming the field."""
+    "crawlid", "with_html", "render"}`` (all but ``request`` optional): the page's preview
+    under the request's rule (crawler/preview/), or the error naming the field."""
 
     _servers: Any = None
-    FIELDS = ("request", "url", "html", "step", "crawlid", "with_html")
+    FIELDS = ("request", "url", "html", "step", "crawlid", "with_html", "render")
 
     def answer(self, body: bytes) -> dict[str, Any]:
         from crawler.preview import PreviewError, preview
@@ -262,7 +262,8 @@ class Preview(ThreadedJSON):
         try:
             shown = preview(asked["request"], self._cluster(), url=asked.get("url"),
                             html=asked.get("html"), step=asked.get("step"),
-                            crawlid=asked.get("crawlid"), with_html=asked.get("with_html") is True)
+                            crawlid=asked.get("crawlid"), with_html=asked.get("with_html") is True,
+                            render=asked.get("render") is True)
         except PreviewError as exc:
             return {"status": "error", "message": exc.reason, "field": exc.field}
         return {"status": "ok", "preview": shown}

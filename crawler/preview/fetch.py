@@ -49,6 +49,12 @@ class PageFetcher:
         status, headers, body = self._get(url, {"Cookie": cookie} if cookie else {})
         return HtmlResponse(url, status=status, headers=headers, body=body)
 
+    def asset(self, url: str) -> tuple[int, Headers, bytes]:
+        """What a page's script or XHR asks for, fetched as the page was."""
+        if not self.allowed(url):
+            raise FetchError(f"robots.txt of {urlsplit(url).netloc} forbids {url}")
+        return self._get(url, {})
+
     def allowed(self, url: str) -> bool:
         """Whether robots.txt lets the crawl's User-Agent fetch ``url`` (always, if the
         crawl does not obey robots.txt)."""

@@ -13,7 +13,8 @@ from crawler.maintext import extract_main_text
 from crawler.pipelines import EncodingPipeline
 from crawler.preview.fetch import FetchError, PageFetcher
 from crawler.preview.links import link_fates
-from crawler.render.policy import looks_scripted, render_mode
+from crawler.preview.render import rendered_page
+from crawler.render.policy import looks_scripted, needs_rendering, render_mode, rule_fields
 from crawler.rules import compile_universal
 from crawler.spiders import Follow
 from crawler.spiders.precise import PreciseSpider
@@ -50,15 +51,18 @@ class Cluster:
     is_blacklisted: Callable[[str], bool]
     seen: Callable[[list[str], str], list[bool]] | None
     fetcher: Callable[[dict[str, Any]], PageFetcher]
+    browser: str = ""           # CRAWLCLUSTER_BROWSER: the Chromium a render runs
 
 
 def preview(request: dict[str, Any], cluster: Cluster, url: str | None = None,
             html: str | None = None, step: str | None = None,
-            crawlid: str | None = None, with_html: bool = False) -> dict[str, Any]:
+            crawlid: str | None = None, with_html: bool = False,
+            render: bool = False) -> dict[str, Any]:
     """The preview of ``url`` (the crawl's own by default) under the crawl request's rule:
     fetched, or ``html`` as given. ``step``: a precise rule's ``list`` or ``detail``
     page. ``crawlid``: a running crawl, whose seen pages are marked. ``with_html``: the
-    page's HTML too (the UI shows it)."""
+    page's HTML too (the UI shows it). ``render``: for a rule that renders, what
+    rendering the page changes."""
     config = checked_config(request)
     spider_type = config["spider_type"]
     step = step or STEPS[spider_type][0]
@@ -74,6 +78,9 @@ def preview(request: dict[str, Any], cluster: Cluster, url: str | None = None,
               "fetched": html is None, "items": [described(item, config) for item in items],
               "render": render_verdict(config, task, response),
               "rule_index": task.get("rule_index")}
+    if render and result["render"]["mode"] != "never":
+        result["render"]["rendered"] = render_changes(response, fetcher, cluster, task, config,
+                                                      items, links)
     if with_html:
         result["html"] = response.text
     result.update(link_fates(response, config, task, links, refused, cluster, fetcher,
@@ -177,6 +184,31 @@ def rule_field_names(config: dict[str, Any]) -> list[str]:
         return [name for part in ("first_page_xpath", "second_page_xpath")
                 for name in rule.get(part, {}) if name not in PRECISE_KEYWORDS]
     return list(dict.fromkeys(name for r in rule["rules"] for name in r.get("fields", {})))
+
+
+def render_changes(response: HtmlResponse, fetcher: PageFetcher, cluster: Cluster,
+                   task: dict[str, Any], config: dict[str, Any], items: list[dict[str, Any]],
+                   links: list[Follow]) -> dict[str, Any]:
+    """What the page gives once rendered, against what it gives as fetched: links the
+    rule follows only then, fields filled only then, and the verdict a crawl's ``auto``
+    would reach (``needs_rendering``)."""
+    load = tuple(config["rule"].get("render_load", ()))
+    try:
+        rendered = with_meta(rendered_page(response, fetcher, cluster.browser, load), task,
+                             config)
+    except CrawlClusterError as exc:
+        return {"error": str(exc)}
+    rendered_items, rendered_links, _ = run_spider(config["spider_type"], rendered,
+                                                   cluster.lean_links)
+    plain_fields = {name for item in items for name, value in item.items() if value}
+    filled = sorted({name for item in rendered_items for name, value in item.items()
+                     if value and name not in plain_fields} & set(rule_field_names(config)))
+    plain_urls = {link.url for link in links}
+    added = [link.url for link in rendered_links if link.url not in plain_urls]
+    return {"needs_rendering": needs_rendering(response, rendered, rule_fields({
+                "config": config, "task": task})) or bool(filled),
+            "links_added": added, "fields_filled": filled,
+            "items": len(rendered_items)}
 
 
 def render_verdict(config: dict[str, Any], task: dict[str, Any],

@@ -38,7 +38,8 @@ class PreviewServers:
         return Cluster(url_length_limit=self.scrapy_settings.getint("URLLENGTH_LIMIT"),
                        lean_links=self.settings.getbool("CRAWLCLUSTER_LEAN_LINKS"),
                        is_blacklisted=self.site_config.is_blacklisted,
-                       seen=self.seen, fetcher=self.fetcher)
+                       seen=self.seen, fetcher=self.fetcher,
+                       browser=self.settings["CRAWLCLUSTER_BROWSER"])
 
     def fetcher(self, config: dict[str, Any]) -> PageFetcher:
         agent = config.get("useragent") or self.scrapy_settings.get("USER_AGENT")

@@ -25,7 +25,7 @@ def cmd_try(args: argparse.Namespace, settings: Settings) -> int:
     servers = PreviewServers(settings)
     try:
         result = preview(request, servers.cluster(), url=args.url, html=html, step=args.step,
-                         crawlid=args.crawlid)
+                         crawlid=args.crawlid, render=args.render)
     finally:
         servers.close()
     print(json.dumps(result, indent=1, ensure_ascii=False) if args.json else readable(result))
@@ -56,10 +56,18 @@ def readable(result: dict[str, Any]) -> str:
 
 
 def describe_render(render: dict[str, Any]) -> str:
-    if "looks_scripted" not in render:
-        return render["mode"]
-    return (f"{render['mode']} (looks filled in by scripts: rendered)" if render["looks_scripted"]
-            else f"{render['mode']} (looks complete: read as fetched until its kind is known)")
+    described = render["mode"]
+    if "looks_scripted" in render:
+        described += (" (looks filled in by scripts: rendered)" if render["looks_scripted"]
+                      else " (looks complete: read as fetched until its kind is known)")
+    changes = render.get("rendered")
+    if changes and "error" in changes:
+        described += f"; {changes['error']}"
+    elif changes:
+        described += (f"; rendered, it adds {len(changes['links_added'])} links and fills "
+                      f"{', '.join(changes['fields_filled']) or 'no field'}: "
+                      + ("needs rendering" if changes["needs_rendering"] else "read as fetched"))
+    return described
 
 
 def link_lines(result: dict[str, Any]) -> list[str]:
@@ -89,5 +97,7 @@ def add_commands(commands: Any) -> None:
     command.add_argument("--step", choices=["page", "list", "detail"],
                          help="a precise rule's list (default) or detail page")
     command.add_argument("--crawlid", help="a running crawl: mark the links it has seen")
+    command.add_argument("--render", action="store_true",
+                         help="a rule that renders: render the page too and say what changes")
     command.add_argument("--json", action="store_true", help="the whole preview as JSON")
     command.set_defaults(func=cmd_try)

@@ -189,7 +189,8 @@ async function submitCrawl() {
 // --- the preview -----------------------------------------------------------------------------
 
 async function askPreview(url, step, withHTML) {
-  const asked = { request: crawlRequestOf(), url: url || undefined, with_html: withHTML };
+  const asked = { request: crawlRequestOf(), url: url || undefined, with_html: withHTML,
+                  render: withHTML && Boolean(rule.render) };
   if (step) asked.step = step;
   return postJSON("../preview.json", asked);
 }
@@ -208,7 +209,10 @@ async function runPreview() {
   const shown = answer.preview;
   lastPreview = { shown, url, step };
   if (shown.step === "list") detailLinks = shown.links.filter((link) => link.step === "detail").map((link) => link.url);
-  const render = shown.render.mode + ("looks_scripted" in shown.render ? (shown.render.looks_scripted ? ", looks filled in by scripts" : ", looks complete") : "");
+  let render = shown.render.mode + ("looks_scripted" in shown.render ? (shown.render.looks_scripted ? ", looks filled in by scripts" : ", looks complete") : "");
+  const changes = shown.render.rendered;
+  if (changes && changes.error) render += "; " + changes.error;
+  else if (changes) render += `; rendered, it adds ${changes.links_added.length} links and fills ${changes.fields_filled.join(", ") || "no field"}`;
   showResult(result, true, `${shown.status}, a ${shown.spider_type} rule's ${shown.step === "page" ? "" : shown.step + " "}page; ${shown.items.length} item(s); render: ${render}`);
   showFields(shown);
   showLinks(shown);

@@ -243,3 +243,44 @@ def test_previews_keep_within_the_sites_rate(servers, static_site):
     assert all(later - earlier >= 2.0 - 0.05 for earlier, later
                in zip(times, times[2:], strict=False)), times
     assert {entry["agent"] for entry in served} == {"preview-test-agent"}
+
+
+@pytest.fixture(scope="module")
+def scripted_site(tmp_path_factory):
+    """The generated site with one host whose list and detail pages a script writes."""
+    from manager.local.ports import free_port
+    from manager.local.sitegen import DEFAULT_HOSTS, SiteSpec, generate_site
+    from manager.local.staticsite import StaticSite
+    from tests.conftest import serve_or_fail
+
+    root = tmp_path_factory.mktemp("scripted")
+    spec = SiteSpec(port=free_port(DEFAULT_HOSTS), details_per_host=6,
+                    scripted_hosts=(DEFAULT_HOSTS[1],))
+    manifest = generate_site(root, spec)
+    site = serve_or_fail(StaticSite(root / "www", spec.hosts, spec.port, root / "run"))
+    yield manifest, site, spec.base(DEFAULT_HOSTS[1])
+    site.stop()
+
+
+def test_what_rendering_changes_on_a_scripted_page(servers, scripted_site):
+    """``render: auto`` on a list page a script writes (its menus are plain, so it does
+    not look scripted: a crawl compares its kind's pages): rendered it gives the links
+    the plain page lacks, its script's data fetched through the throttle; a page as
+    complete as fetched gains nothing."""
+    manifest, site, base = scripted_site
+    request = universal(f"{base}/", {**UNIVERSAL_RULE, "render": "auto"})
+    since = len(site.access_log())
+    shown = preview(request, servers.cluster(), url=f"{base}/list/1.html", render=True)
+    assert shown["render"]["mode"] == "auto" and shown["render"]["looks_scripted"] is False
+    changes = shown["render"]["rendered"]
+    listed = next(p for p in manifest["pages"] if p["url"] == f"{base}/list/1.html")
+    assert changes["needs_rendering"] is True
+    assert {url for url in listed["links"] if "/news/" in url} <= set(changes["links_added"])
+    assert not [link for link in shown["links"] if "/news/" in link["url"]]   # as fetched
+    paths = [entry["path"] for entry in site.access_log()[since:]]
+    assert paths.count("/list/1.html") == 1 and paths.count("/list/1.json") == 1
+    _, _, plain_base = site_of((manifest, site), 0)
+    plain = preview(universal(f"{plain_base}/", {**UNIVERSAL_RULE, "render": "auto"}),
+                    servers.cluster(), url=f"{plain_base}/list/1.html", render=True)
+    assert plain["render"]["rendered"] == {"needs_rendering": False, "links_added": [],
+                                           "fields_filled": [], "items": 0}
