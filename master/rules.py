@@ -150,11 +150,17 @@ def rule_from_scrapy_cluster(request: dict[str, Any]) -> Rule:
     return {"rules": [link_rule]}
 
 
+def field_names(spider_type: str, rule: Rule) -> list[str]:
+    """Every field a rule names, in the rule's order (a universal rule's once each)."""
+    if spider_type == "precise":
+        names = [*rule.get("first_page_xpath", {}), *rule.get("second_page_xpath", {})]
+        return [n for n in names if n not in PRECISE_KEYWORDS]
+    return list(dict.fromkeys(name for r in rule["rules"] for name in r.get("fields", {})))
+
+
 def required_fields(spider_type: str, rule: Rule) -> list[str]:
     """Fields an item must have: the rule's ``required``, else every field it names."""
     if "required" in rule:
         return list(rule["required"])
-    if spider_type == "precise":
-        names = [*rule.get("first_page_xpath", {}), *rule.get("second_page_xpath", {})]
-        return [n for n in names if n not in PRECISE_KEYWORDS]
-    return sorted({name for r in rule["rules"] for name in r.get("fields", {})})
+    names = field_names(spider_type, rule)
+    return names if spider_type == "precise" else sorted(names)

@@ -19,7 +19,7 @@ from crawler.rules import compile_universal
 from crawler.spiders import Follow
 from crawler.spiders.precise import PreciseSpider
 from crawler.spiders.universal import UniversalSpider
-from master.rules import PRECISE_KEYWORDS, required_fields
+from master.rules import field_names, required_fields
 from master.tasks import make_task
 from message_processing.requests import (
     RequestError,
@@ -168,7 +168,7 @@ def described(item: dict[str, Any], config: dict[str, Any]) -> dict[str, Any]:
     if body is not None:
         item["main_text"] = extract_main_text(body)
     item.pop("fetched_at", None)
-    names = rule_field_names(config)
+    names = field_names(config["spider_type"], config["rule"])
     fields = {name: ({"value": item[name]} if item.get(name)
                      else {"value": item.get(name, ""), "missing": "matched nothing"})
               for name in names if name in item}
@@ -176,14 +176,6 @@ def described(item: dict[str, Any], config: dict[str, Any]) -> dict[str, Any]:
                if not item.get(name)]
     return {"item": item, "fields": fields, "kept": not missing,
             **({"dropped_for": missing} if missing else {})}
-
-
-def rule_field_names(config: dict[str, Any]) -> list[str]:
-    rule = config["rule"]
-    if config["spider_type"] == "precise":
-        return [name for part in ("first_page_xpath", "second_page_xpath")
-                for name in rule.get(part, {}) if name not in PRECISE_KEYWORDS]
-    return list(dict.fromkeys(name for r in rule["rules"] for name in r.get("fields", {})))
 
 
 def render_changes(response: HtmlResponse, fetcher: PageFetcher, cluster: Cluster,
@@ -201,8 +193,9 @@ def render_changes(response: HtmlResponse, fetcher: PageFetcher, cluster: Cluste
     rendered_items, rendered_links, _ = run_spider(config["spider_type"], rendered,
                                                    cluster.lean_links)
     plain_fields = {name for item in items for name, value in item.items() if value}
+    named = set(field_names(config["spider_type"], config["rule"]))
     filled = sorted({name for item in rendered_items for name, value in item.items()
-                     if value and name not in plain_fields} & set(rule_field_names(config)))
+                     if value and name not in plain_fields} & named)
     plain_urls = {link.url for link in links}
     added = [link.url for link in rendered_links if link.url not in plain_urls]
     return {"needs_rendering": needs_rendering(response, rendered, rule_fields({
