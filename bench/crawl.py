@@ -149,12 +149,12 @@ def process_cpu_seconds(pid):
 
 
 def run_peer(settings, manifest, rule_file, scheduler, log, crawlid,
-             spider_args=(), vanilla=False):
+             spider_args=(), vanilla=False, python=(sys.executable,)):
     """One peer crawl; ``crawlid`` keeps its items apart from other runs' (a page stored
     twice under one crawl id would be a duplicate-key error, not an insert). ``vanilla``:
     the CrawlSpider with Scrapy's own settings (run outside the project, so none of its
-    settings apply) and ``scheduler`` as the only ones given. Returns its CPU seconds
-    (``cpu``)."""
+    settings apply) and ``scheduler`` as the only ones given. ``python``: the command
+    that runs Python (e.g. under cProfile). Returns its CPU seconds (``cpu``)."""
     if vanilla:
         scrapy_settings = dict(scheduler)
         spider, cwd = "crawl_vanilla.py", Path(tempfile.mkdtemp(prefix="vanilla-"))
@@ -162,7 +162,7 @@ def run_peer(settings, manifest, rule_file, scheduler, log, crawlid,
         scrapy_settings = dict(COMMON, **{k: json.dumps(v) for k, v in PEER_COMPONENTS.items()})
         scrapy_settings.update(scheduler)
         spider, cwd = "crawl_peers.py", ROOT
-    args = [sys.executable, "-m", "scrapy", "runspider", str(ROOT / "bench" / spider),
+    args = [*python, "-m", "scrapy", "runspider", str(ROOT / "bench" / spider),
             "-a", f"start={manifest['start_url']}", "-a", f"rule={rule_file}",
             "-a", f"crawlid={crawlid}", *spider_args]
     for name, value in scrapy_settings.items():

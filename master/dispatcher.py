@@ -36,6 +36,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+import redis
+
 from master.bloomgen import AgingBloomFilter
 from master.counters import Clock
 from master.crawls import CrawlConfig, CrawlStore
@@ -433,8 +435,6 @@ class Dispatcher:
         logger.info("dispatcher %s running: window %.0f s, headroom %.2f, batch %d, "
                     "%d frontier shards", self.leases.instance, self.window, self.headroom,
                     self.batch, self.keys.shards)
-        import redis
-
         last_beat = 0.0
         while not self.stopping.is_set():
             if self.watchdog is not None:
@@ -448,7 +448,7 @@ class Dispatcher:
                 logger.error("Redis error, retrying in %.1f s: %s", self.idle_sleep * 4, exc)
                 self.stopping.wait(self.idle_sleep * 4)
                 continue
-            self.stopping.wait(self.pause_after(moved))
+            self.wait(self.pause_after(moved))
         self._log_window()
         try:
             self.leases.release_all()
@@ -468,6 +468,16 @@ class Dispatcher:
         elif now - self._idle_since >= IDLE_AFTER:
             self.pause = min(max(self.idle_sleep, IDLE_PAUSE_MAX), self.pause * 2)
         return self.pause
+
+    def wait(self, seconds: float) -> None:
+        """Wait ``seconds``, or until a job short of work pushes links (``Keys.dispatch_wake``):
+        a crawl's first pages, or work after a pause, go out in ms, not a pause later."""
+        if seconds <= 0 or self.stopping.is_set():
+            return
+        try:
+            self.client.blpop([self.keys.dispatch_wake()], timeout=seconds)
+        except redis.RedisError:
+            self.stopping.wait(seconds)
 
     def stop(self, *_: object) -> None:
         self.stopping.set()

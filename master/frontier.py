@@ -125,22 +125,28 @@ class Frontier:
         codes = self._push(tasks, digests)
         return [codes.count("q"), codes.count("s")]
 
-    def push_links(self, tasks: list[Task], recrawl: Sequence[bool] = ()) -> str:
+    def push_links(self, tasks: list[Task], recrawl: Sequence[bool] = (),
+                   wake: bool = False) -> str:
         """``push`` for the new links a spider's pages yielded, once the Bloom filter found
         them unseen (before they are added to it): a link pushed to its shard within
         ``dedupe_seconds`` already (another job found it new at the same moment, or this
         job's round failed after the push) is not queued again, unless ``recrawl`` says
         it is to be crawled again (a changed page). Returns a letter per task, in order:
         ``q`` queued, ``s`` refused (its crawl stopped), ``r`` pushed already, ``d`` in
-        the pool already."""
+        the pool already. ``wake``: the pushing job is short of work, so a dispatcher
+        waiting between ticks is woken (``Keys.dispatch_wake``), in the same round trip."""
         again = list(recrawl) or [False] * len(tasks)
         return self._push(tasks, [link_digest(task) if not flag else ""
-                                  for task, flag in zip(tasks, again, strict=True)])
+                                  for task, flag in zip(tasks, again, strict=True)], wake)
 
-    def _push(self, tasks: list[Task], digests: Sequence[str] = ()) -> str:
+    def _push(self, tasks: list[Task], digests: Sequence[str] = (), wake: bool = False) -> str:
         pipe = self.client.pipeline(transaction=False)
         indexed, start, calls = self._queue_pushes(pipe, tasks, again=False, digests=digests)
-        replies = pipe.execute()[start:] if len(pipe) else []
+        if wake and calls:
+            wake_key = self.keys.dispatch_wake()
+            pipe.lpush(wake_key, 1)
+            pipe.ltrim(wake_key, 0, 0)
+        replies = pipe.execute()[start:start + len(calls)] if len(pipe) else []
         self._crawl_shards_known |= indexed
         codes = [""] * len(tasks)
         for numbers, reply in zip(calls, replies, strict=True):

@@ -34,8 +34,9 @@ class LinkPush:
         self.unadded: list[tuple[str, str]] = []
         self.known = known           # links the filter holds, as far as this process knows
 
-    def push(self) -> None:
-        """Push the links waiting; on a Redis error they wait for the next round."""
+    def push(self, wake: bool = False) -> None:
+        """Push the links waiting (``wake``: the job is short of work, so a dispatcher
+        waiting between ticks is woken); on a Redis error they wait for the next round."""
         if self.unadded:
             unadded, self.unadded = self.unadded, []
             self.add_to_filter(unadded)
@@ -43,7 +44,7 @@ class LinkPush:
             return
         links, self.waiting = self.waiting, []
         try:
-            self.filter_push_add(links)
+            self.filter_push_add(links, wake)
         except Exception:
             # Redis failed before the push was done (a failover, say): none of these
             # links is in the filter yet, so the next round looks them up again; what
@@ -51,7 +52,7 @@ class LinkPush:
             self.waiting = links + self.waiting
             raise
 
-    def filter_push_add(self, links: list[NewLink]) -> None:
+    def filter_push_add(self, links: list[NewLink], wake: bool = False) -> None:
         """Queue each page the crawl has neither seen nor queued, once: one link per
         canonical URL of its crawl, whatever fragment or spelling each came with; those
         the filter has not seen are pushed, then added to it. A user spider's request
@@ -61,7 +62,7 @@ class LinkPush:
         distinct = list(distinct_links(filtered).values())
         unseen = [link for link, seen in zip(distinct, self.seen(distinct), strict=True)
                   if not seen] + [link for link in links if link.unfiltered]
-        queued, stopped, refused = self.queue(unseen)
+        queued, stopped, refused = self.queue(unseen, wake)
         self._count(links, queued, stopped, refused)
         self.add_to_filter([(link.key, link.crawlid) for link in unseen if not link.unfiltered])
 
@@ -82,7 +83,8 @@ class LinkPush:
         self.stats.inc_value("crawlcluster/links/known", len(urls) - len(asked))
         return seen
 
-    def queue(self, unseen: list[NewLink]) -> tuple[list[Task], list[Task], list[NewLink]]:
+    def queue(self, unseen: list[NewLink],
+              wake: bool = False) -> tuple[list[Task], list[Task], list[NewLink]]:
         """Push the tasks of links the filter has not seen (within their crawls'
         ``domain_max_pages``). Returns the tasks queued, those refused as their crawl
         stopped, and the links refused here (``invalid``, ``domain_max_pages``)."""
@@ -90,7 +92,8 @@ class LinkPush:
         kept = {id(task) for task in self._within_domain_limits([task for _, task in made])}
         pushed = [(link, task) for link, task in made if id(task) in kept]
         codes = self.context.frontier.push_links(
-            [task for _, task in pushed], [link.recrawl or link.unfiltered for link, _ in pushed])
+            [task for _, task in pushed], [link.recrawl or link.unfiltered for link, _ in pushed],
+            wake=wake)
         outcomes = list(zip(pushed, codes, strict=True))
         self.replay.remember([(task, link.recrawl) for (link, task), code in outcomes
                               if code == "q"])

@@ -47,6 +47,15 @@ class ClusterKeys(KeySpace):
         """
         return f"{self.tag}:pool_shards:{spider_type}"
 
+    def dispatch_wake(self) -> str:
+        """list of at most one entry: a job short of work pushed links. A dispatcher
+        waiting between ticks (``BLPOP``) ticks at once instead of after its pause.
+
+        Written by: jobs whose downloader has room and nothing ready (`Frontier.push_links`)
+        Read by: dispatchers (popped)
+        """
+        return f"{self.tag}:dispatch:wake"
+
     def pool_types(self) -> str:
         """set of the spider types that have (had) tasks in a pool.
 

@@ -93,6 +93,42 @@ def test_an_idle_dispatcher_ticks_less_often_and_at_once_again_with_work(redis, 
     assert dispatcher.pause_after(dispatcher.tick()) == 0.05
 
 
+def test_a_waiting_dispatcher_wakes_when_a_job_short_of_work_pushes_links(redis, parts):
+    """A push with ``wake`` (a job with nothing ready) ends the dispatcher's pause at
+    once; one without leaves it; however many wake it, one entry is kept."""
+    dispatcher, frontier, keys = parts.dispatcher, parts.frontier, parts.keys
+    started = time.monotonic()
+    dispatcher.wait(0.3)
+    assert time.monotonic() - started >= 0.25                  # nothing pushed: the pause
+
+    frontier.push_links(tasks(2), wake=False)
+    assert redis.llen(keys.dispatch_wake()) == 0
+    for batch in range(3):
+        frontier.push_links(tasks(3, crawlid=f"w{batch}"), wake=True)
+    assert redis.llen(keys.dispatch_wake()) == 1
+
+    waited = []
+    waiter = threading.Thread(target=lambda: waited.append(timed_wait(dispatcher, 0.0)))
+    waiter.start()
+    waiter.join(10)
+    assert waited and waited[0] < 1.0                           # the token was there
+
+    waiter = threading.Thread(target=lambda: waited.append(timed_wait(dispatcher, 0.2)))
+    waiter.start()
+    time.sleep(0.2)
+    frontier.push_links(tasks(1, crawlid="late"), wake=True)   # wakes a waiting one
+    waiter.join(10)
+    assert waited[1] < 3.0
+
+
+def timed_wait(dispatcher, delay):
+    """Seconds a dispatcher with a 5 s pause waited, the wait starting after ``delay``."""
+    time.sleep(delay)
+    started = time.monotonic()
+    dispatcher.wait(5.0)
+    return time.monotonic() - started
+
+
 def test_expired_job_returns_its_tasks_to_the_pool(redis, parts):
     clock, keys, registry, frontier, dispatcher = (
         parts.clock, parts.keys, parts.registry, parts.frontier, parts.dispatcher)
