@@ -29,6 +29,7 @@ setup(
         "kazoo>=2.9",
         "kafka-python>=3.0",  # 3.x admin API names (list_groups, ...)
         "crc32c>=2.3",  # kafka-python checksums record batches in C with it, in Python without
+        "confluent-kafka>=2.2",  # the items firehose's producer (librdkafka, off the GIL)
         "lxml>=5.0",
         "charset-normalizer>=3.0",  # reading pages whose declared charset lies
         "jsonschema>=4.18",  # referencing-based validators (exact errors)

@@ -92,8 +92,9 @@ def scrapy_cluster_fields(item: Document, config: dict[str, Any]) -> Document:
 
 class ItemProducer:
     """Keyed messages to Kafka, every one confirmed or an error raised; topics are created
-    when first used. A producer whose delivery failed is dropped with what it buffered
-    and made again on the next send (see ``DeliveringProducer``)."""
+    when first used. Sent by librdkafka (``native_producer``), whose batching and sending
+    stay off the spider's GIL. A producer whose delivery failed is dropped with what it
+    buffered and made again on the next send."""
 
     def __init__(self, settings: Settings, role: str) -> None:
         self.settings, self.role = settings, role
@@ -105,7 +106,7 @@ class ItemProducer:
         """Raises a KafkaError or ServerUnreachable unless the broker stored them all."""
         from kafka.errors import KafkaError, KafkaTimeoutError
 
-        from settings.clients import ensure_topics, kafka_producer
+        from settings.clients import ensure_topics, native_producer
 
         new = {topic for topic, _, _ in messages} - self.topics
         if new:
@@ -113,25 +114,50 @@ class ItemProducer:
             ensure_topics(self.settings, self.role, topics=dict.fromkeys(new, partitions))
             self.topics |= new
         if self.producer is None:
-            # Requests go when ``send`` flushes: a batch per partition and request, not
-            # one per 16 KB with a wake-up of the sender thread each (CPU the spider pays).
-            self.producer = kafka_producer(self.settings, self.role, linger_ms=1000,
-                                           batch_size=1 << 20, max_request_size=8 << 20)
+            self.producer = native_producer(self.settings, self.role)
+        failed: list[Any] = []
+
+        def delivered(error: Any, _message: Any) -> None:     # in flush, on this thread
+            if error is not None:
+                failed.append(error)
+
         try:
-            futures = [self.producer.send(topic, value, key=key) for topic, key, value in messages]
-            self.producer.flush(timeout=self.timeout)
-            for future in futures:
-                if not future.is_done:
-                    raise KafkaTimeoutError(f"not confirmed in {self.timeout} s")
-                if future.failed():
-                    raise future.exception
+            for topic, key, value in messages:
+                self._produce(topic, key, value, delivered)
+            left = self.producer.flush(self.timeout)
+            if left:
+                raise KafkaTimeoutError(f"{left} messages not confirmed in {self.timeout} s")
+            if failed:
+                raise KafkaError(f"{len(failed)} messages not stored: {failed[0]}")
         except KafkaError:
             self.close(timeout=0)
             raise
 
+    def _produce(self, topic: str, key: bytes, value: bytes, delivered: Any) -> None:
+        """One message into librdkafka's queue (waiting for deliveries once if it is
+        full); librdkafka's refusals raised as a KafkaError."""
+        from confluent_kafka import KafkaException
+        from kafka.errors import KafkaError, KafkaTimeoutError
+
+        try:
+            try:
+                self.producer.produce(topic, value, key=key, on_delivery=delivered)
+            except BufferError:
+                if self.producer.flush(self.timeout):
+                    raise KafkaTimeoutError(f"not confirmed in {self.timeout} s") from None
+                self.producer.produce(topic, value, key=key, on_delivery=delivered)
+        except KafkaException as exc:
+            raise KafkaError(f"refused by the producer: {exc}") from None
+
     def close(self, timeout: float | None = None) -> None:
+        """Wait up to ``timeout`` s (the socket timeout if None) for what is buffered;
+        with 0, drop it."""
         if self.producer is not None:
-            self.producer.close(timeout=timeout)
+            if timeout == 0:
+                self.producer.purge()
+                self.producer.flush(0)
+            else:
+                self.producer.flush(self.timeout if timeout is None else timeout)
             self.producer = None
 
 

@@ -15,6 +15,7 @@ rendered.
 import random
 import time
 from collections import Counter
+from itertools import islice
 from typing import Any
 
 from scrapy.http import HtmlResponse, Response, TextResponse
@@ -93,10 +94,13 @@ def looks_scripted(response: Response) -> bool:
     under 200 characters of text outside its scripts (a page its scripts fill in)."""
     if not isinstance(response, HtmlResponse) or response.status != 200:
         return False
-    # cheapest first: most pages have links, and this runs on every page of such crawls
-    if float(response.xpath("count(//a[@href])").get() or 0) > 2:
+    # cheapest first: most pages have links, and this runs on every page of such crawls,
+    # so the walk stops at the third (an XPath count walks the whole page)
+    root = response.selector.root
+    links = (element for element in root.iter("a") if element.get("href") is not None)
+    if next(islice(links, 2, None), None) is not None:
         return False
-    if not response.xpath("//script"):
+    if next(root.iter("script"), None) is None:
         return False
     text = response.xpath("//body//text()[not(ancestor::script or ancestor::style)]").getall()
     return len("".join(text).strip()) < 200

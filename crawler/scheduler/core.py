@@ -25,7 +25,7 @@ from scrapy import Request, Spider, signals
 from scrapy.crawler import Crawler
 from scrapy.exceptions import DontCloseSpider
 from scrapy.http import Response
-from twisted.internet import reactor
+from scrapy.utils.reactor import CallLaterOnce
 from twisted.internet import task as twisted_task
 from twisted.internet.defer import Deferred, DeferredList
 
@@ -74,7 +74,7 @@ class ClusterScheduler:
         self.idle_since: float | None = None     # when the engine last went idle
         self.last_beat = 0.0
         self.last_writes = 0.0
-        self.quick_call: Any = None        # the next quick round, if one is due
+        self.quick = CallLaterOnce(self.round)   # a round sooner than the tick
         self.quick_until = 0.0             # quick rounds go on until then while short
         # when a round first failed on Redis (None: the last round worked)
         self.redis_failed_at: float | None = None
@@ -113,8 +113,7 @@ class ClusterScheduler:
     def close(self, reason: str) -> Deferred[Any] | None:
         if self.loop and self.loop.running:
             self.loop.stop()
-        if self.quick_call is not None and self.quick_call.active():
-            self.quick_call.cancel()
+        self.quick.cancel()
         set_job_tasks(self.context.spider_type, self.context.job, 0)
         try:
             self._give_back(reason)
@@ -238,12 +237,8 @@ class ClusterScheduler:
 
     def _round_soon(self) -> None:
         """A round at once for new links, if the job is short of work."""
-        if self.quick_call is None and self.short_of_work():
-            self.quick_call = reactor.callLater(0, self.quick_round)
-
-    def quick_round(self) -> None:
-        self.quick_call = None
-        self.round()
+        if self.short_of_work():
+            self.quick.schedule(0)
 
     def round(self) -> None:
         assert self.taker is not None
@@ -277,9 +272,8 @@ class ClusterScheduler:
     def _quick_look(self) -> None:
         """Another round in QUICK_LOOK s while the job is short of work and pushed
         links while short less than QUICK_FOR s ago."""
-        if self.quick_call is None and time.monotonic() < self.quick_until \
-                and self.short_of_work():
-            self.quick_call = reactor.callLater(QUICK_LOOK, self.quick_round)
+        if time.monotonic() < self.quick_until and self.short_of_work():
+            self.quick.schedule(QUICK_LOOK)
 
     def push_links(self, start_urls: bool = True, wake: bool = False) -> None:
         """Push what pages yielded since the last push, with the revisited pages'

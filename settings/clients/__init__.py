@@ -16,6 +16,7 @@ from settings.clients.kafka_clients import (
     kafka_admin,
     kafka_consumer,
     kafka_producer,
+    native_producer,
 )
 from settings.clients.mongodb_clients import mongo_client
 from settings.clients.redis_clients import (
@@ -31,6 +32,6 @@ from settings.clients.zookeeper_clients import stop_zookeeper, zookeeper_client
 __all__ = [
     "ADDRESS_SETTING", "SERVER_KINDS", "RedisClient", "check_role_servers", "check_server",
     "cluster_nodes", "ensure_topics", "is_cluster", "kafka_admin", "kafka_consumer",
-    "kafka_producer", "masters_url", "mongo_client", "redact", "redis_client",
+    "kafka_producer", "masters_url", "mongo_client", "native_producer", "redact", "redis_client",
     "reread_slot_map", "server_address", "stop_zookeeper", "zookeeper_client",
 ]

@@ -47,6 +47,32 @@ def kafka_producer(settings: "Settings", role: str, **overrides: Any) -> Any:
     config.update(overrides)
     return _build_kafka(settings, role, lambda: KafkaProducer(**config))
 
+def native_producer(settings: "Settings", role: str, **overrides: Any) -> Any:
+    """A librdkafka producer (confluent-kafka) that waits for every broker ack, for the
+    items firehose: its batching and sending run in librdkafka's own threads, outside a
+    spider's GIL (a message costs the spider ~7 us of CPU, against ~75 with kafka-python).
+    A key goes to the partition Java's and kafka-python's producers pick (murmur2)."""
+    from confluent_kafka import Producer
+
+    refused = tcp_refusal(settings.getlist("CRAWLCLUSTER_KAFKA_BOOTSTRAP"), settings)
+    if refused:
+        raise unreachable(role, settings, "kafka", refused)
+    connect_timeout, socket_timeout = timeouts(settings)
+    config: dict[str, Any] = {
+        "bootstrap.servers": ",".join(settings.getlist("CRAWLCLUSTER_KAFKA_BOOTSTRAP")),
+        "client.id": f"crawlcluster-{role}",
+        "acks": "all",
+        "partitioner": "murmur2_random",
+        "linger.ms": 20,
+        "message.timeout.ms": int(socket_timeout * 1000),
+        "socket.connection.setup.timeout.ms": int(connect_timeout * 1000),
+        "reconnect.backoff.max.ms": 2000,
+        "message.max.bytes": 8 << 20,
+        "logger": logging.getLogger("crawlcluster.kafka"),
+    }
+    config.update(overrides)
+    return Producer(config)
+
 def kafka_consumer(settings: "Settings", role: str, *topics: str, **overrides: Any) -> Any:
     """A KafkaConsumer in the role's group, committing offsets by hand."""
     from kafka import KafkaConsumer

@@ -176,3 +176,35 @@ def test_a_message_is_the_stored_document():
     assert (sc["status_code"], sc["status_msg"], sc["success"]) == (404, "Not Found", False)
     assert sc["appid"] == "u" and sc["timestamp"] == "1970-01-01T00:00:00"
     assert sc["resent"] is True and sc["item"]["title"] == "t"
+
+
+def test_a_key_goes_to_the_partition_java_and_kafka_python_producers_pick(test_settings,
+                                                                         items_topics):
+    """The firehose's producer (librdkafka) puts a URL where the other Kafka clients
+    would (murmur2), so consumers partitioned by URL see one URL on one partition."""
+    from kafka import TopicPartition
+    from kafka.partitioner.default import murmur2
+
+    from message_processing.firehose import ItemProducer
+
+    producer = ItemProducer(test_settings, "test")
+    urls = [f"https://example.com/news/{n}.html" for n in range(40)]
+    producer.send([(items_topics, url.encode(), b"{}") for url in urls])
+    producer.close()
+    consumer = kafka_consumer(test_settings, "test", group_id=None)
+    try:
+        partitions = sorted(consumer.partitions_for_topic(items_topics))
+        assert len(partitions) == test_settings.getint("CRAWLCLUSTER_KAFKA_PARTITIONS") > 1
+        found = {}
+        for number in partitions:
+            assigned = TopicPartition(items_topics, number)
+            consumer.assign([assigned])
+            consumer.seek_to_beginning(assigned)
+            end = consumer.end_offsets([assigned])[assigned]
+            while consumer.position(assigned) < end:
+                for batch in consumer.poll(timeout_ms=500).values():
+                    found.update((record.key.decode(), number) for record in batch)
+    finally:
+        consumer.close()
+    assert found == {url: partitions[(murmur2(url.encode()) & 0x7FFFFFFF) % len(partitions)]
+                     for url in urls}

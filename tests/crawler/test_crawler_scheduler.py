@@ -1,7 +1,6 @@
 """The cluster scheduler: its pacing when idle (pure logic, a driven clock), and its
 link path on the test's real servers (each page queued once)."""
 
-import time
 from types import SimpleNamespace
 
 import pytest
@@ -132,29 +131,24 @@ def test_links_of_a_stopped_crawl_are_counted_refused_not_new(job_scheduler, tes
 
 def test_a_job_short_of_work_pushes_a_pages_links_at_once_and_wakes_a_dispatcher(
         job_scheduler, test_settings, redis):
-    """With nothing ready and room in the downloader, a page's links go out in a round
-    of their own, made at once, with the dispatchers woken; a stocked job leaves them
-    for its tick."""
+    """With nothing ready and room in the downloader, a page's links ask for a round at
+    once (Scrapy's ``CallLaterOnce``: one for many pages), which pushes them with the
+    dispatchers woken; a job with a full downloader leaves them for its tick."""
     scheduler_ = job_scheduler("job-a")
     held = [0]
-    rounds = []
     scheduler_.taker = SimpleNamespace(tasks_held=lambda: held[0])
-    scheduler_.round = lambda: rounds.append(scheduler_.push_links(wake=True) or "pushed")
+    scheduler_.quick = SimpleNamespace(delays=[], cancel=lambda: None)
+    scheduler_.quick.schedule = scheduler_.quick.delays.append
     wake = Keys.from_settings(test_settings).dispatch_wake()
 
     held[0] = scheduler_.concurrency               # the downloader is full: the tick
     page_yields(scheduler_, f"{SITE}/index.html", [f"{SITE}/a.html"])
-    assert scheduler_.quick_call is None
-
+    assert scheduler_.quick.delays == []
     held[0] = 2
     page_yields(scheduler_, f"{SITE}/index.html", [f"{SITE}/b.html"])
-    call = scheduler_.quick_call
-    assert call is not None and call.active() and call.getTime() <= time.time() + 0.001
-    page_yields(scheduler_, f"{SITE}/index.html", [f"{SITE}/c.html"])
-    assert scheduler_.quick_call is call           # one round for both pages
-    call.cancel()
-    scheduler_.quick_round()
-    assert rounds == ["pushed"]
+    assert scheduler_.quick.delays == [0]
+    assert scheduler_.short_of_work()
+    scheduler_.push_links(wake=scheduler_.short_of_work())     # what that round pushes
     assert pooled(test_settings, redis) == [f"{SITE}/{page}.html"
-                                            for page in ("a", "b", "c", "index")]
+                                            for page in ("a", "b", "index")]
     assert redis.llen(wake) == 1
