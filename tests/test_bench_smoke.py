@@ -27,6 +27,7 @@ SMALLEST = {
     "longrun": ["--days", "3", "--capacity", "2000", "--single-only"],
     "maintext": ["--pages", "{work}/article-extraction", "--genres", "{work}/maintext-genres"],
     "preprocess": ["--messages", "300", "--rounds", "1"],
+    "profile": ["--pages-per-host", "8", "--firehose"],
     "render": ["--shapes", "numeric", "--scale", "0.03"],
     "scale": ["--pages", "300", "--domains", "20"],
     "soak": ["--pages", "60", "--hosts", "3", "--nodes", "1", "--every", "30"],
