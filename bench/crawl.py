@@ -175,6 +175,26 @@ def run_peer(settings, manifest, rule_file, scheduler, log, crawlid,
     return {"cpu": children_cpu_seconds() - before}
 
 
+def scrapy_redis_settings(settings):
+    """The Scrapy settings that make a peer scrapy-redis: its scheduler and dupefilter on
+    the benchmark's Redis."""
+    return {"SCHEDULER": "scrapy_redis.scheduler.Scheduler",
+            "DUPEFILTER_CLASS": "scrapy_redis.dupefilter.RFPDupeFilter",
+            "REDIS_URL": settings["CRAWLCLUSTER_REDIS_URL"],
+            "SCHEDULER_FLUSH_ON_START": "True"}
+
+
+def submit_own(settings, crawlid, manifest, rule, firehose):
+    """Submit a crawl of the site in a frontier of its own (the key prefix and the crawl
+    id) with the firehose on or off (a topic of its own); the settings of its processes."""
+    settings = settings.copy_with(
+        CRAWLCLUSTER_KEY_PREFIX=f"{settings['CRAWLCLUSTER_KEY_PREFIX']}:{crawlid}",
+        CRAWLCLUSTER_FIREHOSE=firehose, CRAWLCLUSTER_KAFKA_ITEMS_TOPIC=f"bench.{crawlid}.items")
+    submit(settings, {"crawlid": crawlid, "spider_type": "universal",
+                      "url": manifest["start_url"], "rule": rule})
+    return settings
+
+
 def run_ours(settings, manifest, rule, processes, log_dir, firehose=False, crawlid=None,
              **extra):
     """One crawl of ours (``firehose``: every item to a Kafka topic of its own as well),
@@ -182,11 +202,7 @@ def run_ours(settings, manifest, rule, processes, log_dir, firehose=False, crawl
     given: ``…:<crawlid>``); its spiders' and its dispatcher's CPU seconds (``cpu``,
     ``master_cpu``)."""
     crawlid = crawlid or f"bench-{uuid.uuid4().hex[:6]}"
-    settings = settings.copy_with(
-        CRAWLCLUSTER_KEY_PREFIX=f"{settings['CRAWLCLUSTER_KEY_PREFIX']}:{crawlid}",
-        CRAWLCLUSTER_FIREHOSE=firehose, CRAWLCLUSTER_KAFKA_ITEMS_TOPIC=f"bench.{crawlid}.items")
-    submit(settings, {"crawlid": crawlid, "spider_type": "universal",
-                      "url": manifest["start_url"], "rule": rule})
+    settings = submit_own(settings, crawlid, manifest, rule, firehose)
     before = children_cpu_seconds()
     crawl = Crawl(settings, "universal", log_dir, spiders=processes,
                   CRAWLCLUSTER_IDLE_TIMEOUT=3, LOG_LEVEL="INFO", **extra)
@@ -265,10 +281,7 @@ def round_runs(settings, manifest, rule, work, number):
     vanilla_settings = {"CONCURRENT_REQUESTS": "16", "LOG_LEVEL": "INFO", "ITEM_PIPELINES":
                         json.dumps({"bench.crawl_vanilla.VanillaMongoPipeline": 300})}
     same_logic = {"SCHEDULER": "scrapy.core.scheduler.Scheduler"}
-    scrapy_redis = {"SCHEDULER": "scrapy_redis.scheduler.Scheduler",
-                    "DUPEFILTER_CLASS": "scrapy_redis.dupefilter.RFPDupeFilter",
-                    "REDIS_URL": settings["CRAWLCLUSTER_REDIS_URL"],
-                    "SCHEDULER_FLUSH_ON_START": "True"}
+    scrapy_redis = scrapy_redis_settings(settings)
     peer = partial(run_peer, settings, manifest, rule_file)
     ours = partial(run_ours, settings, manifest, rule)
     return [

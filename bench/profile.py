@@ -39,8 +39,16 @@ from bench.common import (  # noqa: E402
     served_pages,
     site_pages,
 )
-from bench.crawl import RULE, SHAPES, process_cpu_seconds, run_peer  # noqa: E402
-from manager.local.crawl import cluster_env, submit  # noqa: E402
+from bench.crawl import (  # noqa: E402
+    RULE,
+    SHAPES,
+    delete_topic,
+    process_cpu_seconds,
+    run_peer,
+    scrapy_redis_settings,
+    submit_own,
+)
+from manager.local.crawl import cluster_env  # noqa: E402
 from manager.local.ports import free_port  # noqa: E402
 from manager.local.services import LocalServers  # noqa: E402
 from manager.local.sitegen import DEFAULT_HOSTS, generate_site  # noqa: E402
@@ -99,28 +107,21 @@ def components(profile_path):
 
 
 def run_scrapy_redis(settings, manifest, work):
+    """The scrapy-redis peer under cProfile: the profile's file (no servers of its own)."""
     rule_file = work / "rule.json"
     rule_file.write_text(json.dumps(RULE))
-    scheduler = {"SCHEDULER": "scrapy_redis.scheduler.Scheduler",
-                 "DUPEFILTER_CLASS": "scrapy_redis.dupefilter.RFPDupeFilter",
-                 "REDIS_URL": settings["CRAWLCLUSTER_REDIS_URL"],
-                 "SCHEDULER_FLUSH_ON_START": "True"}
     profile = work / "scrapy_redis.prof"
-    run_peer(settings, manifest, rule_file, scheduler, work / "scrapy_redis.log",
+    run_peer(settings, manifest, rule_file, scrapy_redis_settings(settings),
+             work / "scrapy_redis.log",
              f"redis-{uuid.uuid4().hex[:6]}",
              python=(sys.executable, "-m", "cProfile", "-o", str(profile)))
     return profile, {}
 
 
 def run_ours(settings, manifest, work, firehose):
-    """A dispatcher and one spider under cProfile, in a frontier of their own; the
-    dispatcher's CPU seconds."""
-    crawlid = f"prof-{uuid.uuid4().hex[:6]}"
-    settings = settings.copy_with(
-        CRAWLCLUSTER_KEY_PREFIX=f"{settings['CRAWLCLUSTER_KEY_PREFIX']}:{crawlid}",
-        CRAWLCLUSTER_FIREHOSE=firehose, CRAWLCLUSTER_KAFKA_ITEMS_TOPIC=f"bench.{crawlid}.items")
-    submit(settings, {"crawlid": crawlid, "spider_type": "universal",
-                      "url": manifest["start_url"], "rule": RULE})
+    """A dispatcher and one spider under cProfile, in a frontier of their own: the
+    profile's file, and the dispatcher's CPU seconds."""
+    settings = submit_own(settings, f"prof-{uuid.uuid4().hex[:6]}", manifest, RULE, firehose)
     env = cluster_env(settings, CRAWLCLUSTER_IDLE_TIMEOUT=3, LOG_LEVEL="INFO")
     label = "ours_firehose" if firehose else "ours"
     profile = work / f"{label}.prof"
@@ -138,6 +139,8 @@ def run_ours(settings, manifest, work, firehose):
     finally:
         master.terminate()
         master.wait(10)
+    if firehose:
+        delete_topic(settings, settings["CRAWLCLUSTER_KAFKA_ITEMS_TOPIC"])
     return profile, {"dispatcher (CPU)": dispatcher}
 
 

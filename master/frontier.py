@@ -20,7 +20,7 @@ from typing import Any
 from master.counters import Clock
 from master.keys import Keys
 from master.lua import LuaScripts
-from master.shards import Marks, check_shape, crawl_shards
+from master.shards import Marks, check_shape, crawl_shards, wake_dispatchers
 from master.tasks import Task, decode_task, encode_task, seed_score
 from master.urls import canonical_url
 from settings.clients import RedisClient
@@ -143,9 +143,7 @@ class Frontier:
         pipe = self.client.pipeline(transaction=False)
         indexed, start, calls = self._queue_pushes(pipe, tasks, again=False, digests=digests)
         if wake and calls:
-            wake_key = self.keys.dispatch_wake()
-            pipe.lpush(wake_key, 1)
-            pipe.ltrim(wake_key, 0, 0)
+            wake_dispatchers(pipe, self.keys)
         replies = pipe.execute()[start:start + len(calls)] if len(pipe) else []
         self._crawl_shards_known |= indexed
         codes = [""] * len(tasks)

@@ -18,7 +18,7 @@ from typing import Any
 from master.counters import Clock, RollingTimeCounter, events_since
 from master.keys import Keys
 from master.lua import LuaScripts
-from master.shards import mark_index
+from master.shards import mark_index, wake_dispatchers
 from master.tasks import check_name
 from settings.clients import RedisClient
 from settings.loader import Settings
@@ -69,6 +69,7 @@ class JobRegistry:
         # started again.
         for shard in self.keys.all_shards():
             pipe.zrem(self.keys.closed_jobs(shard), job)
+        wake_dispatchers(pipe, self.keys)           # its first tasks now, not a pause later
         pipe.execute()
 
     def heartbeat(self, job: str) -> bool:

@@ -79,6 +79,13 @@ def mark_index(target: Any, index: str, shards: Iterable[int], now: float) -> No
     target.zadd(index, {str(shard): now for shard in shards})
 
 
+def wake_dispatchers(target: Any, keys: Keys) -> None:
+    """Wake a dispatcher waiting between ticks (``Keys.dispatch_wake``: one entry at most):
+    a job short of work pushed links, or a new job wants its first tasks."""
+    target.lpush(keys.dispatch_wake(), 1)
+    target.ltrim(keys.dispatch_wake(), 0, 0)
+
+
 def prune(scripts: LuaScripts, pipe: Any, index: str, shards: Sequence[int],
           seen_at: float, marks: Mapping[int, float] | None = None) -> None:
     """Remove ``shards`` from ``index`` unless marked within PRUNE_MARGIN of ``seen_at``

@@ -102,19 +102,23 @@ class ItemProducer:
         self.producer: Any = None
         self.topics: set[str] = set()
 
-    def send(self, messages: list[Message]) -> None:
-        """Raises a KafkaError or ServerUnreachable unless the broker stored them all."""
-        from kafka.errors import KafkaError, KafkaTimeoutError
-
+    def prepare(self, topics: Iterable[str]) -> None:
+        """Create ``topics`` if the broker lacks them, and the producer if not made yet."""
         from settings.clients import ensure_topics, native_producer
 
-        new = {topic for topic, _, _ in messages} - self.topics
+        new = set(topics) - self.topics
         if new:
             partitions = self.settings.getint("CRAWLCLUSTER_KAFKA_PARTITIONS")
             ensure_topics(self.settings, self.role, topics=dict.fromkeys(new, partitions))
             self.topics |= new
         if self.producer is None:
             self.producer = native_producer(self.settings, self.role)
+
+    def send(self, messages: list[Message]) -> None:
+        """Raises a KafkaError or ServerUnreachable unless the broker stored them all."""
+        from kafka.errors import KafkaError, KafkaTimeoutError
+
+        self.prepare({topic for topic, _, _ in messages})
         failed: list[Any] = []
 
         def delivered(error: Any, _message: Any) -> None:     # in flush, on this thread

@@ -48,10 +48,11 @@ class ClusterKeys(KeySpace):
         return f"{self.tag}:pool_shards:{spider_type}"
 
     def dispatch_wake(self) -> str:
-        """list of at most one entry: a job short of work pushed links. A dispatcher
-        waiting between ticks (``BLPOP``) ticks at once instead of after its pause.
+        """list of at most one entry: a job short of work pushed links, or a job registered.
+        A dispatcher waiting between ticks (``BLPOP``) ticks at once instead of after its
+        pause.
 
-        Written by: jobs whose downloader has room and nothing ready (`Frontier.push_links`)
+        Written by: jobs short of work (`Frontier.push_links`), job registration
         Read by: dispatchers (popped)
         """
         return f"{self.tag}:dispatch:wake"

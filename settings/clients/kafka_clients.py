@@ -1,5 +1,5 @@
-"""Kafka clients (kafka-python): producers, consumers and the admin client, with
-timeouts and a start-up check; the topics the cluster needs."""
+"""Kafka clients (kafka-python; librdkafka for the items firehose): producers, consumers
+and the admin client, with timeouts and a start-up check; the topics the cluster needs."""
 
 import logging
 from collections.abc import Callable

@@ -95,7 +95,8 @@ def test_an_idle_dispatcher_ticks_less_often_and_at_once_again_with_work(redis, 
 
 def test_a_waiting_dispatcher_wakes_when_a_job_short_of_work_pushes_links(redis, parts):
     """A push with ``wake`` (a job with nothing ready) ends the dispatcher's pause at
-    once; one without leaves it; however many wake it, one entry is kept."""
+    once, and so does a job registering; a push without leaves it; however many wake
+    it, one entry is kept."""
     dispatcher, frontier, keys = parts.dispatcher, parts.frontier, parts.keys
     started = time.monotonic()
     dispatcher.wait(0.3)
@@ -119,6 +120,9 @@ def test_a_waiting_dispatcher_wakes_when_a_job_short_of_work_pushes_links(redis,
     frontier.push_links(tasks(1, crawlid="late"), wake=True)   # wakes a waiting one
     waiter.join(10)
     assert waited[1] < 3.0
+    assert redis.llen(keys.dispatch_wake()) == 0
+    parts.registry.register("new", "universal", "n", "10.0.0.9")  # a new job wants work
+    assert redis.llen(keys.dispatch_wake()) == 1
 
 
 def timed_wait(dispatcher, delay):
