@@ -79,6 +79,8 @@ class BrowserRender:
             return await self._rendered(request, response, info)
         except Exception as exc:
             reason = f"rendering failed: {type(exc).__name__}: {exc}"[:200]
+            logger.warning("%s: %s (its task is tried again)", request.url, reason)
+            self.stats.inc_value("crawlcluster/render/failed")
             JobContext.of(self.crawler).tracker.fail(info["member"], "retry", reason)
             raise IgnoreRequest(reason) from exc
 

@@ -365,10 +365,13 @@ def test_killed_dispatcher_never_loses_or_duplicates(redis, test_settings):
 
 def test_sigterm_stops_the_dispatcher_cleanly(test_settings, local_servers):
     process = start_dispatcher(dispatcher_env(test_settings))
-    time.sleep(1.5)
+    started = []          # its log up to "running": its signal handlers are installed
+    deadline = time.monotonic() + 60
+    while not (started and "running" in started[-1]) and time.monotonic() < deadline:
+        started.append(process.stderr.readline())
     process.send_signal(signal.SIGTERM)
     _, stderr = process.communicate(timeout=10)
-    assert process.returncode == 0
+    assert process.returncode == 0, "".join(started) + stderr
     assert "dispatcher stopped" in stderr
 
 
