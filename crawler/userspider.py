@@ -59,6 +59,8 @@ class UserCrawl:
         context.crawls.register(self.config)
         self.registered_at = time.monotonic()
         self.cookie_jars: dict[Any, Any] | None = None   # Scrapy's, found at the first link
+        # the spider's methods bound once (see crawler/scheduler/taskrequest.py's ``bound``)
+        self.methods: dict[Any, Any] = {}
         # the parent of its start requests: the crawl itself, one level above its pages
         self.root: dict[str, Any] = {
             "task": {"crawlid": spider.name, "spider_type": spider.name, "depth": -1},
@@ -115,7 +117,15 @@ class UserCrawl:
                                     self.spider)
         request.meta.update(meta)
         request.dont_filter = True                 # filtered once, before it was queued
+        request.callback = self._lasting(request.callback)
+        request.errback = self._lasting(request.errback)
         return request
+
+    def _lasting(self, method: Any) -> Any:
+        """The first bound method equal to ``method`` (the same function of the spider)."""
+        if getattr(method, "__self__", None) is not self.spider:
+            return method
+        return self.methods.setdefault(method, method)
 
     def _item_done(self, item: Any, response: Response | None = None, **_: Any) -> None:
         info = response.meta.get("crawlcluster") if response is not None else None

@@ -378,6 +378,11 @@ SCRAPY = {
         # a rule with render loads the page as fetched in Chromium: after decompression
         # (590) and redirects (600), before meta refresh (580) and the charset repair
         "crawler.render.middleware.BrowserRender": 585,
+        # Scrapy's own, at less CPU a page (crawler/leanmiddlewares.py)
+        "scrapy.downloadermiddlewares.redirect.MetaRefreshMiddleware": None,
+        "crawler.leanmiddlewares.MetaRefresh": 580,
+        "scrapy.downloadermiddlewares.stats.DownloaderStats": None,
+        "crawler.leanmiddlewares.DownloaderStats": 850,
     },
     # A page over this is cancelled and its task fails (Scrapy's default is 1 GiB).
     "DOWNLOAD_MAXSIZE": 20 * 1024 * 1024,

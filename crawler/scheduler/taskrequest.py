@@ -16,6 +16,11 @@ class TaskRequests:
         self.context = context
         self.spider = spider
         self.user = user        # a user spider's crawl (crawler/userspider.py)
+        # Each name's bound method, made once: Scrapy looks a callback up in a cache of
+        # weak references before reading its source for a generator's return (most of a
+        # ms of ``inspect`` and ``ast``), and a method bound afresh for each page often
+        # fell out of it.
+        self.bound: dict[str, Any] = {}
 
     def request_for(self, member: str) -> Request | None:
         """The Request for a taken task, or None (reported failed) if it cannot be."""
@@ -24,9 +29,8 @@ class TaskRequests:
         config = self.context.crawls.load(task["crawlid"])
         if self.user is not None and config is not None and is_user_crawl(config):
             return self._user_request_for(member, task, config)
-        callback = getattr(self.spider, task.get("callback") or "parse", None)
-        if config is None or callback is None or task.get("callback", "parse") not in getattr(
-                self.spider, "callbacks", ("parse",)):
+        callback = self._callback(task.get("callback", "parse"))
+        if config is None or callback is None:
             tracker.fail(member, "failed", "unknown crawl or callback")
             return None
         tracker.begin(member)
@@ -37,6 +41,16 @@ class TaskRequests:
                        cookies=parse_cookies(config.get("cookie")),
                        meta={"crawlcluster": {"member": member, "task": task, "config": config},
                              "depth": task.get("depth", 0)})
+
+    def _callback(self, name: Any) -> Any:
+        """The spider's method ``name`` if it is one of its callbacks, else None."""
+        if not isinstance(name, str):
+            return None
+        if name not in self.bound:
+            if name not in getattr(self.spider, "callbacks", ("parse",)):
+                return None
+            self.bound[name] = getattr(self.spider, name, None)
+        return self.bound[name]
 
     def _user_request_for(self, member: str, task: Task, config: dict[str, Any]) -> Request | None:
         assert self.user is not None
