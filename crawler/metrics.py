@@ -91,6 +91,7 @@ class SpiderMetrics:
         self.published: dict[str, int] = {}        # stat -> value last published
         self.children: dict[str, Any] = {}         # stat -> its labelled counter, or None
         self.loop: task.LoopingCall | None = None
+        self.latency: Any = None                   # LATENCY's child, from spider_opened
 
     @classmethod
     def from_crawler(cls, crawler: Crawler) -> "SpiderMetrics":
@@ -103,6 +104,7 @@ class SpiderMetrics:
     def spider_opened(self, spider: Spider) -> None:
         for counter in (PAGES, PAGE_FAILURES, ITEMS):
             counter.labels(spider=spider.name)
+        self.latency = LATENCY.labels(spider=spider.name)
         self.loop = task.LoopingCall(self.publish)
         self.loop.start(PUBLISH_EVERY, now=False)
 
@@ -128,7 +130,7 @@ class SpiderMetrics:
                           **_: Any) -> None:
         latency = request.meta.get("download_latency")
         if latency is not None:
-            LATENCY.labels(spider=spider.name).observe(latency)
+            self.latency.observe(latency)
 
 
 def _child(spider: str, key: str) -> Any:
