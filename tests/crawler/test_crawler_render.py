@@ -244,7 +244,10 @@ def test_render_auto_on_a_site_with_words_in_its_urls_renders_its_scripted_secti
     # had before its siblings showed what varies
     assert len(templates) <= 10 + 3, sorted(templates)
     plain = {name: counts for name, counts in templates.items() if not counts[1]}
-    assert all(compared <= SAMPLE + 2 for compared, _ in plain.values()), plain
+    # the sample, then random re-checks (one page in RECHECK * agreed² / SAMPLE²): over
+    # the 60 articles of one template, 3 or more re-checks come about one run in 60, 5
+    # or more about one in 50,000 (the policy simulated)
+    assert all(compared <= SAMPLE + 4 for compared, _ in plain.values()), plain
     scripted = {name for name, (_, need) in templates.items() if need}
     assert all("/live/" in name for name in scripted), scripted
     # rendered: the pages that need it, and the samples of the others
