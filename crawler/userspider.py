@@ -125,7 +125,10 @@ class UserCrawl:
         """The first bound method equal to ``method`` (the same function of the spider)."""
         if getattr(method, "__self__", None) is not self.spider:
             return method
-        return self.methods.setdefault(method, method)
+        try:
+            return self.methods.setdefault(method, method)
+        except TypeError:                  # a spider class with __eq__ and no __hash__
+            return method
 
     def _item_done(self, item: Any, response: Response | None = None, **_: Any) -> None:
         info = response.meta.get("crawlcluster") if response is not None else None

@@ -10,6 +10,7 @@ from scrapy.utils.test import get_crawler
 
 from crawler.scheduler import ClusterScheduler, taking
 from crawler.scheduler.taking import IDLE_AFTER, IDLE_LOOK, Taker
+from crawler.scheduler.taskrequest import TaskRequests
 from crawler.spiders import Follow
 from crawler.spiders.universal import UniversalSpider
 from manager.local.crawl import submit
@@ -152,3 +153,15 @@ def test_a_job_short_of_work_pushes_a_pages_links_at_once_and_wakes_a_dispatcher
     assert pooled(test_settings, redis) == [f"{SITE}/{page}.html"
                                             for page in ("a", "b", "index")]
     assert redis.llen(wake) == 1
+
+
+def test_a_callback_is_bound_once_so_scrapys_generator_check_stays_cached():
+    """Scrapy caches its check of a callback's source under a weak reference to the
+    callback: a method bound afresh for each task fell out of that cache."""
+    spider = UniversalSpider.from_crawler(get_crawler(UniversalSpider), name="universal")
+    requests = TaskRequests(SimpleNamespace(), spider, None)
+    assert requests._callback("parse") is requests._callback("parse")
+    assert requests._callback("parse") == spider.parse
+    assert requests._callback("parse_feed") is requests._callback("parse_feed")
+    for refused in ("start", "not_a_method", "", None, ["parse"]):
+        assert requests._callback(refused) is None
