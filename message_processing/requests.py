@@ -18,6 +18,7 @@ from urllib.parse import urlsplit
 
 from master.rules import SPIDER_TYPES, RuleError, rule_from_scrapy_cluster, validate_rule
 from master.schedules import ScheduleError, check_when
+from settings import defaults
 from settings.errors import CrawlClusterError
 from settings.jsonschemas import SchemaChecker
 
@@ -28,6 +29,8 @@ TYPES = ("crawl", "info", "stop", "pause", "resume", "schedule", "stats", "site_
 _HOST = re.compile(r"(?=.{1,253}$)[A-Za-z0-9]([A-Za-z0-9-]{0,61}[A-Za-z0-9])?"
                    r"(\.[A-Za-z0-9]([A-Za-z0-9-]{0,61}[A-Za-z0-9])?)*\.?")
 SC_ZOOKEEPER_ACTIONS = ("domain-update", "domain-remove", "blacklist-update", "blacklist-remove")
+# a JSON string (skipped whole, brackets in it are text) or one bracket
+_STRING_OR_BRACKET = re.compile(r'"[^"\\]*(?:\\.[^"\\]*)*"|[\[\]{}]')
 
 
 class RequestError(CrawlClusterError):
@@ -44,7 +47,8 @@ def checker(request_type: str) -> SchemaChecker:
     return SchemaChecker.from_file(SCHEMA_DIR / f"{request_type}.json")
 
 
-def decode(raw: bytes | None, max_bytes: int) -> Message:
+def decode(raw: bytes | None, max_bytes: int,
+           max_depth: int = defaults.CRAWLCLUSTER_MAX_JSON_DEPTH) -> Message:
     """The JSON object in a Kafka message value, or RequestError."""
     if raw is None:
         raise RequestError("empty message")
@@ -54,6 +58,10 @@ def decode(raw: bytes | None, max_bytes: int) -> Message:
         text = raw.decode("utf-8")
     except UnicodeDecodeError as exc:
         raise RequestError(f"not UTF-8: {exc}") from None
+    if nested_deeper_than(text, max_depth):
+        # json.loads would recurse once per level and raise RecursionError
+        raise RequestError(f"JSON nested deeper than {max_depth} levels "
+                           "(CRAWLCLUSTER_MAX_JSON_DEPTH)")
     try:
         message = json.loads(text)
     except ValueError as exc:
@@ -61,6 +69,24 @@ def decode(raw: bytes | None, max_bytes: int) -> Message:
     if not isinstance(message, dict):
         raise RequestError(f"not a JSON object but a {type(message).__name__}")
     return message
+
+
+def nested_deeper_than(text: str, limit: int) -> bool:
+    """Whether the arrays and objects in JSON ``text`` nest more than ``limit`` deep (read
+    up to the first bracket past it). Text with no more brackets than ``limit`` is not
+    scanned at all: it cannot nest deeper."""
+    if text.count("[") + text.count("{") <= limit:
+        return False
+    depth = 0
+    for match in _STRING_OR_BRACKET.finditer(text):
+        token = match.group()
+        if token in "[{":
+            depth += 1
+            if depth > limit:
+                return True
+        elif token in "]}":
+            depth -= 1
+    return False
 
 
 def request_type(message: Message) -> str:

@@ -51,6 +51,9 @@ CRAWLCLUSTER_KAFKA_SESSION_TIMEOUT_MS = 6000
 CRAWLCLUSTER_KAFKA_REJOIN_AFTER = 30.0
 # Largest request accepted (Kafka message, manager API body), in bytes; larger get an error.
 CRAWLCLUSTER_MAX_MESSAGE_BYTES = 1 << 20
+# Deepest nesting of arrays and objects a request's JSON may have (Kafka message, manager
+# API body); deeper is refused with an error saying so.
+CRAWLCLUSTER_MAX_JSON_DEPTH = 64
 # Root znode of the cluster's ZooKeeper tree.
 CRAWLCLUSTER_ZOOKEEPER_ROOT = "/crawlcluster"
 # MongoDB database for items and crawl records.
@@ -285,10 +288,17 @@ CRAWLCLUSTER_REPLY_TIMEOUT = 30.0
 # --- spider manager (crawlcluster manager) ---------------------------------------
 # Address the manager's scrapyd-compatible API and web UI listen on.
 CRAWLCLUSTER_MANAGER_ADDRESS = "127.0.0.1:6800"
-# HTTP basic auth user for the manager ("" = no authentication; set both).
+# HTTP basic auth user for the manager ("" = no authentication; set both). A manager
+# listening beyond loopback refuses to start without both.
 CRAWLCLUSTER_MANAGER_USERNAME = ""
 # HTTP basic auth password for the manager.
 CRAWLCLUSTER_MANAGER_PASSWORD = ""
+# Previews (preview.json) the manager runs at once, in a thread pool of their own; one
+# more is answered 503 "busy" with Retry-After (the web UI sends three at once).
+CRAWLCLUSTER_MANAGER_PREVIEW_THREADS = 4
+# Largest JSON reply of preview.json and submit.json, in bytes: a preview's page HTML is
+# cut to fit, and a reply still over it is an error naming this setting.
+CRAWLCLUSTER_MANAGER_REPLY_MAX_BYTES = 2 << 20
 # Spider processes a manager runs at once (0 = 4 per CPU, as scrapyd).
 CRAWLCLUSTER_MANAGER_MAX_PROC = 0
 # Seconds between the manager's polls of its pending-job queue.

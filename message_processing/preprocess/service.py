@@ -125,6 +125,7 @@ class Preprocess:
         self.routes = route_table(self.plugins)
         self.replies_topic = settings["CRAWLCLUSTER_KAFKA_REPLIES_TOPIC"]
         self.max_bytes = settings.getint("CRAWLCLUSTER_MAX_MESSAGE_BYTES")
+        self.max_depth = settings.getint("CRAWLCLUSTER_MAX_JSON_DEPTH")
         self.batch = settings.getint("CRAWLCLUSTER_PREPROCESS_BATCH")
         self.instance = instance or f"{socket.gethostname()}:{os.getpid()}"
         self.heartbeats = Heartbeats.from_settings(redis, settings)
@@ -262,7 +263,7 @@ class Preprocess:
         source = f"{record.topic}/{record.partition}/{record.offset}"
         message = None
         try:
-            message = decode(record.value, self.max_bytes)
+            message = decode(record.value, self.max_bytes, self.max_depth)
             kind, request = validate(message)
             plugin = self.routes.get(route(kind, request))
             if plugin is None:

@@ -25,8 +25,8 @@ class Role:
 
     def __init__(self, role, settings, log_path, **extra):
         self.log_path = log_path
-        env = cluster_env(settings, fast=False, CRAWLCLUSTER_MAX_MESSAGE_BYTES=MAX_BYTES,
-                          CRAWLCLUSTER_MONITOR_SLEEP=0.05, **extra)
+        env = cluster_env(settings, fast=False, **{"CRAWLCLUSTER_MAX_MESSAGE_BYTES": MAX_BYTES,
+                                                   "CRAWLCLUSTER_MONITOR_SLEEP": 0.05, **extra})
         self.log = open(log_path, "w")  # noqa: SIM115 - closed in stop()
         self.process = subprocess.Popen([sys.executable, "-m", "manager.cli", role], env=env,
                                         stdout=self.log, stderr=subprocess.STDOUT,
@@ -161,6 +161,27 @@ def test_mixed_valid_and_malformed_messages(redis, test_settings, roles, wire):
     counts = WindowCounts(redis, keys.window_counts("preprocess:total")).values()
     fails = WindowCounts(redis, keys.window_counts("preprocess:fail")).values()
     assert counts["lifetime"] == total and fails["lifetime"] == len(sources)
+
+
+def test_json_nested_5000_deep_is_refused_naming_the_depth(redis, test_settings, roles, wire):
+    """JSON nested 5,000 deep (json.loads would raise RecursionError) gets a reply naming
+    the limit, one log line and a failure count; the intake goes on."""
+    preprocess = roles("preprocess", CRAWLCLUSTER_MAX_MESSAGE_BYTES=1 << 16)
+    deep = {wire.send(b'{"type": "crawl", "attrs": ' + b"[" * 5000 + b"]" * 5000 + b"}"),
+            wire.send(b'{"a": ' * 5000 + b"1" + b"}" * 5000)}
+    wire.send(crawl(1, uuid="after"))
+    wire.collect(lambda replies: len(replies) >= 3, timeout=60, settle=1.0)
+    errors = {reply["message"]: reply for reply in wire.replies if reply.get("status") == "error"}
+    assert set(errors) == deep
+    for reply in errors.values():
+        assert "JSON nested deeper than 64 levels (CRAWLCLUSTER_MAX_JSON_DEPTH)" in reply["error"]
+    assert "after" in wire.by_uuid()                            # and the intake went on
+    assert preprocess.alive()
+    log = preprocess.text()
+    assert "Traceback" not in log and "RecursionError" not in log
+    assert sum("refused" in line and "nested deeper" in line for line in log.splitlines()) == 2
+    keys = Keys.from_settings(test_settings)
+    assert WindowCounts(redis, keys.window_counts("preprocess:fail")).values()["lifetime"] == 2
 
 
 def test_two_instances_share_the_partitions(redis, test_settings, roles, wire):

@@ -72,6 +72,16 @@ def test_undecodable_messages_name_the_reason(raw, reason):
         decode(raw, max_bytes=1000)
 
 
+def test_nesting_past_the_depth_limit_is_refused_before_parsing():
+    with pytest.raises(RequestError, match="JSON nested deeper than 3 levels"):
+        decode(b'{"a": [[[1]]]}', max_bytes=1000, max_depth=3)
+    assert decode(b'{"a": [[1]], "b": [[2]]}', max_bytes=1000, max_depth=3)
+    # brackets inside strings are text, escaped quotes included
+    assert decode(b'{"a": "[[[[\\"[[[[", "b": [{}]}', max_bytes=1000, max_depth=3)
+    with pytest.raises(RequestError, match="nested deeper than 64 levels"):    # the default
+        decode(b"[" * 5000 + b"]" * 5000, max_bytes=100000)
+
+
 def crawl(**changes):
     message = dict(VALID[0][1], **changes)
     return {k: v for k, v in message.items() if v is not None}
