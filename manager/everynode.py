@@ -32,6 +32,15 @@ def registered_nodes(settings: Settings, zookeeper: Any) -> dict[str, dict[str, 
     return nodes
 
 
+def auth_headers(settings: Settings) -> dict[str, str]:
+    """The ``Authorization`` header of the managers' basic auth, if the settings set it."""
+    username = settings["CRAWLCLUSTER_MANAGER_USERNAME"]
+    if not username:
+        return {}
+    token = f"{username}:{settings['CRAWLCLUSTER_MANAGER_PASSWORD']}".encode()
+    return {"Authorization": "Basic " + base64.b64encode(token).decode()}
+
+
 def schedule_on(settings: Settings, url: str, project: str, spider: str,
                 arguments: dict[str, str], spider_settings: dict[str, str]) -> dict[str, Any]:
     """Call one manager's ``schedule.json``; its reply (an error reply if it cannot be
@@ -41,10 +50,8 @@ def schedule_on(settings: Settings, url: str, project: str, spider: str,
     request = urllib.request.Request(urllib.parse.urljoin(url, "schedule.json"),
                                      data=urllib.parse.urlencode(fields).encode(),
                                      method="POST")
-    username = settings["CRAWLCLUSTER_MANAGER_USERNAME"]
-    if username:
-        token = f"{username}:{settings['CRAWLCLUSTER_MANAGER_PASSWORD']}".encode()
-        request.add_header("Authorization", "Basic " + base64.b64encode(token).decode())
+    for name, value in auth_headers(settings).items():
+        request.add_header(name, value)
     try:
         with urllib.request.urlopen(request, timeout=30) as response:
             reply: dict[str, Any] = json.loads(response.read())

@@ -21,8 +21,10 @@ with the master's job registry (crawler/scheduler/).
 """
 
 import contextlib
+import ipaddress
 import logging
 import os
+import socket
 import uuid
 from pathlib import Path
 from typing import Any
@@ -30,11 +32,47 @@ from typing import Any
 from manager.metrics import fresh_metrics_dir, metrics_dir
 from manager.registry import NodeRegistry, listen_address, node_info, node_name, state_dir
 from manager.web import limit_request_size
+from settings.errors import ConfigError
 from settings.loader import Settings, environment_for
 
 logger = logging.getLogger(__name__)
 ROLE = "manager"
 PROJECT = "crawlcluster"
+# scrapyd reads these before its config: our settings are the one source of each
+SCRAPYD_OVERRIDES = ("SCRAPYD_BIND_ADDRESS", "SCRAPYD_HTTP_PORT", "SCRAPYD_UNIX_SOCKET_PATH",
+                     "SCRAPYD_USERNAME", "SCRAPYD_PASSWORD")
+
+
+def check_exposure(settings: Settings) -> None:
+    """ConfigError unless the manager's API is safe where it listens: credentials both
+    set or both empty, and set when it listens beyond loopback (it schedules spiders,
+    previews any URL, and hands out the crawls' items)."""
+    username = settings["CRAWLCLUSTER_MANAGER_USERNAME"]
+    password = settings["CRAWLCLUSTER_MANAGER_PASSWORD"]
+    if bool(username) != bool(password):
+        raise ConfigError("set both CRAWLCLUSTER_MANAGER_USERNAME and "
+                          "CRAWLCLUSTER_MANAGER_PASSWORD, or neither (one alone would leave "
+                          "the manager with no authentication)")
+    if ":" in username:
+        raise ConfigError("CRAWLCLUSTER_MANAGER_USERNAME may not contain ':' (HTTP basic auth)")
+    host, port = listen_address(settings)
+    if not username and not is_loopback_host(host):
+        raise ConfigError(
+            f"the manager would listen on {host}:{port}, beyond loopback, with no "
+            "authentication: set CRAWLCLUSTER_MANAGER_USERNAME and "
+            "CRAWLCLUSTER_MANAGER_PASSWORD (or CRAWLCLUSTER_MANAGER_ADDRESS to "
+            f"127.0.0.1:{port})")
+
+
+def is_loopback_host(host: str) -> bool:
+    """Whether every address ``host`` names is a loopback address (``0.0.0.0`` and
+    ``::`` are every interface: not)."""
+    try:
+        found = socket.getaddrinfo(host.strip("[]"), None)
+    except (socket.gaierror, UnicodeError):
+        return False
+    return bool(found) and all(
+        ipaddress.ip_address(str(entry[4][0]).split("%")[0]).is_loopback for entry in found)
 
 
 def scrapyd_config(settings: Settings) -> Any:
@@ -94,8 +132,8 @@ SERVICES = {
     "daemonstatus.json": "scrapyd.webservice.DaemonStatus",
     "cluster.json": "manager.web.ClusterView",
     "overview.json": "manager.web.Overview",
-    "validate.json": "manager.web.Validate",
-    "preview.json": "manager.web.Preview",
+    "validate.json": "manager.json_endpoints.Validate",
+    "preview.json": "manager.json_endpoints.Preview",
     "crawl.json": "manager.web.CrawlControl",
     "export": "manager.web.Export",
 }
@@ -131,13 +169,15 @@ def main(settings: Settings) -> int:
     from settings.process import exit_within
 
     reactor: Any = twisted_reactor      # zope interfaces mypy cannot see through
+    check_exposure(settings)
     twisted_log.PythonLoggingObserver().start()
     redis = redis_client(settings, ROLE)
     zookeeper = zookeeper_client(settings, ROLE)
     fresh_metrics_dir(metrics_dir(settings))
     environment = spider_environment(settings)      # read before it is replaced
     os.environ.clear()
-    os.environ.update(environment)
+    os.environ.update({name: value for name, value in environment.items()
+                       if name not in SCRAPYD_OVERRIDES})
     config = scrapyd_config(settings)
     # scrapyd's runner, in each spider process, reads eggs from ./eggs: the state dir.
     os.chdir(state_dir(settings))

@@ -6,9 +6,10 @@ scrapyd clients know. ``Schedule`` is scrapyd's, but refuses job ids,
 project and spider names that are not plain names, with a message saying
 which (scrapyd would only refuse a path that leaves its logs directory, and
 with a less telling error). ``ClusterView`` answers ``cluster.json``: every
-node in the registry and the jobs running on each. ``Overview``, ``Validate``
-and ``Submit`` serve the web UI (``manager/ui/``); ``Preview`` answers ``preview.json``, a
-page under a crawl request's rule; ``/metrics`` this node's spiders' Prometheus metrics.
+node in the registry and the jobs running on each. ``Overview`` serves the web UI
+(``manager/ui/``), as do ``validate.json``, ``submit.json`` and ``preview.json``
+(manager/json_endpoints.py); ``/metrics`` this node's spiders' Prometheus metrics.
+A ``POST`` a browser marks as sent from another site is refused (``CrossSiteRefusal``).
 """
 
 import io
@@ -28,12 +29,12 @@ from twisted.internet import threads
 from twisted.web import error, http, resource, server, static
 
 from manager.everynode import registered_nodes
+from manager.json_endpoints import Submit
 from manager.metrics import MetricsPage, metrics_dir, node_registry
 from master.figures import FigureReader
 from master.frontier import Frontier
 from master.keys import Keys
 from master.registry import Heartbeats, JobRegistry
-from message_processing.requests import RequestError, decode, validate
 
 logger = logging.getLogger(__name__)
 UI_DIR = Path(__file__).parent / "ui"
@@ -55,6 +56,27 @@ class Root(website.Root):
     @property
     def crawlcluster(self) -> dict[str, Any]:
         return self.app.crawlcluster
+
+    def getChildWithDefault(self, path: bytes, request: Any) -> Any:
+        if request.method == b"POST" and request.getHeader("sec-fetch-site") == "cross-site":
+            return CrossSiteRefusal()
+        return super().getChildWithDefault(path, request)
+
+
+class CrossSiteRefusal(resource.Resource):
+    """403 for a ``POST`` a browser says another site's page sent (``Sec-Fetch-Site:
+    cross-site``): a form or script of any page the user (or a rendering spider) opens
+    could otherwise schedule, cancel or delete with the manager's loopback trust or the
+    browser's remembered credentials. Clients other than browsers send no such header;
+    the UI's own requests, other nodes' on the same host included, are same-site."""
+
+    isLeaf = True
+
+    def render(self, request: Any) -> bytes:
+        request.setResponseCode(http.FORBIDDEN)
+        request.setHeader("Content-Type", "application/json")
+        return json.dumps({"status": "error", "message": "refused: a POST sent by another "
+                           "site's page (Sec-Fetch-Site: cross-site)"}).encode()
 
 
 class SizeLimitedRequest(server.Request):
@@ -181,112 +203,6 @@ class NodeMetrics(MetricsPage):
             self._registry = node_registry(metrics_dir(self.root.crawlcluster["settings"]),
                                            lambda: self.root.launcher.waiting)
         return self._registry
-
-
-class Validate(WsResource):
-    """Check a request as preprocess will (``POST`` JSON body): the reason and field."""
-
-    def render_POST(self, txrequest: Any) -> dict[str, Any]:
-        try:
-            kind, _ = validate(decode(txrequest.content.read(), MAX_FORM_BYTES))
-        except RequestError as exc:
-            return {"valid": False, "error": exc.reason, "field": exc.field}
-        return {"valid": True, "type": kind}
-
-
-MAX_FORM_BYTES = 1 << 20
-
-
-class ThreadedJSON(resource.Resource):
-    """A ``POST`` whose JSON answer is made in a thread (``answer``: it may block on a
-    server), with the node's name; an unexpected error is answered as one."""
-
-    isLeaf = True
-
-    def __init__(self, root: Root) -> None:
-        super().__init__()
-        self.root = root
-        self._lock = threading.Lock()
-
-    def render_POST(self, txrequest: Any) -> Any:
-        body = txrequest.content.read()
-        deferred = threads.deferToThread(self.answer, body)
-        deferred.addErrback(lambda failure: {"status": "error",
-                                             "message": failure.getErrorMessage()})
-        deferred.addCallback(lambda answer: self._finish(txrequest, answer))
-        return server.NOT_DONE_YET
-
-    def answer(self, body: bytes) -> dict[str, Any]:
-        raise NotImplementedError
-
-    def _finish(self, txrequest: Any, data: dict[str, Any]) -> None:
-        data["node_name"] = self.root.node_name
-        txrequest.setHeader("Content-Type", "application/json")
-        txrequest.write(json.dumps(data, ensure_ascii=False).encode())
-        txrequest.finish()
-
-
-class Submit(ThreadedJSON):
-    """Produce a request (``POST`` JSON body) to Kafka and answer with its reply."""
-
-    _client: Any = None
-
-    def answer(self, body: bytes) -> dict[str, Any]:
-        from message_processing.client import RequestClient
-
-        request = json.loads(body) if body.strip().startswith(b"{") else body
-        with self._lock:           # one Kafka client, used by one request at a time
-            if self._client is None:
-                self._client = RequestClient.from_settings(self.root.crawlcluster["settings"])
-            return {"status": "ok", "reply": self._client.ask(request)}
-
-
-class Preview(ThreadedJSON):
-    """``POST preview.json`` with ``{"request": crawl request, "url", "html", "step",
-    "crawlid", "with_html", "render"}`` (all but ``request`` optional): the page's preview
-    under the request's rule (crawler/preview/), or the error naming the field."""
-
-    _servers: Any = None
-    FIELDS = ("request", "url", "html", "step", "crawlid", "with_html", "render")
-
-    def answer(self, body: bytes) -> dict[str, Any]:
-        from crawler.preview import PreviewError, preview
-
-        try:
-            asked = json.loads(body)
-        except ValueError as exc:
-            return {"status": "error", "message": f"not JSON: {exc}", "field": None}
-        problem = self._problem(asked)
-        if problem is not None:
-            return {"status": "error", "field": problem[0], "message": problem[1]}
-        try:
-            shown = preview(asked["request"], self._cluster(), url=asked.get("url"),
-                            html=asked.get("html"), step=asked.get("step"),
-                            crawlid=asked.get("crawlid"), with_html=asked.get("with_html") is True,
-                            render=asked.get("render") is True)
-        except PreviewError as exc:
-            return {"status": "error", "message": exc.reason, "field": exc.field}
-        return {"status": "ok", "preview": shown}
-
-    def _problem(self, asked: Any) -> tuple[str, str] | None:
-        """``(field, what is wrong)`` with the body's shape, or None."""
-        if not isinstance(asked, dict) or not isinstance(asked.get("request"), dict):
-            return "request", "a JSON object whose request is the crawl request"
-        unknown = set(asked) - set(self.FIELDS)
-        if unknown:
-            return min(unknown), "unknown field"
-        for name in ("url", "html", "step", "crawlid"):
-            if asked.get(name) is not None and not isinstance(asked[name], str):
-                return name, "must be a string"
-        return None
-
-    def _cluster(self) -> Any:
-        from crawler.preview.servers import PreviewServers
-
-        with self._lock:              # made once, on the first preview
-            if self._servers is None:
-                self._servers = PreviewServers(self.root.crawlcluster["settings"])
-        return self._servers.cluster()
 
 
 class Export(resource.Resource):

@@ -14,6 +14,7 @@ the same SIGTERM, so leased tasks are released), then the servers that
 """
 
 import json
+import secrets
 import sys
 import time
 import urllib.parse
@@ -22,6 +23,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from manager.everynode import auth_headers
 from manager.local.crawl import cluster_env
 from manager.local.ports import bindable, free_port, listening
 from manager.local.processes import CLUSTER_MARK, cluster_processes, spawn, stop_process
@@ -44,6 +46,11 @@ class LocalCluster:
                  spider_types: tuple[str, ...] = SPIDER_TYPES, out: Callable[..., None] = print,
                  spider_settings: dict[int, dict[str, Any]] | None = None, masters: int = 1,
                  network: Any = None) -> None:
+        if network is not None and not settings["CRAWLCLUSTER_MANAGER_USERNAME"]:
+            # nodes on addresses of their own are beyond loopback: their managers need
+            # credentials (manager/node.py check_exposure); made for this cluster
+            settings = settings.copy_with(CRAWLCLUSTER_MANAGER_USERNAME="crawlcluster",
+                                          CRAWLCLUSTER_MANAGER_PASSWORD=secrets.token_urlsafe(16))
         self.settings = settings
         self.network = network           # a manager.local.netns.NodeNetwork: nodes on own addresses
         self.masters = masters           # dispatchers sharing the frontier's shards
@@ -244,7 +251,8 @@ def manager_call(settings: Settings, endpoint: str,
                  fields: list[tuple[str, str]] | None = None) -> Any:
     request = urllib.request.Request(manager_url(settings) + endpoint,
                                      data=urllib.parse.urlencode(fields).encode()
-                                     if fields is not None else None)
+                                     if fields is not None else None,
+                                     headers=auth_headers(settings))
     with urllib.request.urlopen(request, timeout=60) as response:
         return json.loads(response.read())
 

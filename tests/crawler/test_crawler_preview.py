@@ -186,7 +186,8 @@ def test_crawlcluster_try_prints_the_preview(static_site, test_settings, tmp_pat
 
 def post_json(port, endpoint, body, auth=None):
     request = urllib.request.Request(f"http://127.0.0.1:{port}/{endpoint}",
-                                     data=json.dumps(body).encode(), method="POST")
+                                     data=json.dumps(body).encode(), method="POST",
+                                     headers={"Content-Type": "application/json"})
     if auth:
         request.add_header("Authorization", "Basic " + base64.b64encode(
             ":".join(auth).encode()).decode())

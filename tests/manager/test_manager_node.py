@@ -23,8 +23,9 @@ PROJECT = "crawlcluster"
 
 class Manager:
     def __init__(self, settings, tmp_path, **extra):
-        self.port = extra.pop("port", None) or free_port()
-        values = {"CRAWLCLUSTER_MANAGER_ADDRESS": f"127.0.0.1:{self.port}",
+        self.host = extra.pop("host", "127.0.0.1")
+        self.port = extra.pop("port", None) or free_port((self.host,))
+        values = {"CRAWLCLUSTER_MANAGER_ADDRESS": f"{self.host}:{self.port}",
                   "CRAWLCLUSTER_STATE_DIR": str(tmp_path / "state"),
                   "CRAWLCLUSTER_NODE_NAME": extra.pop("node", f"node-{self.port}"),
                   "CRAWLCLUSTER_MANAGER_POLL_INTERVAL": 0.5,
@@ -41,7 +42,7 @@ class Manager:
                                             env=env, stdout=log, stderr=subprocess.STDOUT,
                                             stdin=subprocess.DEVNULL)
         deadline = time.monotonic() + 30
-        while not listening("127.0.0.1", self.port):
+        while not listening(self.host, self.port):
             assert self.process.poll() is None, self.log.read_text()
             assert time.monotonic() < deadline, "manager did not start"
             time.sleep(0.1)
@@ -54,7 +55,7 @@ class Manager:
 
     def call(self, endpoint, method="GET", auth=True, **params):
         data = urllib.parse.urlencode(params, doseq=True)
-        url = f"http://127.0.0.1:{self.port}/{endpoint}"
+        url = f"http://{self.host}:{self.port}/{endpoint}"
         request = urllib.request.Request(url + ("?" + data if method == "GET" and data else ""),
                                          data=data.encode() if method == "POST" else None,
                                          method=method)
