@@ -24,9 +24,11 @@ Ends with a JSON line: ``pages``, ``fetches_per_page`` (of the crawl without a f
 """
 
 import argparse
+import base64
 import json
 import math
 import os
+import secrets
 import subprocess
 import sys
 import time
@@ -71,7 +73,15 @@ class Stack:
         self.compose += ["-p", PROJECT, "-f", str(ROOT / "docker-compose.yml"),
                          "-f", str(ROOT / "deploy" / "compose.local.yml")]
         self.env = dict(os.environ, **{name: str(free_port()) for name in PUBLISHED},
-                        KAFKA_INTERNAL_PORT=str(KAFKA_INTERNAL_PORT))
+                        KAFKA_INTERNAL_PORT=str(KAFKA_INTERNAL_PORT),
+                        CRAWLCLUSTER_MANAGER_USERNAME="crawlcluster",
+                        CRAWLCLUSTER_MANAGER_PASSWORD=secrets.token_urlsafe(18))
+
+    def manager_auth(self) -> dict[str, str]:
+        """The header the stack's managers ask for (their basic auth)."""
+        token = (f"{self.env['CRAWLCLUSTER_MANAGER_USERNAME']}:"
+                 f"{self.env['CRAWLCLUSTER_MANAGER_PASSWORD']}").encode()
+        return {"Authorization": "Basic " + base64.b64encode(token).decode()}
 
     def port(self, name: str) -> int:
         return int(self.env[name])
@@ -277,7 +287,8 @@ def wait_registered(stack: Stack, node: str, after: float, timeout: float = 180)
     url = f"http://127.0.0.1:{stack.port('NODE2_PORT')}/cluster.json"
     while time.monotonic() < deadline:
         try:
-            with urllib.request.urlopen(url, timeout=5) as reply:
+            request = urllib.request.Request(url, headers=stack.manager_auth())
+            with urllib.request.urlopen(request, timeout=5) as reply:
                 jobs = json.load(reply)["nodes"].get(node, {}).get("jobs", {})
             if any(job.get("registered", 0) > after for job in jobs.values()):
                 return

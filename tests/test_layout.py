@@ -82,6 +82,16 @@ def test_docker_compose_runs_every_role_with_valid_settings():
     assert ui_ports == ["127.0.0.1:${NODE1_PORT:-6800}:6800", "127.0.0.1:${NODE2_PORT:-6801}:6800",
                         "127.0.0.1:${NODE3_PORT:-6802}:6800"]
     assert services["node3"]["profiles"] == ["node3"]                  # only when asked
+    for name in ("node1", "node2", "node3"):      # basic auth on; no password shipped
+        environment = services[name]["environment"]
+        assert environment["CRAWLCLUSTER_MANAGER_PASSWORD"].startswith(
+            "${CRAWLCLUSTER_MANAGER_PASSWORD:?"), name
+        assert environment["CRAWLCLUSTER_MANAGER_USERNAME"].startswith("${"), name
+    assert "CRAWLCLUSTER_MANAGER_PASSWORD=\n" in (ROOT / ".env.example").read_text()
+    scrapes = yaml.safe_load((ROOT / "docs" / "prometheus" / "prometheus.yml").read_text())
+    nodes_job = next(job for job in scrapes["scrape_configs"]
+                     if job["job_name"] == "crawlcluster-nodes")
+    assert nodes_job["basic_auth"]["password_file"] in services["prometheus"]["entrypoint"][-1]
     node2 = load_settings(environ={k: str(v) for k, v in services["node2"]["environment"].items()})
     assert node2["CRAWLCLUSTER_MANAGER_SPIDERS"] == {"universal": 1, "precise": 1}
     assert node2["CRAWLCLUSTER_MANAGER_PUBLIC_URL"] == "http://127.0.0.1:6801/"

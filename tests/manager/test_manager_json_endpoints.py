@@ -17,8 +17,10 @@ import urllib.error
 import urllib.parse
 import urllib.request
 from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
 
 import pytest
+import yaml
 
 from manager.json_endpoints import capped_reply
 from manager.local.crawl import cluster_env
@@ -28,6 +30,7 @@ from manager.local.ports import listening
 from master.siteconfig import SiteConfig, domain_of
 from tests.manager.test_manager_node import Manager
 
+ROOT = Path(__file__).resolve().parents[2]
 PASSWORD = "pw-" + base64.b32encode(bytes(range(10))).decode()
 AUTH = ("ops", PASSWORD)
 JSON = "application/json"
@@ -241,3 +244,22 @@ def test_a_reply_over_the_cap_with_nothing_to_cut_names_the_setting():
     assert code == 500 and len(body) <= 500
     assert "CRAWLCLUSTER_MANAGER_REPLY_MAX_BYTES" in json.loads(body)["message"]
     assert capped_reply({"status": "ok"}, 500) == (200, b'{"status": "ok"}')
+
+
+def test_the_compose_nodes_health_check_passes_with_auth_on(managers):
+    """docker-compose.yml's manager health check, run as the container runs it (the
+    node's credentials in its environment) against a manager asking for them."""
+    manager = managers(CRAWLCLUSTER_MANAGER_USERNAME=AUTH[0],
+                       CRAWLCLUSTER_MANAGER_PASSWORD=AUTH[1])
+    node = yaml.safe_load((ROOT / "docker-compose.yml").read_text())["services"]["node1"]
+    command = [part.replace("127.0.0.1:6800", f"127.0.0.1:{manager.port}")
+               for part in node["healthcheck"]["test"][1:]]
+
+    def check(password):
+        env = cluster_env(manager.settings, fast=False, CRAWLCLUSTER_MANAGER_PASSWORD=password)
+        return subprocess.run(command, env=env, capture_output=True, text=True, timeout=60,
+                              check=False)
+
+    assert check(AUTH[1]).returncode == 0
+    refused = check("wrong")
+    assert refused.returncode != 0 and "401" in refused.stderr
