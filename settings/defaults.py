@@ -166,8 +166,11 @@ CRAWLCLUSTER_SCHEDULER_TICK = 0.05
 CRAWLCLUSTER_SCHEDULER_READY = 128
 # Seconds with no work after which the spider closes (0 = wait for work forever).
 CRAWLCLUSTER_IDLE_TIMEOUT = 0.0
-# Refuse requests to private, loopback and link-local addresses (an SSRF guard for deployments).
-CRAWLCLUSTER_REFUSE_PRIVATE_ADDRESSES = False
+# Private networks (CIDRs, e.g. ["10.0.0.0/8"]) crawls and previews may reach. Every other
+# address that is not globally routable (loopback, private, 100.64.0.0/10, ...) is refused,
+# and link-local and cloud metadata addresses always are (crawler/urlguard.py,
+# docs/security.md). `crawlcluster up` and the tests set ["127.0.0.0/8", "::1/128"].
+CRAWLCLUSTER_ALLOWED_PRIVATE_NETWORKS: list[str] = []
 # The Chromium a rule with render uses: Debian's; empty for chromium-headless-shell if
 # installed, else chromium (never a browser downloaded at run time).
 CRAWLCLUSTER_BROWSER = ""
