@@ -341,9 +341,10 @@ CLUSTER_COMPONENTS: dict[str, dict[str, int | None]] = {
         "crawler.middlewares.NotModifiedMiddleware": 55,
         "crawler.middlewares.StatusCounterMiddleware": 950,
         # the URL guard (crawler/downloadguard.py): every URL checked first; a proxied
-        # request's target name once the proxy is chosen (crawler.proxy at 740)
+        # request's target name once the proxy is chosen (crawler.proxy at 740, Scrapy's
+        # HttpProxyMiddleware at 750)
         "crawler.downloadguard.UrlGuardMiddleware": 60,
-        "crawler.downloadguard.ProxiedTargetGuardMiddleware": 745,
+        "crawler.downloadguard.ProxiedTargetGuardMiddleware": 755,
         "crawler.middlewares.RedirectLoopMiddleware": 70,
         "scrapy.downloadermiddlewares.robotstxt.RobotsTxtMiddleware": None,
         "crawler.middlewares.BoundedRobotsTxtMiddleware": 100,
