@@ -19,11 +19,15 @@ from dataclasses import dataclass
 from email.utils import parsedate_to_datetime
 from typing import Any
 
+from cachetools import LRUCache
+
 from master.counters import Clock
 from master.keys import Keys
 from master.lua import LuaScripts
 from settings.clients import RedisClient
 from settings.loader import Settings
+
+FACTORS_KEPT = 10_000     # domains whose factor below 1 a process remembers (LRU)
 
 
 @dataclass(frozen=True)
@@ -101,6 +105,9 @@ class PushbackStore:
         self.clock = clock
         self.scripts = scripts or LuaScripts(client)
         self.credits: Counter[str] = Counter()    # domain -> pages not yet credited
+        # domain -> its factor below 1, as the last take of it read it (the take spaces
+        # its tasks by the rate the script allows)
+        self.factors: LRUCache[str, float] = LRUCache(FACTORS_KEPT)
 
     @classmethod
     def from_settings(cls, client: RedisClient, settings: Settings,
@@ -119,7 +126,27 @@ class PushbackStore:
             "pushback_report", [self.keys.pushback(self.keys.shard_of(domain))],
             [repr(now), domain, repr(policy.pause_for(retry_after)), repr(policy.decrease),
              repr(policy.floor), repr(window), repr(policy.ttl), reason])
+        self.factors[domain] = float(factor)
         return DomainPushback(domain, float(factor), float(until), int(count), reason, now)
+
+    def factors_read(self, domains: list[str], factors: list[str]) -> None:
+        """Note the factors a take read of ``domains`` (``[domain, factor, ...]`` of
+        those below 1; the others are at 1)."""
+        for domain in domains:
+            self.factors.pop(domain, None)
+        for domain, factor in zip(factors[::2], factors[1::2], strict=True):
+            self.factors[domain] = float(factor)
+
+    def scaled(self, domain: str, hits: int, window: float) -> tuple[int, float]:
+        """``(hits, window)`` of a limit at the domain's factor, as the take's script
+        scales it: fewer hits while at least 2 are left, else one in a longer window."""
+        factor = self.factors.get(domain, 1.0)
+        if factor >= 1 or hits <= 0:
+            return hits, window
+        rate = hits * factor
+        if rate >= 2:
+            return math.floor(rate), window
+        return 1, window / rate
 
     def credit(self, domain: str, pages: int = 1) -> None:
         """Count pages of ``domain`` fetched without pushback (sent with the next take)."""

@@ -120,7 +120,8 @@ class ThrottledQueues:
         """Try each domain of the job once; lease up to ``per_domain`` tasks of each, as
         many as the windows allow. ``per_domain`` is a number, or a callable of
         ``(domain, hits, window)`` giving the number, ``hits`` being what this job's IP
-        may make in a window (the domain's limit, or its per-IP limit if tighter).
+        may make in a window (the domain's limit, or its per-IP limit if tighter, scaled
+        by its pushback factor as the last take read it).
 
         ``view`` is where the job's queues are (``result.view`` of the last take; read
         first if None). ``min_interval`` maps a domain to seconds between requests it
@@ -143,8 +144,8 @@ class ThrottledQueues:
                     result.blacklisted.append(domain)
                     continue
                 hits, ip_hits, window = self.limits(domain, (min_interval or {}).get(domain))
-                wanted = (per_domain(domain, ip_hits, window) if callable(per_domain)
-                          else per_domain)
+                wanted = (per_domain(domain, *self.pushback.scaled(domain, ip_hits, window))
+                          if callable(per_domain) else per_domain)
                 args += [domain, hits, ip_hits, int(window * 1000), wanted]
                 open_domains.append(domain)
             if open_domains:
@@ -158,6 +159,9 @@ class ThrottledQueues:
         result.view = JobView(dict.fromkeys(sorted(marks), ()), seen_at=now, marks=marks)
         for (shard, open_domains), reply in zip(called, replies[start:], strict=True):
             domains_now, *per = reply if open_domains else [reply]
+            if open_domains:
+                *per, factors = per
+                self.pushback.factors_read(open_domains, factors)
             self._collect(result, open_domains, per)
             if shard in result.view.domains:
                 result.view.domains[shard] = sorted(domains_now)
@@ -218,7 +222,9 @@ class ThrottledQueues:
         reply = self.scripts.run(
             "throttle_take", self._take_keys(job, shard),
             [repr(now), repr(now), self.keys.queue_template(shard), job, spider_type, ip,
-             domain, hits, ip_hits, int(window * 1000), -1])[1]
+             domain, hits, ip_hits, int(window * 1000), -1])
+        self.pushback.factors_read([domain], reply[2])
+        reply = reply[1]
         if not isinstance(reply, str):
             return 0.0
         # A window full for less than a millisecond more says "wait:0.000": still a wait,

@@ -136,7 +136,7 @@ CRAWLCLUSTER_PUSHBACK_TTL = 3600.0
 CRAWLCLUSTER_PUSHBACK_403_COUNT = 5
 # Seconds within which CRAWLCLUSTER_PUSHBACK_403_COUNT 403s of one domain are pushback.
 CRAWLCLUSTER_PUSHBACK_403_WINDOW = 10.0
-# Regular expressions that mark a block page (searched in the first 64 KiB of an HTML
+# Regular expressions that mark a block page (searched in the first 16 KiB of an HTML
 # body): a page matching one is pushback, not content. An empty list turns that off.
 CRAWLCLUSTER_PUSHBACK_BLOCK_MARKERS = [
     r"(?i)you have been blocked",

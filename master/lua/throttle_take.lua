@@ -26,7 +26,8 @@
 --          (-1: no task, one hit made outside the queues, a browser's own request)
 -- Returns: {the job's domains in the shard now, then per domain named: a list of task
 -- JSON; or "wait:<seconds>" while a window is full; or 0 if the queue is empty; or 1
--- for a hit recorded}
+-- for a hit recorded; then, with KEYS[5], a list: domain, rate factor, ... of the domains
+-- named whose factor is below 1}
 local now = tonumber(ARGV[1])
 local SLOTS, SWEEP_EVERY, SWEEP_SLICE = 20, 60, 200
 
@@ -225,4 +226,14 @@ if sweep_due or grew then
   redis.call('PEXPIRE', KEYS[4], math.ceil((SWEEP_EVERY + longest) * 1000))
 end
 table.insert(replies, 1, redis.call('SMEMBERS', KEYS[2]))
+if KEYS[5] then
+  local factors = {}
+  for domain, state in pairs(pushback) do
+    if state.factor < 1 then
+      factors[#factors + 1] = domain
+      factors[#factors + 1] = tostring(state.factor)
+    end
+  end
+  replies[#replies + 1] = factors
+end
 return replies
