@@ -21,13 +21,14 @@ from typing import Any
 
 from cachetools import LRUCache
 
-from master.counters import Clock
+from master.counters import TOTAL, Clock
 from master.keys import Keys
 from master.lua import LuaScripts
 from settings.clients import RedisClient
 from settings.loader import Settings
 
 FACTORS_KEPT = 10_000     # domains whose factor below 1 a process remembers (LRU)
+PUSHBACK_DOMAINS_COUNTED = 10_000    # domains whose pushbacks are counted (the most)
 
 
 @dataclass(frozen=True)
@@ -122,10 +123,16 @@ class PushbackStore:
         ``retry_after`` seconds (None: the default), capped. One round trip."""
         now, policy = self.clock(), self.policy
         self.credits.pop(domain, None)        # pages fetched before it do not count
-        factor, until, count = self.scripts.run(
+        pipe = self.client.pipeline(transaction=False)
+        self.scripts.run(
             "pushback_report", [self.keys.pushback(self.keys.shard_of(domain))],
             [repr(now), domain, repr(policy.pause_for(retry_after)), repr(policy.decrease),
-             repr(policy.floor), repr(window), repr(policy.ttl), reason])
+             repr(policy.floor), repr(window), repr(policy.ttl), reason], pipe=pipe)
+        counts = self.keys.pushback_counts()
+        pipe.zincrby(counts, 1, domain)
+        pipe.zincrby(counts, 1, TOTAL)
+        pipe.zremrangebyrank(counts, 0, -PUSHBACK_DOMAINS_COUNTED - 2)   # the total stays
+        factor, until, count = pipe.execute()[0]
         self.factors[domain] = float(factor)
         return DomainPushback(domain, float(factor), float(until), int(count), reason, now)
 
@@ -166,6 +173,23 @@ class PushbackStore:
             self.scripts.run("pushback_credit", [self.keys.pushback(shard)],
                              [repr(now), repr(policy.increase), repr(policy.ttl), *pairs],
                              pipe=pipe)
+
+    def states_of(self, domains: list[str]) -> dict[str, DomainPushback]:
+        """The live pushback states of ``domains`` that have one (one round trip)."""
+        by_shard: defaultdict[int, list[str]] = defaultdict(list)
+        for domain in domains:
+            by_shard[self.keys.shard_of(domain)].append(domain)
+        pipe = self.client.pipeline(transaction=False)
+        for shard, names in by_shard.items():
+            pipe.hmget(self.keys.pushback(shard), names)
+        now, found = self.clock(), {}
+        for names, values in zip(by_shard.values(), pipe.execute() if by_shard else [],
+                                 strict=True):
+            for domain, value in zip(names, values, strict=True):
+                state = json.loads(value) if value else None
+                if state and float(state.get("expires_at") or 0) > now:
+                    found[domain] = domain_pushback(domain, state)
+        return found
 
     def states(self) -> list[DomainPushback]:
         """Every domain's live pushback state (one round trip over all shards), the
