@@ -45,12 +45,14 @@ http {{
 @dataclass(frozen=True)
 class RateLimit:
     """A host's own rate limiter, as a site behind nginx's ``limit_req`` has one: above
-    ``rate`` requests a second (plus a burst of ``burst``) it answers 429, with
-    ``Retry-After`` when ``retry_after`` is set. robots.txt is not limited."""
+    ``rate`` requests a second (plus a burst of ``burst``) it answers ``status`` (429, or
+    503 as an overloaded server), with ``Retry-After`` when ``retry_after`` is set.
+    robots.txt is not limited."""
 
     rate: float
     burst: int = 0
     retry_after: int | None = None
+    status: int = 429
 
     def zone(self, name: str) -> str:
         per_minute = max(1, round(self.rate * 60))
@@ -60,8 +62,8 @@ class RateLimit:
         header = (f"add_header Retry-After {self.retry_after} always; "
                   if self.retry_after is not None else "")
         return (f"location / {{ limit_req zone={name} burst={self.burst} nodelay; "
-                f"limit_req_status 429; error_page 429 @limited; }} "
-                f"location @limited {{ {header}return 429 'Too Many Requests'; }} "
+                f"limit_req_status {self.status}; error_page {self.status} @limited; }} "
+                f"location @limited {{ {header}return {self.status} 'Slow down'; }} "
                 f"location = /robots.txt {{ }}")
 
 
