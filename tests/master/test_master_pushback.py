@@ -87,7 +87,8 @@ def test_pages_raise_the_factor_additively_and_the_state_goes_at_one(redis, setu
     store.report("example.com", "429", retry_after=0.0, window=1.0)     # factor 0.5
     shard_key = keys.pushback(keys.shard_of("example.com"))
     store.credit("example.com", 4)        # each page: + 0.1 x 0.5
-    store.credit("other.org", 3)          # no state: nothing to raise, nothing written
+    store.credit("other.org", 3)          # no state: nothing to raise, nothing counted
+    assert dict(store.credits) == {"example.com": 4}
     queues.take("job", "universal", "10.0.0.1")   # the credits go with the take
     assert json.loads(redis.hget(shard_key, "example.com"))["factor"] == pytest.approx(0.7)
     assert redis.hget(keys.pushback(keys.shard_of("other.org")), "other.org") is None
