@@ -71,11 +71,13 @@ class ThrottledQueues:
 
     def __init__(self, client: RedisClient, keys: Keys, site_config: SiteConfig,
                  lease_seconds: float = 300.0, clock: Clock = time.time,
-                 scripts: LuaScripts | None = None) -> None:
+                 scripts: LuaScripts | None = None, send_grace: float = 0.0) -> None:
         self.client = client
         self.keys = keys
         self.site_config = site_config
         self.lease_seconds = lease_seconds
+        # Seconds a slow domain's token stays good after its take (window_ms).
+        self.send_grace = send_grace
         self.clock = clock
         self.scripts = scripts or LuaScripts(client)
 
@@ -133,7 +135,7 @@ class ThrottledQueues:
                 hits, ip_hits, window = self.limits(domain, (min_interval or {}).get(domain))
                 wanted = (per_domain(domain, ip_hits, window) if callable(per_domain)
                           else per_domain)
-                args += [domain, hits, ip_hits, int(window * 1000), wanted]
+                args += [domain, hits, ip_hits, self.window_ms(ip_hits, window), wanted]
                 open_domains.append(domain)
             if open_domains:
                 self.scripts.run("throttle_take", [self.keys.leases(shard),
@@ -204,12 +206,21 @@ class ThrottledQueues:
             "throttle_take", [self.keys.leases(shard), self.keys.job_domains(job, shard),
                               self.keys.lease_owners(shard), self.keys.throttle(shard)],
             [repr(now), repr(now), self.keys.queue_template(shard), job, spider_type, ip,
-             domain, hits, ip_hits, int(window * 1000), -1])[1]
+             domain, hits, ip_hits, self.window_ms(ip_hits, window), -1])[1]
         if not isinstance(reply, str):
             return 0.0
         # A window full for less than a millisecond more says "wait:0.000": still a wait,
         # or the caller would send a request no window counted.
         return max(float(reply.removeprefix("wait:")), MIN_WAIT)
+
+    def window_ms(self, hits: int, window: float) -> int:
+        """The window the windows count ``hits`` in, in ms: for a slow domain (fewer hits
+        than graces in a window) lengthened by ``send_grace``. Its request may go out up
+        to that long after the take (crawler/token_deadlines.py), so the site sees no
+        more than ``hits`` in any ``window`` of its own."""
+        if self.send_grace and hits * self.send_grace < window:
+            window += self.send_grace
+        return int(window * 1000)
 
     def limits(self, domain: str, min_interval: float | None) -> tuple[int, int, float]:
         """``(hits, hits from one IP, window)`` for a domain (``limit``, and its per-IP
