@@ -26,7 +26,7 @@ http {{
     types {{ text/html html; text/plain txt; application/json json;
              application/javascript js; }}
     default_type application/octet-stream;
-    log_format timed '$msec $server_addr $remote_addr '
+    log_format timed '$msec $request_time $server_addr $remote_addr '
                      '$request_method $request_uri $status "$http_user_agent"';
     access_log {run}/access.log timed;
     client_body_temp_path {run}/tmp/body;
@@ -127,16 +127,18 @@ class StaticSite:
         self.process = None
 
     def access_log(self) -> list[dict[str, Any]]:
-        """Requests served so far: dicts with time, host, client (the source address),
-        method, path, status, agent."""
+        """Requests served so far: dicts with time (when nginx read the request's
+        first bytes: the log's time less the request's), host, client (the source
+        address), method, path, status, agent."""
         path = self.run_dir / "access.log"
         if not path.exists():
             return []
         entries = []
         for line in path.read_text(errors="replace").splitlines():
             head, _, agent = line.partition(' "')
-            when, host, client, method, uri, status = head.split(" ", 5)
-            entries.append({"time": float(when), "host": host, "client": client,
+            logged, took, host, client, method, uri, status = head.split(" ", 6)
+            entries.append({"time": float(logged) - float(took), "host": host,
+                            "client": client,
                             "method": method,
                             "path": uri, "status": int(status), "agent": agent.rstrip('"')})
         return entries
