@@ -346,7 +346,10 @@ CLUSTER_COMPONENTS: dict[str, dict[str, int | None]] = {
         "crawler.middlewares.TaskStatusMiddleware": 50,
         "crawler.middlewares.NotModifiedMiddleware": 55,
         "crawler.middlewares.StatusCounterMiddleware": 950,
-        "crawler.middlewares.PrivateAddressGuardMiddleware": 60,
+        # the URL guard (crawler/downloadguard.py): every URL checked first; a proxied
+        # request's target name once the proxy is chosen (crawler.proxy at 740)
+        "crawler.downloadguard.UrlGuardMiddleware": 60,
+        "crawler.downloadguard.ProxiedTargetGuardMiddleware": 745,
         "crawler.middlewares.RedirectLoopMiddleware": 70,
         "scrapy.downloadermiddlewares.robotstxt.RobotsTxtMiddleware": None,
         "crawler.middlewares.BoundedRobotsTxtMiddleware": 100,
@@ -413,6 +416,8 @@ SCRAPY = {
     "CONCURRENT_ITEMS": 4,
     "CONCURRENT_REQUESTS": 16,
     "TWISTED_REACTOR": "twisted.internet.asyncioreactor.AsyncioSelectorReactor",
+    # Connections only to addresses the URL guard allows (crawler/downloadguard.py).
+    "TWISTED_DNS_RESOLVER": "crawler.downloadguard.GuardedHostnameResolver",
     "FEED_EXPORT_ENCODING": "utf-8",
     "TELNETCONSOLE_ENABLED": False,
     # Scrapy 2.19 gives every process an HTTP endpoint that runs code sent to it; the
