@@ -21,7 +21,7 @@ from typing import Any
 from cachetools import TTLCache
 from scrapy import Request
 from scrapy.crawler import Crawler
-from scrapy.exceptions import IgnoreRequest
+from scrapy.exceptions import CannotResolveHostError, IgnoreRequest
 from scrapy.resolver import CachingHostnameResolver
 from scrapy.statscollectors import StatsCollector
 from scrapy.utils.httpobj import urlparse_cached
@@ -138,9 +138,10 @@ class UrlGuardMiddleware:
             self.refuse(request, refused)
 
     def process_exception(self, request: Request, exception: Exception) -> None:
-        if isinstance(exception, DNSLookupError):
-            refused = self.resolver.refusals.get(urlparse_cached(request).hostname or "")
-            if refused is not None:
+        if isinstance(exception, (DNSLookupError, CannotResolveHostError)):
+            by_host = self.resolver.refusals.get(urlparse_cached(request).hostname or "")
+            if by_host is not None:
+                refused = RefusedUrl(request.url, by_host.reason, by_host.why)
                 request.meta[REFUSAL_META] = str(refused)
                 self.count(refused)
 
@@ -157,11 +158,18 @@ class UrlGuardMiddleware:
 class ProxiedTargetGuardMiddleware(UrlGuardMiddleware):
     """When a proxy connects to a request's host, the resolver sees only the proxy's
     address: the target's name is resolved here (off the reactor thread) and refused if
-    any of its addresses is. Runs after the proxy middleware has chosen the proxy."""
+    any of its addresses is. The proxy's own address is checked too (Twisted connects to
+    a proxy given as an IP address without asking the resolver). Runs after the proxy
+    middleware has chosen the proxy."""
 
     async def process_request(self, request: Request) -> None:  # type: ignore[override]
-        if not request.meta.get("proxy"):
+        proxy = request.meta.get("proxy")
+        if not proxy:
             return
+        try:         # a proxy given as an address is connected to with no lookup at all
+            self.guard.check_url(proxy if "://" in proxy else f"http://{proxy}")
+        except RefusedUrl as refused:
+            self.refuse(request, refused)
         parts = urlparse_cached(request)
         port = parts.port or (443 if parts.scheme == "https" else 80)
         try:
