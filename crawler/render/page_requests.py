@@ -2,12 +2,15 @@
 from the browser itself.
 
 - a kind the rule does not load (``BLOCKED_RESOURCES`` less its ``render_load``): refused;
-- the page itself: the document as the spider fetched it (through the throttle, as its
-  task);
+- the page itself (its first navigation): the document as the spider fetched it
+  (through the throttle, as its task);
 - what a browser caches (a GET of one of ``CACHED_RESOURCES``): the process's
   ``AssetCache``, fetched as below when missing or stale;
-- the rest (XHR, fetch, iframes, forms, navigations, beacons): fetched as below;
-- a WebSocket: refused (routed, never connected).
+- the rest (XHR, fetch, iframes, forms, navigations, beacons): fetched as below,
+  ``PAGE_FETCHES`` of a page at once (a page that asks for thousands keeps the fetch
+  threads from other pages no longer than its own render);
+- a WebSocket, or a stream of server-sent events: refused (a rendered page is a
+  snapshot; a stream would hold a fetch for as long as the server keeps it open).
 
 Fetched means: through the cluster's URL guard (crawler/urlguard.py: http and https only,
 the address connected to checked, so a rebinding name cannot pass) and the cluster
@@ -41,7 +44,9 @@ ASSET_CACHE_BYTES = 64 << 20
 MAX_REDIRECTS = 10          # hops a request's redirects are followed (Chromium's: 20)
 MAX_ANSWER_BYTES = 16 << 20   # an answer's body past this is refused
 FETCH_TIMEOUT = 20.0        # seconds a hop's connection may wait for a byte
-FETCH_THREADS = 16          # fetches at once (the guard's fetch blocks: it runs in threads)
+# a page's fetches at once (Chromium's connections to a host); the process's fetch threads
+# (the guard's fetch blocks) are this times CRAWLCLUSTER_RENDER_PAGES
+PAGE_FETCHES = 6
 REDIRECTS = (301, 302, 303, 307, 308)
 # headers the browser gives that describe its own connection, not the request
 _CONNECTION_HEADERS = {"host", "connection", "content-length", "accept-encoding",
@@ -73,28 +78,37 @@ class PageRequests:
         self.throttle = throttle
         self.timeout = crawler.settings.getfloat("CRAWLCLUSTER_RENDER_TIMEOUT")
         self.assets = AssetCache(ASSET_CACHE_BYTES)   # outlives browsers: a browser's cache
-        self.threads = ThreadPoolExecutor(FETCH_THREADS, thread_name_prefix="render-fetch")
+        pages = crawler.settings.getint("CRAWLCLUSTER_RENDER_PAGES")
+        self.threads = ThreadPoolExecutor(PAGE_FETCHES * pages, thread_name_prefix="render-fetch")
         self.guard = UrlGuard.from_settings(cluster_settings(crawler.settings))
 
     async def route(self, page: Any, document: HtmlResponse, load: tuple[str, ...]) -> None:
         """Answer every request ``page`` makes from here (before it loads anything)."""
         blocked = set(BLOCKED_RESOURCES) - set(load)
-        await page.route("**/*", partial(self._answer, document, blocked))
+        fetches = _PageFetches(asyncio.Semaphore(PAGE_FETCHES))
+        page.on("close", fetches.page_closed)
+        await page.route("**/*", partial(self._answer, document, blocked, fetches))
         await page.route_web_socket("**/*", self._refuse_web_socket)
 
-    async def _answer(self, document: HtmlResponse, blocked: set[str], route: Any) -> None:
+    async def _answer(self, document: HtmlResponse, blocked: set[str],
+                      fetches: "_PageFetches", route: Any) -> None:
         asked = route.request
         try:
             if asked.resource_type in blocked:
                 await route.abort()
-            elif asked.url == document.url and asked.is_navigation_request():
+            elif asked.is_navigation_request() and not fetches.document_given:
+                fetches.document_given = True   # the page's first: goto(document.url)
                 await route.fulfill(status=document.status, body=document.body, headers={
                     "content-type": _text(document.headers.get("Content-Type"))
                     or "text/html"})
-            elif asked.method == "GET" and asked.resource_type in CACHED_RESOURCES:
-                await self._fulfill(route, await self._cached(asked))
+            elif asked.resource_type == "eventsource":
+                raise Refused("eventsource", f"{asked.url}: a stream of server-sent events")
             else:
-                await self._fulfill(route, await self._fetched(asked))
+                async with fetches.slots:
+                    if fetches.closed:          # its page was done while it waited
+                        await _quietly(route.abort())
+                        return
+                    await self._fulfill(route, await self._fetched_or_cached(asked))
         except Refused as refused:
             self.stats.inc_value("crawlcluster/render/requests_refused")
             self.stats.inc_value(f"crawlcluster/render/requests_refused/{refused.reason}")
@@ -109,6 +123,11 @@ class PageRequests:
         self.stats.inc_value("crawlcluster/render/requests_refused")
         self.stats.inc_value("crawlcluster/render/requests_refused/websocket")
         await _quietly(socket.close(code=1008, reason="refused by the crawler"))
+
+    async def _fetched_or_cached(self, asked: Any) -> Answer:
+        if asked.method == "GET" and asked.resource_type in CACHED_RESOURCES:
+            return await self._cached(asked)
+        return await self._fetched(asked)
 
     async def _cached(self, asked: Any) -> Answer:
         headers = await asked.all_headers()
@@ -184,6 +203,19 @@ def joined_headers(headers: list[tuple[str, str]]) -> dict[str, str]:
         key = name.lower()
         joined[key] = f"{joined[key]}{_JOINED.get(key, ', ')}{value}" if key in joined else value
     return joined
+
+
+@dataclass
+class _PageFetches:
+    """A page's fetches: ``PAGE_FETCHES`` at once (as Chromium's connections to a host);
+    those still waiting when the page is closed are dropped."""
+
+    slots: asyncio.Semaphore
+    closed: bool = False
+    document_given: bool = False        # its first navigation answered with the document
+
+    def page_closed(self, _page: Any) -> None:
+        self.closed = True
 
 
 async def _quietly(action: Any) -> None:
