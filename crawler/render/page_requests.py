@@ -167,7 +167,7 @@ class PageRequests:
             self.guard.check_url(url)           # at once; the address when connecting
         except RefusedUrl as refused:
             raise Refused("guard", str(refused)) from None
-        if not await self.throttle.let_go(url):
+        if not await self.throttle.admitted(url):
             raise Refused("blacklist", f"{url}: its domain is blacklisted")
         self.stats.inc_value("crawlcluster/render/requests")
         loop = asyncio.get_running_loop()

@@ -33,7 +33,7 @@ class RenderThrottle:
         self.crawler = crawler
         self.stats: Any = crawler.stats
 
-    async def let_go(self, url: str) -> bool:
+    async def admitted(self, url: str) -> bool:
         """Wait until the throttle of ``url``'s domain counts one more request from this
         spider type and IP, and for its turn among this process's fetches of a slow
         domain; False for a blacklisted domain. The page's render timeout bounds the

@@ -54,7 +54,7 @@ fetch("/ok").then(r => r.text()).then(t => out("ok", t));
 class OpenThrottle:
     """The cluster throttle lets everything go (it is not what is tested here)."""
 
-    async def let_go(self, url: str) -> bool:
+    async def admitted(self, url: str) -> bool:
         return True
 
 
