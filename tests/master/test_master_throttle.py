@@ -277,3 +277,21 @@ def test_a_window_full_for_under_a_millisecond_more_is_still_a_wait(redis, test_
     assert queues.hit("job", "universal", "10.0.0.1", "example.com") > 0
     now[0] += 0.001
     assert queues.hit("job", "universal", "10.0.0.1", "example.com") == 0.0
+
+
+@pytest.mark.parametrize("send_grace", [0.0, 0.05])
+def test_a_slow_domains_throttle_window_is_lengthened_by_the_send_grace(test_settings, redis,
+                                                                      send_grace):
+    """A slow domain's token may be spent up to ``send_grace`` after its take
+    (crawler/token_deadlines.py): its hits stay in the window that much longer."""
+    keys = Keys.from_settings(test_settings)
+    now = [1_800_000_000.0499]                   # at a 50 ms slot's end
+    queues = ThrottledQueues(redis, keys, SiteConfig(2, 1.0), clock=lambda: now[0],
+                             send_grace=send_grace)
+    assert queues.window_ms(2, 1.0) == (1050 if send_grace else 1000)
+    assert queues.window_ms(100, 1.0) == 1000    # a fast domain's: no grace
+    assert [queues.hit("job", "universal", "10.0.0.1", "example.com") for _ in range(2)] \
+        == [0.0, 0.0]
+    now[0] += 1.02
+    full = queues.hit("job", "universal", "10.0.0.1", "example.com") > 0
+    assert full == bool(send_grace)
