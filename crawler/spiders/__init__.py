@@ -171,6 +171,10 @@ class ClusterSpider(scrapy.Spider):
             self.logger.warning("crawl %s: %s lists more than CRAWLCLUSTER_SITEMAP_MAX_URLS; "
                                 "%d entries left out", task["crawlid"], response.url,
                                 source.dropped)
+        if source.invalid:
+            refused["invalid"] += source.invalid
+            self.logger.warning("crawl %s: %s lists %d entries that are no valid URL",
+                                task["crawlid"], response.url, source.invalid)
         links, entries_refused = self.entry_links(response, source.pages)
         refused.update(entries_refused)
         nested = task.get("sitemap_depth", 0) + 1
