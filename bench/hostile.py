@@ -11,10 +11,10 @@ links, redirects, scripts, images and frames aimed at private addresses: a liste
 a loopback address none of the sites uses, and the cloud metadata address. One spider
 process crawls the normal site alone, then both sites at once, ``render: auto``.
 
-Where the address guard can be told which private networks to allow
-(``CRAWLCLUSTER_ALLOWED_PRIVATE_NETWORKS``), it is on with the sites' own addresses
-allowed; where it cannot, the run says so (``guard``) and the loopback listener is
-reachable as in any local cluster.
+The address guard allows only the sites' own addresses among private networks
+(``CRAWLCLUSTER_ALLOWED_PRIVATE_NETWORKS``); where the guard takes no such setting, the
+run says so (``guard``: false) and the loopback listener is reachable as in any local
+cluster.
 
 Ends with a JSON line: ``private_requests`` (requests that reached the listeners),
 ``spider_alive`` (the spider ran to its end, exit code 0), ``normal_pages_done`` (of
@@ -130,13 +130,13 @@ def write_hostile_site(root: Path, port: int, targets: list[str]) -> tuple[str, 
 
 
 def guarded(settings, hosts):
-    """``settings`` with the address guard on and the sites' addresses allowed, where the
-    guard can allow some private networks; and whether it could."""
+    """``settings`` with only the sites' own addresses allowed among private networks
+    (the local cluster allows all of loopback), where the address guard takes that
+    setting; and whether it does."""
     if "CRAWLCLUSTER_ALLOWED_PRIVATE_NETWORKS" not in default_settings():
         return settings, False
-    allowed = ",".join(f"{host}/32" for host in hosts)
-    return settings.copy_with(CRAWLCLUSTER_REFUSE_PRIVATE_ADDRESSES=True,
-                              CRAWLCLUSTER_ALLOWED_PRIVATE_NETWORKS=allowed), True
+    return settings.copy_with(CRAWLCLUSTER_ALLOWED_PRIVATE_NETWORKS=[
+        f"{host}/32" for host in hosts]), True
 
 
 def crawl_once(settings, crawls, log_dir):

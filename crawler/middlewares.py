@@ -14,17 +14,13 @@ reads a page whose declared charset garbles it with the charset that reads it.
 ``RedirectTargetMiddleware`` refuses a redirect to no valid URL. Hostile pages refused
 are counted by reason (``crawlcluster/pages/refused/<reason>``).
 ``NotModifiedMiddleware`` makes a revisit's 304 the task's outcome.
-``PrivateAddressGuardMiddleware`` refuses hosts that are or resolve to private addresses.
 ``BoundedRobotsTxtMiddleware`` is Scrapy's robots.txt middleware with a bounded,
 expiring cache. Rendering pages in a browser is crawler/render/'s.
 """
 
-import asyncio
-import ipaddress
 import logging
 import random
 import time
-from collections import OrderedDict
 from collections.abc import AsyncIterator, Iterable, Iterator
 from importlib import resources
 from typing import Any
@@ -35,7 +31,7 @@ from scrapy import Request, Spider
 from scrapy.crawler import Crawler
 from scrapy.downloadermiddlewares.httpcompression import HttpCompressionMiddleware
 from scrapy.downloadermiddlewares.robotstxt import RobotsTxtMiddleware
-from scrapy.exceptions import DownloadCancelledError, IgnoreRequest, NotConfigured
+from scrapy.exceptions import DownloadCancelledError, IgnoreRequest
 from scrapy.http import Response, TextResponse
 from scrapy.robotstxt import RobotParser
 from scrapy.statscollectors import StatsCollector
@@ -45,6 +41,7 @@ from w3lib.encoding import html_body_declared_encoding, resolve_encoding
 from w3lib.url import safe_url_string
 
 from crawler.context import ClusterComponent, JobContext, TaskTracker, cluster_settings
+from crawler.downloadguard import REFUSAL_META
 from crawler.urlshape import url_problem
 from crawler.userspider import is_user_crawl
 from master.crawls import HUB_SPAN
@@ -114,9 +111,11 @@ class TaskStatusMiddleware(ClusterComponent):
             refuse_page(self.crawler, request, reason, str(exception))
         if member:
             # Refused, or over DOWNLOAD_MAXSIZE: trying again would end the same way.
-            permanent = isinstance(exception, (IgnoreRequest, DownloadCancelledError))
+            refusal = request.meta.get(REFUSAL_META)    # the URL guard refused its address
+            permanent = refusal or isinstance(exception, (IgnoreRequest,
+                                                          DownloadCancelledError))
             self.tracker.fail(member, "failed" if permanent else "retry",
-                              f"{type(exception).__name__}: {exception}"[:200])
+                              (refusal or f"{type(exception).__name__}: {exception}")[:200])
             if isinstance(exception, IgnoreRequest) and str(exception) == ROBOTS_REFUSAL:
                 crawlid = request.meta["crawlcluster"]["task"]["crawlid"]
                 self.tracker.count_links(crawlid, "refused:robots")
@@ -371,69 +370,6 @@ def _reads(body: bytes, encoding: str) -> bool:
         return True
     except (UnicodeDecodeError, LookupError):
         return False
-
-
-class PrivateAddressGuardMiddleware:
-    """With ``CRAWLCLUSTER_REFUSE_PRIVATE_ADDRESSES``, refuse any request (redirects
-    included) whose host is or resolves to a private, loopback, link-local, reserved
-    or multicast address: a crawl submitted by anyone must not reach the cluster's
-    own network. The refused task fails for good, with the reason.
-
-    A host name is resolved in the event loop's thread pool, not on the reactor thread
-    (a slow DNS answer would stall every download), and what it resolved to is kept
-    ``RESOLVED_FOR`` seconds for ``RESOLVED_HOSTS`` hosts at most."""
-
-    def __init__(self) -> None:
-        self.resolved: OrderedDict[str, tuple[float, tuple[str, ...]]] = OrderedDict()
-
-    @classmethod
-    def from_crawler(cls, crawler: Crawler) -> "PrivateAddressGuardMiddleware":
-        from crawler.context import cluster_settings
-
-        if not cluster_settings(crawler.settings).getbool("CRAWLCLUSTER_REFUSE_PRIVATE_ADDRESSES"):
-            raise NotConfigured("CRAWLCLUSTER_REFUSE_PRIVATE_ADDRESSES is off")
-        return cls()
-
-    async def process_request(self, request: Request, spider: Spider | None = None) -> None:
-        host = urlsplit(request.url).hostname or ""
-        blocked = await self.private_addresses(host)
-        if blocked:
-            raise IgnoreRequest(f"refused {request.url}: {host} is a private address "
-                                f"({', '.join(blocked)})")
-
-    async def private_addresses(self, host: str) -> tuple[str, ...]:
-        """The private addresses ``host`` is or resolves to (none if unresolvable: the
-        download fails on its own)."""
-        try:
-            return private_of([host])
-        except ValueError:
-            pass                                    # a name, not an address
-        kept = self.resolved.get(host)
-        if kept is not None and kept[0] > time.monotonic():
-            return kept[1]
-        try:
-            infos = await asyncio.get_running_loop().getaddrinfo(host, None)
-            blocked = private_of([str(info[4][0]) for info in infos])
-        except OSError:
-            blocked = ()
-        self.resolved[host] = (time.monotonic() + RESOLVED_FOR, blocked)
-        self.resolved.move_to_end(host)
-        while len(self.resolved) > RESOLVED_HOSTS:
-            self.resolved.popitem(last=False)
-        return blocked
-
-
-RESOLVED_HOSTS = 4096      # hosts whose addresses the guard keeps
-RESOLVED_FOR = 300.0       # seconds it keeps them (a DNS answer's lifetime, roughly)
-
-
-def private_of(addresses: list[str]) -> tuple[str, ...]:
-    """Those of ``addresses`` that are private, loopback, link-local, reserved, multicast
-    or unspecified; ValueError if one is not an address."""
-    parsed = {ipaddress.ip_address(address.split("%")[0]) for address in addresses}
-    return tuple(sorted(str(a) for a in parsed
-                        if a.is_private or a.is_loopback or a.is_link_local or a.is_reserved
-                        or a.is_multicast or a.is_unspecified))
 
 
 class BoundedRobotsTxtMiddleware(RobotsTxtMiddleware):

@@ -166,8 +166,11 @@ CRAWLCLUSTER_SCHEDULER_TICK = 0.05
 CRAWLCLUSTER_SCHEDULER_READY = 128
 # Seconds with no work after which the spider closes (0 = wait for work forever).
 CRAWLCLUSTER_IDLE_TIMEOUT = 0.0
-# Refuse requests to private, loopback and link-local addresses (an SSRF guard for deployments).
-CRAWLCLUSTER_REFUSE_PRIVATE_ADDRESSES = False
+# Private networks (CIDRs, e.g. ["10.0.0.0/8"]) crawls and previews may reach. Every other
+# address that is not globally routable (loopback, private, 100.64.0.0/10, ...) is refused,
+# and link-local and cloud metadata addresses always are (crawler/urlguard.py,
+# docs/security.md). `crawlcluster up` and the tests set ["127.0.0.0/8", "::1/128"].
+CRAWLCLUSTER_ALLOWED_PRIVATE_NETWORKS: list[str] = []
 # The Chromium a rule with render uses: Debian's; empty for chromium-headless-shell if
 # installed, else chromium (never a browser downloaded at run time).
 CRAWLCLUSTER_BROWSER = ""
@@ -342,7 +345,11 @@ CLUSTER_COMPONENTS: dict[str, dict[str, int | None]] = {
         "crawler.middlewares.TaskStatusMiddleware": 50,
         "crawler.middlewares.NotModifiedMiddleware": 55,
         "crawler.middlewares.StatusCounterMiddleware": 950,
-        "crawler.middlewares.PrivateAddressGuardMiddleware": 60,
+        # the URL guard (crawler/downloadguard.py): every URL checked first; a proxied
+        # request's target name once the proxy is chosen (crawler.proxy at 740, Scrapy's
+        # HttpProxyMiddleware at 750)
+        "crawler.downloadguard.UrlGuardMiddleware": 60,
+        "crawler.downloadguard.ProxiedTargetGuardMiddleware": 755,
         "crawler.middlewares.RedirectLoopMiddleware": 70,
         # after Scrapy's redirects (600) in process_response: sees a Location first
         "crawler.middlewares.RedirectTargetMiddleware": 610,
@@ -411,6 +418,8 @@ SCRAPY = {
     "CONCURRENT_ITEMS": 4,
     "CONCURRENT_REQUESTS": 16,
     "TWISTED_REACTOR": "twisted.internet.asyncioreactor.AsyncioSelectorReactor",
+    # Connections only to addresses the URL guard allows (crawler/downloadguard.py).
+    "TWISTED_DNS_RESOLVER": "crawler.downloadguard.GuardedHostnameResolver",
     "FEED_EXPORT_ENCODING": "utf-8",
     "TELNETCONSOLE_ENABLED": False,
     # Scrapy 2.19 gives every process an HTTP endpoint that runs code sent to it; the

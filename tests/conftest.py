@@ -41,6 +41,7 @@ SERVER_ADDRESSES = {
     "CRAWLCLUSTER_ZOOKEEPER_HOSTS": "127.0.0.1:{port}",
     "CRAWLCLUSTER_MONGODB_URL": "mongodb://127.0.0.1:{port}/?directConnection=true",
 }
+TEST_ALLOWED_NETWORKS = '["127.0.0.0/8", "::1/128"]'
 LISTENER_ADDRESSES = {name: "127.0.0.1:{port}" for name in (
     "CRAWLCLUSTER_EXPORTER_ADDRESS", "CRAWLCLUSTER_MANAGER_ADDRESS", "CRAWLCLUSTER_PROXY_API")}
 
@@ -75,6 +76,9 @@ def pytest_configure(config):
     """An xdist worker gets servers of its own (``local_servers`` starts them): its own
     ports and state directory, set in its environment so that everything it starts
     (roles, spiders, CLI commands) finds them too."""
+    # The test sites are on loopback: ordinary tests may crawl them (the URL guard's own
+    # tests, tests/security/, set it back to the default, nothing allowed).
+    os.environ.setdefault("CRAWLCLUSTER_ALLOWED_PRIVATE_NETWORKS", TEST_ALLOWED_NETWORKS)
     worker = os.environ.get("PYTEST_XDIST_WORKER")
     if worker:
         os.environ.update(worker_environment(worker, os.environ.get("PYTEST_XDIST_TESTRUNUID",

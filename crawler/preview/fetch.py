@@ -1,15 +1,18 @@
-"""One page fetched for a preview as a crawl would fetch it: robots.txt obeyed, the
-cluster's throttle of its domain counted, the crawl's User-Agent and cookie sent."""
+"""One page fetched for a preview as a crawl would fetch it: through the URL guard
+(crawler/urlguard.py: only http and https, only addresses it allows, connected to the
+address it checked), robots.txt obeyed, the cluster's throttle of its domain counted, the
+crawl's User-Agent and cookie sent. A redirect is not followed: it is shown as its page."""
 
+import threading
 import time
-import urllib.error
-import urllib.request
 from typing import Any
 from urllib.parse import urlsplit
 
+from cachetools import TTLCache
 from protego import Protego
 from scrapy.http import Headers, HtmlResponse
 
+from crawler.urlguard import FetchFailed, RefusedUrl, UrlGuard
 from master.siteconfig import domain_of
 from settings.errors import CrawlClusterError
 
@@ -23,27 +26,45 @@ class FetchError(CrawlClusterError):
     """A page a preview could not fetch, and why."""
 
 
-class _NoRedirect(urllib.request.HTTPRedirectHandler):
-    def redirect_request(self, *args: Any, **kwargs: Any) -> None:
-        return None           # a redirect is reported, as its own page
+class RobotsRules:
+    """The robots.txt rules a process's previews read, by ``scheme://host:port``: at most
+    ``MAX_ROBOTS`` sites, each kept ``max_age`` seconds (previews run in threads)."""
+
+    def __init__(self, max_age: float = 3600.0, max_sites: int | None = None) -> None:
+        self.cache: TTLCache[str, Protego] = TTLCache(max_sites or MAX_ROBOTS, max_age)
+        self.lock = threading.Lock()
+
+    def get(self, site: str) -> Protego | None:
+        with self.lock:
+            return self.cache.get(site)
+
+    def put(self, site: str, rules: Protego) -> None:
+        with self.lock:
+            self.cache[site] = rules
+
+    def __len__(self) -> int:
+        with self.lock:
+            return len(self.cache)
+
+    def __contains__(self, site: str) -> bool:
+        return self.get(site) is not None
 
 
 class PageFetcher:
     def __init__(self, queues: Any, job: str, spider_type: str, ip: str, obey_robots: bool,
-                 user_agent: str, robots: dict[str, tuple[float, Protego]] | None = None,
-                 robots_max_age: float = 3600.0) -> None:
+                 user_agent: str, guard: UrlGuard, robots: RobotsRules | None = None) -> None:
         self.queues = queues            # master.throttle.ThrottledQueues, or None: unthrottled
         self.job, self.spider_type, self.ip = job, spider_type, ip
         self.obey_robots = obey_robots
         self.user_agent = user_agent
-        # scheme://host:port -> (when read, its rules), shared by a process's previews
-        self.robots = {} if robots is None else robots
-        self.robots_max_age = robots_max_age
+        self.guard = guard
+        self.robots = RobotsRules() if robots is None else robots     # shared by a process
         self.fetched: list[str] = []              # every URL asked for, robots.txt included
 
     def page(self, url: str, cookie: str | None = None) -> HtmlResponse:
-        """The page, or FetchError naming why not (robots.txt, a blacklisted domain, the
-        server's error, a timeout)."""
+        """The page, or FetchError naming why not (the URL guard's refusal, robots.txt, a
+        blacklisted domain, the server's error, a timeout)."""
+        self._check(url)
         if not self.allowed(url):
             raise FetchError(f"robots.txt of {urlsplit(url).netloc} forbids {url}")
         status, headers, body = self._get(url, {"Cookie": cookie} if cookie else {})
@@ -51,6 +72,7 @@ class PageFetcher:
 
     def asset(self, url: str) -> tuple[int, Headers, bytes]:
         """What a page's script or XHR asks for, fetched as the page was."""
+        self._check(url)
         if not self.allowed(url):
             raise FetchError(f"robots.txt of {urlsplit(url).netloc} forbids {url}")
         return self._get(url, {})
@@ -68,34 +90,33 @@ class PageFetcher:
             except FetchError:
                 status, body = 404, b""
             text = body.decode("utf-8", "replace") if 200 <= status < 300 else ""
-            if len(self.robots) >= MAX_ROBOTS:
-                del self.robots[next(iter(self.robots))]         # the oldest read
-            self.robots[site] = (time.monotonic(), Protego.parse(text))
-        return bool(self.robots[site][1].can_fetch(url, self.user_agent))
+            self.robots.put(site, Protego.parse(text))
+        rules = self.known_robots(url)
+        return rules is None or bool(rules.can_fetch(url, self.user_agent))
 
     def known_robots(self, url: str) -> Protego | None:
         """The robots.txt rules of ``url``'s site, if read within their max age."""
         parts = urlsplit(url)
-        read = self.robots.get(f"{parts.scheme}://{parts.netloc}")
-        if read is None or time.monotonic() - read[0] > self.robots_max_age:
-            return None
-        return read[1]
+        return self.robots.get(f"{parts.scheme}://{parts.netloc}")
+
+    def _check(self, url: str) -> None:
+        try:
+            self.guard.check_url(url)
+        except RefusedUrl as refused:
+            raise FetchError(str(refused)) from None
 
     def _get(self, url: str, headers: dict[str, str]) -> tuple[int, Headers, bytes]:
         self._wait_for_throttle(url)
         self.fetched.append(url)
-        request = urllib.request.Request(url, headers={"User-Agent": self.user_agent,
-                                                       "Accept-Encoding": "identity",
-                                                       **headers})
-        opener = urllib.request.build_opener(_NoRedirect)
         try:
-            with opener.open(request, timeout=TIMEOUT) as reply:
-                return reply.status, Headers(dict(reply.headers.items())), _read(reply, url)
-        except urllib.error.HTTPError as exc:         # 3xx, 4xx, 5xx: a page all the same
-            return exc.code, Headers(dict(exc.headers.items())), _read(exc, url)
-        except (urllib.error.URLError, OSError) as exc:
-            reason = getattr(exc, "reason", exc)
-            raise FetchError(f"could not fetch {url}: {reason}") from None
+            reply = self.guard.fetch(url, {"User-Agent": self.user_agent, **headers},
+                                     max_bytes=MAX_BYTES, timeout=TIMEOUT)
+        except (RefusedUrl, FetchFailed) as exc:
+            raise FetchError(str(exc)) from None
+        kept = Headers()
+        for name, value in reply.headers:
+            kept.appendlist(name, value)
+        return reply.status, kept, reply.body
 
     def _wait_for_throttle(self, url: str) -> None:
         """Take a turn under the throttle of the URL's domain, counted as the crawl's
@@ -111,9 +132,3 @@ class PageFetcher:
         if wait < 0:
             raise FetchError(f"{domain} is blacklisted")
 
-
-def _read(reply: Any, url: str) -> bytes:
-    body = reply.read(MAX_BYTES + 1)
-    if len(body) > MAX_BYTES:
-        raise FetchError(f"{url} is over {MAX_BYTES // 1024 // 1024} MB")
-    return bytes(body)

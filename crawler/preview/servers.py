@@ -6,8 +6,9 @@ from typing import Any
 
 from scrapy.settings import Settings as ScrapySettings
 
-from crawler.preview.fetch import PageFetcher
+from crawler.preview.fetch import PageFetcher, RobotsRules
 from crawler.preview.page import Cluster
+from crawler.urlguard import UrlGuard
 from master.bloomgen import AgingBloomFilter
 from master.siteconfig import SiteConfig
 from master.throttle import ThrottledQueues
@@ -31,7 +32,9 @@ class PreviewServers:
         self.queues = ThrottledQueues.from_settings(self.redis, settings, self.site_config)
         self.bloom = AgingBloomFilter.from_settings(self.redis, settings)
         self.ip = node_ip(settings)
-        self.robots: dict[str, Any] = {}       # robots.txt read, shared by the previews
+        # robots.txt read, shared by the previews
+        self.robots = RobotsRules(settings.getfloat("CRAWLCLUSTER_ROBOTS_MAX_AGE"))
+        self.guard = UrlGuard.from_settings(settings)
         self.job = f"preview-{settings['CRAWLCLUSTER_NODE_NAME'] or socket.gethostname()}"
 
     def cluster(self) -> Cluster:
@@ -44,8 +47,8 @@ class PreviewServers:
     def fetcher(self, config: dict[str, Any]) -> PageFetcher:
         agent = config.get("useragent") or self.scrapy_settings.get("USER_AGENT")
         return PageFetcher(self.queues, self.job, config["spider_type"], self.ip,
-                           self.scrapy_settings.getbool("ROBOTSTXT_OBEY"), agent, self.robots,
-                           self.settings.getfloat("CRAWLCLUSTER_ROBOTS_MAX_AGE"))
+                           self.scrapy_settings.getbool("ROBOTSTXT_OBEY"), agent, self.guard,
+                           self.robots)
 
     def seen(self, urls: list[str], crawlid: str) -> list[bool]:
         keys = [canonical_url(url) for url in urls]

@@ -36,6 +36,8 @@ from settings.loader import Settings
 ROLES = ("master", "preprocess", "monitor", "exporter")
 SPIDER_TYPES = ("universal", "precise")
 PROJECT = "crawlcluster"
+# A local cluster's sites are on loopback: its crawls and previews may reach it.
+LOOPBACK_NETWORKS = ("127.0.0.0/8", "::1/128")
 ROOT = str(Path(__file__).resolve().parents[2])
 
 
@@ -44,7 +46,7 @@ class LocalCluster:
                  spider_types: tuple[str, ...] = SPIDER_TYPES, out: Callable[..., None] = print,
                  spider_settings: dict[int, dict[str, Any]] | None = None, masters: int = 1,
                  network: Any = None) -> None:
-        self.settings = settings
+        self.settings = with_local_sites_allowed(settings, network)
         self.network = network           # a manager.local.netns.NodeNetwork: nodes on own addresses
         self.masters = masters           # dispatchers sharing the frontier's shards
         self.spider_settings = spider_settings or {}     # node number -> Scrapy settings
@@ -247,6 +249,15 @@ def manager_call(settings: Settings, endpoint: str,
                                      if fields is not None else None)
     with urllib.request.urlopen(request, timeout=60) as response:
         return json.loads(response.read())
+
+
+def with_local_sites_allowed(settings: Settings, network: Any = None) -> Settings:
+    """``settings`` with loopback (and a NodeNetwork's subnet, where its sites are) added
+    to ``CRAWLCLUSTER_ALLOWED_PRIVATE_NETWORKS``: the URL guard refuses them by default."""
+    local = [*LOOPBACK_NETWORKS, *([f"{network.net}.0/24"] if network is not None else [])]
+    allowed = list(settings.get("CRAWLCLUSTER_ALLOWED_PRIVATE_NETWORKS") or [])
+    return settings.copy_with(CRAWLCLUSTER_ALLOWED_PRIVATE_NETWORKS=[
+        *allowed, *(net for net in local if net not in allowed)])
 
 
 def _wait_port(host: str, port: int, log_path: Path | str, timeout: float = 60.0) -> None:
