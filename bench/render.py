@@ -20,14 +20,17 @@ spider, browser, dispatcher, and the Redis and MongoDB servers it stores in; Cra
 process, browser and its in-process storage), pages rendered, and the most any shared
 asset was fetched per browser started; for ours, where a rendered page's wall time
 went (waiting for its template's verdict, for a render slot, in the browser: the quiet
-period and the throttle). A run of ours that fetched a page, or a script's
-JSON, twice, or missed one, stops the benchmark; every run of every round is printed.
+period and the throttle). A run of ours that fetched a page, or a script's JSON, twice,
+or missed one, is reported with its cause (the spider's failed-render log lines, the
+browsers it replaced and why) under ``repeats`` in the JSON, and the benchmark goes on;
+every run of every round is printed.
 
 Ends with a JSON line: per shape, ``never_items_vs_always``, ``auto_items_vs_always``,
 ``auto_pages_per_s_vs_always``, ``auto_cpu_per_page_vs_always``,
 ``auto_pages_per_s_vs_crawlee_adaptive``, ``auto_cpu_per_page_vs_crawlee_adaptive``,
 ``auto_items_vs_crawlee_adaptive``, ``auto_rendered_vs_needed`` and
-``asset_fetches_max`` (medians over rounds), and each run's figures.
+``asset_fetches_max`` (medians over rounds), ``repeats`` (each run of ours that
+fetched a page twice or missed one, with its cause), and each run's figures.
 """
 
 import argparse
@@ -99,22 +102,33 @@ def real_site(work, scale):
 SHAPES = {"numeric": numeric_site, "real": real_site}
 
 
-def measure(site, since, expected, label, ours):
-    """``(nginx's fetches of the run, distinct pages, seconds first fetch to last)``; for
-    ours, ``expected`` (pages and the scripts' JSON) each fetched once, or if empty no
-    page twice, or it stops."""
+def measure(site, since, expected, label):
+    """``(nginx's fetches of the run, distinct pages, seconds first fetch to last, what
+    went wrong)``: ``expected`` (pages and the scripts' JSON) each fetched once, or if
+    empty no page twice; else what was not, as ``check_fetched_once`` says it."""
     entries = [e for e in site.access_log()[since:] if not e["path"].endswith("/robots.txt")]
     fetched = page_fetches(entries, site.port)
     pages_and_data = {url: count for url, count in fetched.items()
                       if "/static/" not in url}
     try:
         check_fetched_once(type(fetched)(pages_and_data), expected or None, what=label)
+        problem = None
     except RepeatedFetches as exc:
-        if ours:
-            raise
-        print(f"    (the peer, not us: {exc})", flush=True)
+        problem = str(exc)
     pages = sum(1 for url in pages_and_data if not url.endswith(".json"))
-    return fetched, pages, entries[-1]["time"] - entries[0]["time"]
+    return fetched, pages, entries[-1]["time"] - entries[0]["time"], problem
+
+
+# a spider's log lines that say why a page was fetched again: a failed render (its task
+# tried again), a browser replaced, a download retried
+CAUSES = re.compile(r".*(rendering failed|replacing the browser|Retrying|"
+                    r"crawlcluster/render/(failed|timeouts|quiet_capped|browsers_replaced)).*")
+
+
+def repeat_causes(log_dir):
+    """The lines of the run's spider log that say why a page was fetched again."""
+    text = (log_dir / "spider0.log").read_text(errors="replace")
+    return [match.group(0).strip()[:400] for match in CAUSES.finditer(text)][:50]
 
 
 def closing_stats(log_dir):
@@ -148,7 +162,7 @@ def run_render(settings, shape, mode, work):
         client.close()
     browsers, spent = closing_stats(log_dir)
     return {"cpu": cpu["cpu"] + cpu["master_cpu"] + storage, "items": items,
-            "rendered": rendered, "browsers": browsers,
+            "rendered": rendered, "browsers": browsers, "log_dir": log_dir,
             "seconds_per_rendered_page": {what: round(seconds / max(rendered, 1), 4)
                                           for what, seconds in spent.items()}}
 
@@ -193,13 +207,20 @@ def one_round(settings, shape, site, browser, work):
                else run_crawlee(shape, browser, work))
         # never: the scripted pages it reaches depend on links; none twice
         expected = [] if key == "never" else expected_all
-        fetched, pages, span = measure(site, since, expected, label, ours)
+        fetched, pages, span, problem = measure(site, since, expected, label)
         results[key] = row = {
             "items": run["items"], "pages_per_s": pages / span,
             "cpu_ms_per_page": run["cpu"] * 1e3 / pages, "rendered": run["rendered"],
             "asset_fetches": asset_fetches_per_browser(fetched, shape["assets"],
                                                        run["browsers"]),
             "seconds_per_rendered_page": run["seconds_per_rendered_page"]}
+        if problem and ours:
+            row["repeat"] = {"fetches": problem, "causes": repeat_causes(run["log_dir"])}
+            print(f"    REPEAT: {problem}\n    its cause, in the spider's log:\n      "
+                  + "\n      ".join(row["repeat"]["causes"] or ["(nothing logged)"]),
+                  flush=True)
+        elif problem:
+            print(f"    (the peer, not us: {problem})", flush=True)
         print(f"  {label:<36} {pages:>5} pages in {span:6.1f} s: {row['pages_per_s']:6.1f} "
               f"pages/s, {row['cpu_ms_per_page']:6.1f} CPU ms a page, {run['items']} items, "
               f"{run['rendered']} rendered ({shape['needed']} need it), asset fetches a "
@@ -232,6 +253,8 @@ def figures(rounds, needed):
         "auto_rendered_vs_needed": statistics.median(
             r["auto"]["rendered"] / needed for r in rounds),
         "asset_fetches_max": max(r["auto"]["asset_fetches"] for r in rounds),
+        "repeats": [dict(r[run]["repeat"], round=number, run=run)
+                    for number, r in enumerate(rounds, 1) for run in r if "repeat" in r[run]],
         "rounds": rounds,
     }
 
@@ -250,7 +273,9 @@ def main():
     browser = browser_path("")
     settings = bench_settings(("redis", "zookeeper", "mongodb"))
     settings = settings.copy_with(CRAWLCLUSTER_MONGODB_DATABASE="bench_"
-                                  + settings["CRAWLCLUSTER_KEY_PREFIX"].split(":")[1])
+                                  + settings["CRAWLCLUSTER_KEY_PREFIX"].split(":")[1],
+                                  # the generated sites are on loopback
+                                  CRAWLCLUSTER_ALLOWED_PRIVATE_NETWORKS=["127.0.0.0/8"])
     work = Path(tempfile.mkdtemp(prefix="renderbench-"))
     summary = {"machine": machine(), "browser": browser}
     for name in args.shapes.split(","):

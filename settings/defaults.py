@@ -178,6 +178,12 @@ CRAWLCLUSTER_BROWSER = ""
 CRAWLCLUSTER_RENDER_PAGES = 4
 # Seconds a page may take to render (scripts and their requests done) before it fails.
 CRAWLCLUSTER_RENDER_TIMEOUT = 30.0
+# Seconds a rendered page's requests may keep going after its load event before the page
+# is taken as it is (server-sent events, long polling and pollers never go quiet; counted).
+CRAWLCLUSTER_RENDER_QUIET_MAX = 5.0
+# Renders failed in a row (timeouts, errors) after which the browser is replaced; one that
+# died is replaced at once. A failed render closes its own page only.
+CRAWLCLUSTER_BROWSER_MAX_FAILURES = 3
 # Pages a browser renders before it is started again (a long-lived browser grows).
 CRAWLCLUSTER_BROWSER_RESTART_PAGES = 200
 # MB (proportional set size) a spider's browser may hold; past it, it is started again

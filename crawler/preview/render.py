@@ -3,12 +3,14 @@ system's Chromium, its scripts' own requests fetched through the preview's fetch
 throttle and robots.txt of their sites), and the spider run again on what the browser
 leaves, as a crawl's ``render: auto`` compares a page's two forms."""
 
+import os
 from typing import Any
 
 from scrapy.http import HtmlResponse
 
 from crawler.preview.fetch import FetchError, PageFetcher
-from crawler.render.browser import BLOCKED_RESOURCES, browser_path
+from crawler.render.browser import browser_path, launch_args
+from crawler.render.page_requests import BLOCKED_RESOURCES
 from settings.errors import CrawlClusterError
 
 RENDER_TIMEOUT = 30.0      # seconds a preview's render may take
@@ -23,8 +25,9 @@ def rendered_page(response: HtmlResponse, fetcher: PageFetcher, executable: str,
     blocked = set(BLOCKED_RESOURCES) - set(load)
     try:
         with sync_playwright() as playwright:
+            args, sandbox = launch_args(os.geteuid())
             browser = playwright.chromium.launch(executable_path=browser_path(executable),
-                                                 args=["--no-sandbox", "--disable-gpu"])
+                                                 args=list(args), chromium_sandbox=sandbox)
             try:
                 page = browser.new_page(user_agent=fetcher.user_agent)
                 page.route("**/*", lambda route: _route(route, response, fetcher, blocked))

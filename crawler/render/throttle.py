@@ -21,8 +21,9 @@ from master.siteconfig import domain_of
 def spent(crawler: Crawler, what: str, since: float) -> None:
     """Where rendered pages' wall time goes, summed over the crawl's pages:
     ``verdict`` (waiting for their template's), ``slot`` (for one of the process's
-    render slots), ``browser`` (loading them, ``quiet`` of which waiting for their
-    requests to settle, ``throttle`` for the cluster throttle to let those go)."""
+    render slots), ``start`` (for a browser started or replaced), ``browser`` (loading
+    them, ``quiet`` of which waiting for their requests to settle, ``throttle`` for the
+    cluster throttle to let those go)."""
     stats: Any = crawler.stats
     stats.inc_value(f"crawlcluster/render/seconds/{what}", time.monotonic() - since)
 

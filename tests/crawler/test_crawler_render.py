@@ -342,3 +342,61 @@ def test_render_a_browser_stays_within_its_budget_over_a_long_crawl(
     assert most_renderers <= test_settings.getint("CRAWLCLUSTER_RENDER_PAGES")
     # one browser's worth: two at once would hold twice what one does
     assert max(held) <= bound * 2, f"{max(held)} MB"
+
+
+def hostile_site(www, articles):
+    """``articles`` scripted articles (write_site's) and two hostile pages linked from
+    the index: ``/app/poll.html`` asks for its JSON again as soon as it has it, for ever
+    (long polling: it never goes quiet), ``/app/stuck.html`` runs a script that never
+    ends (its load event never comes)."""
+    write_site(www, articles)
+    index = www / "index.html"
+    index.write_text(index.read_text().replace(
+        "</body>", '<a href="/app/poll.html">poll</a><a href="/app/stuck.html">stuck</a>'
+        "</body>"))
+    (www / "app" / "poll.json").write_text(json.dumps({"title": "Polled"}))
+    (www / "app" / "poll.html").write_text(
+        '<html><body><h1 id="t"></h1><script>function poll() { fetch("/app/poll.json")'
+        '.then(r => r.json()).then(a => { document.getElementById("t").textContent ='
+        " a.title; poll(); }); } poll();</script></body></html>")
+    (www / "app" / "stuck.html").write_text(
+        "<html><body><h1>Stuck</h1><script>while (true) {}</script></body></html>")
+
+
+def render_stats(tmp_path, crawlid):
+    text = (tmp_path / crawlid / "spider0.log").read_text()
+    return {name: int(float(value)) for name, value in re.findall(
+        r"'crawlcluster/render/([\w/]+)': ([\d.]+)", text)}
+
+
+def test_render_a_page_that_never_goes_quiet_is_taken_at_the_cap_and_a_stuck_page_closes_alone(
+        test_settings, mongo_db, tmp_path):
+    """A page polling for ever is taken as it is at ``CRAWLCLUSTER_RENDER_QUIET_MAX``
+    (its item stored, fetched once, counted); a page whose script never ends fails at
+    the render timeout with its own page closed, while the pages rendering beside it in
+    the same browser succeed: one browser over the crawl (the failures were not in a
+    row often enough to replace it), every article stored."""
+    port = free_port(["127.0.0.1"])
+    write_dir = tmp_path / "www" / "127.0.0.1"
+    hostile_site(write_dir, ARTICLES)
+    start = f"http://127.0.0.1:{port}/"
+    rule = {"rules": [*RULE["rules"], {"allow": "/app/(poll|stuck)", "fields": {
+        "title": "//h1/text()"}}]}
+    with served(tmp_path, port) as site:
+        items = crawl(test_settings, mongo_db, tmp_path, start, "always", rule=rule,
+                      CRAWLCLUSTER_RENDER_QUIET_MAX="1", CRAWLCLUSTER_RENDER_TIMEOUT="6",
+                      CRAWLCLUSTER_BROWSER_MAX_FAILURES="100")
+        fetched = page_fetches(site.access_log(), site.port)
+    stats = render_stats(tmp_path, "render-always")
+    print(f"\nhostile pages: {len(items)} items; render stats {stats}; nginx served "
+          f"{fetch_summary(fetched)}")
+    assert items[start + "app/poll.html"] == "Polled"
+    assert fetched[canonical_url(start + "app/poll.html")] == 1
+    assert stats["quiet_capped"] >= 1
+    assert all(items.get(f"{start}app/article-{n}.html") == f"Article {n}"
+               for n in range(1, ARTICLES + 1))
+    assert start + "app/stuck.html" not in items
+    tries = fetched[canonical_url(start + "app/stuck.html")]
+    assert stats["timeouts"] == tries >= 1
+    assert stats["browsers"] == 1 and not any(name.startswith("browsers_replaced")
+                                              for name in stats)
