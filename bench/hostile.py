@@ -19,9 +19,11 @@ cluster.
 Ends with a JSON line: ``private_requests`` (requests that reached the listeners),
 ``spider_alive`` (the spider ran to its end, exit code 0), ``normal_pages_done`` (of
 ``normal_pages``), ``normal_fetched_once`` (nginx's log: each normal page once),
-``browser_replacements``, ``hostile_pages_refused`` and ``hostile_links_refused`` by
-reason (the spider's stats), and ``normal_pages_per_s_vs_alone``: the normal site's
-pages/s beside the hostile site over its pages/s alone (first to last fetch).
+``browser_replacements`` by reason (``worn``: its planned share of pages),
+``browsers_started``, ``render_timeouts``, ``render_quiet_capped``, and by reason
+``hostile_pages_refused``, ``hostile_links_refused`` and ``guard_refused`` (the
+spider's stats), and ``normal_pages_per_s_vs_alone``: the normal site's pages/s beside
+the hostile site over its pages/s alone (first to last fetch).
 """
 
 import argparse
@@ -54,7 +56,7 @@ from manager.local.staticsite import StaticSite
 from settings.loader import default_settings
 
 HOSTILE_HOST = "127.0.0.5"
-PRIVATE_HOST = "127.0.0.66"          # the loopback listener: no site is served there
+PRIVATE_HOST = "127.0.0.66"          # the loopback listener (2130706498): no site there
 METADATA_HOST = "169.254.169.254"    # listened on only where this machine has the address
 HOSTILE_RULE = {"rules": [{"allow": ["/hostile/"], "follow": True,
                            "fields": {"title": "//h1/text()"}}], "render": "auto"}
@@ -101,9 +103,10 @@ def add_hostile_extras(root: Path, targets: list[str]) -> tuple[list[str], list[
     goes quiet, in the hostile site; the paths to link from its index and their nginx
     locations."""
     folder = root / "www" / HOSTILE_HOST / "hostile"
-    reach = "".join(f'<a href="{t}/link">x</a><img src="{t}/img"><iframe src="{t}/frame">'
-                    f"</iframe><script>fetch('{t}/script',{{method:'POST'}}).catch(()=>0)"
-                    "</script>" for t in targets)
+    reach = "".join(f'<a href="{t}/hostile/link">x</a><img src="{t}/hostile/img">'
+                    f'<iframe src="{t}/hostile/frame"></iframe><script>fetch('
+                    f"'{t}/hostile/script',{{method:'POST'}}).catch(()=>0)</script>"
+                    for t in targets)
     (folder / "private.html").write_text(f"<html><body><h1>private</h1>{reach}"
                                          "<div id='x'></div></body></html>")
     (folder / "drip.html").write_text("<html><body><h1>drip</h1>" + "x" * 40_000
@@ -113,7 +116,7 @@ def add_hostile_extras(root: Path, targets: list[str]) -> tuple[list[str], list[
         "'/hostile/busy.html?poll').then(r=>r.text()).then(t=>{document.getElementById"
         "('x').textContent=t.length}),200)</script></body></html>")
     redirects = [f"to-private-{n}.html" for n in range(len(targets))]
-    locations = [f'location = /hostile/{path} {{ return 302 "{target}/redirected"; }}'
+    locations = [f'location = /hostile/{path} {{ return 302 "{target}/hostile/redirected"; }}'
                  for path, target in zip(redirects, targets, strict=True)]
     locations.append("location = /hostile/drip.html { limit_rate 2k; }")
     return ["private.html", "drip.html", "busy.html", *redirects], locations
@@ -186,7 +189,7 @@ def main():
     private = listeners()
     targets = [f"http://{PRIVATE_HOST}:{private['loopback'].port}", f"http://{METADATA_HOST}",
                f"http://{METADATA_HOST}/latest/meta-data", "http://[fd00::1]",
-               "http://100.100.100.200", f"http://2130706433:{private['loopback'].port}"]
+               "http://100.100.100.200", f"http://2130706498:{private['loopback'].port}"]
     settings, guard = guarded(settings, [*DEFAULT_HOSTS, HOSTILE_HOST])
     try:
         with tempfile.TemporaryDirectory() as folder, bench_redis(settings):
@@ -215,14 +218,19 @@ def main():
                 done, beside_rate, once = normal_run(normal, since, pages)
                 print(f"  normal site beside the hostile one: {beside_rate:.1f} pages/s",
                       flush=True)
-            browsers = stat_counts(log, "crawlcluster/render/").get("browsers", 0)
+            render = stat_counts(log, "crawlcluster/render/")
             finish({
                 "guard": guard, "metadata_listener": "metadata" in private,
                 "private_requests": sum(len(listener.hits) for listener in private.values()),
                 "spider_alive": code == 0, "normal_pages": len(pages),
                 "normal_pages_done": done, "normal_fetched_once": once,
-                "browser_replacements": max(0, browsers - 1),
+                "browser_replacements": stat_counts(
+                    log, "crawlcluster/render/browsers_replaced/"),
+                "browsers_started": render.get("browsers", 0),
+                "render_timeouts": render.get("timeouts", 0),
+                "render_quiet_capped": render.get("quiet_capped", 0),
                 "hostile_pages_refused": stat_counts(log, "crawlcluster/pages/refused/"),
+                "guard_refused": stat_counts(log, "urlguard/refused/"),
                 "hostile_links_refused": stat_counts(log, "crawlcluster/links/refused/"),
                 "normal_pages_per_s_alone": alone_rate,
                 "normal_pages_per_s_beside": beside_rate,
