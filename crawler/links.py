@@ -87,7 +87,7 @@ class _Base:
         elif (self.directory is not None and href[:1] not in ".?#" and ":" not in href
               and ";" not in href and "//" not in href and "/." not in href):
             joined = self.origin + self.directory + href
-        if joined is not None and _safe(joined):
+        if joined is not None and is_plain_url(joined):
             return joined, True
         return urljoin(self.url, href), False
 
@@ -103,7 +103,9 @@ def _final_url(joined: str, response_url: str, encoding: str) -> str | None:
     return urljoin(response_url, url)
 
 
-def _safe(url: str) -> bool:
+def is_plain_url(url: str) -> bool:
+    """Whether ``url`` is ``SAFE_URL`` with a port in range: a lowercase ASCII host,
+    only characters w3lib never quotes (so well formed, with nothing to check further)."""
     found = SAFE_URL.match(url)
     return found is not None and (found.group(1) is None or int(found.group(1)) <= 65535)
 
@@ -182,12 +184,15 @@ _PLAIN_PATH = re.compile(r"https?://[^/?#]*([^?#]*)")
 
 def url_path(url: str) -> str:
     """``urlparse(url).path``, without urllib for a printable ASCII http(s) URL with no
-    ``;params`` and no bracketed host."""
+    ``;params`` and no bracketed host ("" for one urllib cannot read)."""
     if url.isascii() and url.isprintable() and ";" not in url and "[" not in url:
         found = _PLAIN_PATH.match(url)
         if found is not None:
             return found.group(1)
-    return urlparse(url).path
+    try:
+        return urlparse(url).path
+    except ValueError:           # a bad IPv6 literal: refused as invalid when admitted
+        return ""
 
 
 def rule_urls(response: "TextResponse", extractor: "LinkExtractor",

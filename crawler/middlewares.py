@@ -10,17 +10,21 @@ tells the tracker when the page's output is all out. ``ParsedPageRelease`` (spid
 frees a page's parsed tree as soon as its output is out. ``CharsetRepairMiddleware``
 reads a page whose declared charset garbles it with the charset that reads it.
 ``DecompressionMiddleware`` is Scrapy's, without its charset guess on compressed bytes.
-``RedirectLoopMiddleware`` ends a redirect chain that comes back to a URL twice.
+``RedirectLoopMiddleware`` ends a redirect chain that comes back to a URL twice;
+``RedirectTargetMiddleware`` refuses a redirect to no valid URL. Hostile pages refused
+are counted by reason (``crawlcluster/pages/refused/<reason>``).
 ``NotModifiedMiddleware`` makes a revisit's 304 the task's outcome.
 ``BoundedRobotsTxtMiddleware`` is Scrapy's robots.txt middleware with a bounded,
 expiring cache. Rendering pages in a browser is crawler/render/'s.
 """
 
+import logging
 import random
 import time
 from collections.abc import AsyncIterator, Iterable, Iterator
 from importlib import resources
 from typing import Any
+from urllib.parse import urljoin, urlsplit
 
 from charset_normalizer import from_bytes
 from scrapy import Request, Spider
@@ -34,9 +38,11 @@ from scrapy.statscollectors import StatsCollector
 from scrapy.utils.httpobj import urlparse_cached
 from twisted.internet.defer import Deferred
 from w3lib.encoding import html_body_declared_encoding, resolve_encoding
+from w3lib.url import safe_url_string
 
-from crawler.context import ClusterComponent, TaskTracker, cluster_settings
+from crawler.context import ClusterComponent, JobContext, TaskTracker, cluster_settings
 from crawler.downloadguard import REFUSAL_META
+from crawler.urlshape import url_problem
 from crawler.userspider import is_user_crawl
 from master.crawls import HUB_SPAN
 from master.frontier import outcome_for_status
@@ -58,6 +64,29 @@ class StatusCounterMiddleware(ClusterComponent):
         return response
 
 
+def refuse_page(crawler: Crawler, request: Request, reason: str, detail: str) -> None:
+    """A hostile page refused (``too_big``, ``decompressed_too_big``, ``redirect_loop``,
+    ``invalid_redirect``): counted (``crawlcluster/pages/refused/<reason>``), logged, and
+    its task failed for good with ``detail`` unless ``TaskStatusMiddleware`` does that
+    (an exception from ``process_request`` or the download reaches it; one from a
+    ``process_response`` does not)."""
+    crawler.stats.inc_value(f"crawlcluster/pages/refused/{reason}")
+    logging.getLogger(__name__).warning("refused %s (%s): %s", request.url[:300], reason,
+                                        detail[:300])
+
+
+def page_refusal(exception: Exception) -> str | None:
+    """The reason a download's exception refuses its page, if it is one of ours."""
+    text = str(exception)
+    if "larger than download max size" in text:
+        return "too_big"
+    if text.startswith("redirect loop"):
+        return "redirect_loop"
+    if text.startswith("invalid redirect"):
+        return "invalid_redirect"
+    return None
+
+
 class TaskStatusMiddleware(ClusterComponent):
     @property
     def tracker(self) -> TaskTracker:
@@ -74,7 +103,12 @@ class TaskStatusMiddleware(ClusterComponent):
         return response
 
     def process_exception(self, request: Request, exception: Exception) -> None:
+        """Report the task; a page refused (``page_refusal``) is counted, and ends as
+        ignored."""
         member = _member(request)
+        reason = page_refusal(exception)
+        if reason:
+            refuse_page(self.crawler, request, reason, str(exception))
         if member:
             # Refused, or over DOWNLOAD_MAXSIZE: trying again would end the same way.
             refusal = request.meta.get(REFUSAL_META)    # the URL guard refused its address
@@ -85,6 +119,9 @@ class TaskStatusMiddleware(ClusterComponent):
             if isinstance(exception, IgnoreRequest) and str(exception) == ROBOTS_REFUSAL:
                 crawlid = request.meta["crawlcluster"]["task"]["crawlid"]
                 self.tracker.count_links(crawlid, "refused:robots")
+        if reason and not isinstance(exception, IgnoreRequest):
+            # refused, logged and counted: not a download error's traceback in the log
+            raise IgnoreRequest(str(exception)) from exception
 
 
 class NotModifiedMiddleware(ClusterComponent):
@@ -228,7 +265,19 @@ class DecompressionMiddleware(HttpCompressionMiddleware):
     ``encoding``: for a page whose Content-Type names no charset (nginx's default) that
     runs charset detection over the gzip bytes, 0.5-2 ms a page thrown away (the
     decompressed page reads its charset again). Here the compressed page is handed to it
-    as a plain ``Response``, which has no encoding to read."""
+    as a plain ``Response``, which has no encoding to read.
+
+    A body that unpacks past ``DOWNLOAD_MAXSIZE`` (a decompression bomb) is refused,
+    counted (``decompressed_too_big``) and its task failed for good: Scrapy's refusal
+    comes from ``process_response``, which ``TaskStatusMiddleware`` never sees."""
+
+    crawler: Crawler
+
+    @classmethod
+    def from_crawler(cls, crawler: Crawler) -> "DecompressionMiddleware":
+        middleware = super().from_crawler(crawler)
+        middleware.crawler = crawler
+        return middleware
 
     def process_response(self, request: Request, response: Response,
                          spider: Spider | None = None) -> Request | Response:
@@ -236,7 +285,11 @@ class DecompressionMiddleware(HttpCompressionMiddleware):
                 and response.headers.get("Content-Encoding")):
             response = Response(**{name: getattr(response, name)
                                    for name in Response.attributes})
-        return super().process_response(request, response)
+        try:
+            return super().process_response(request, response)
+        except IgnoreRequest as exc:
+            fail_refused(self.crawler, request, "decompressed_too_big", str(exc))
+            raise
 
 
 class RedirectLoopMiddleware:
@@ -249,6 +302,49 @@ class RedirectLoopMiddleware:
         chain = request.meta.get("redirect_urls") or []
         if chain.count(request.url) >= 2:
             raise IgnoreRequest(f"redirect loop: {' -> '.join([*chain, request.url])}")
+
+
+class RedirectTargetMiddleware(ClusterComponent):
+    """A redirect whose ``Location`` names no URL that can be fetched (a port out of
+    range, a bad IPv6 literal, control characters, over ``URLLENGTH_LIMIT``) is refused,
+    counted (``invalid_redirect``) and its task failed for good, before Scrapy's
+    redirect middleware (after it in ``process_response``) raises on it or sends a
+    request that cannot be downloaded."""
+
+    def process_response(self, request: Request, response: Response,
+                         spider: Spider | None = None) -> Response:
+        location = response.headers.get("Location")
+        if location is None or not 300 <= response.status < 400:
+            return response
+        target = redirect_target(request.url, location)
+        problem = ("not a URL" if target is None else
+                   url_problem(target, self.crawler.settings.getint("URLLENGTH_LIMIT"))
+                   if target.startswith(("http://", "https://")) else None)
+        if problem:
+            detail = f"invalid redirect to {location[:200]!r}: {problem}"
+            fail_refused(self.crawler, request, "invalid_redirect", detail)
+            raise IgnoreRequest(detail)
+        return response
+
+
+def redirect_target(url: str, location: bytes) -> str | None:
+    """Where Scrapy's redirect middleware would go from ``url``, or None where it would
+    raise."""
+    try:
+        target = safe_url_string(location)
+        if location.startswith(b"//"):
+            target = urlsplit(url).scheme + "://" + target.lstrip("/")
+        return urljoin(url, target)
+    except ValueError:
+        return None
+
+
+def fail_refused(crawler: Crawler, request: Request, reason: str, detail: str) -> None:
+    """``refuse_page``, and the task failed for good with ``detail``."""
+    refuse_page(crawler, request, reason, detail)
+    member = _member(request)
+    if member:
+        JobContext.of(crawler).tracker.fail(member, "failed", detail[:200])
 
 
 GARBLED_SHARE = 0.01      # a page with more replacement characters than this is misread

@@ -7,7 +7,9 @@ MB), at most ``max_urls`` entries are taken from one sitemap or feed (50,000),
 and the caller stops following sitemap indexes nested deeper than its limit.
 Parsing is Scrapy's own sitemap reader (lxml, entities never resolved) and
 feedparser for RSS and Atom. What cannot be read gives a ``Source`` whose
-``problem`` says why, never an exception.
+``problem`` says why, never an exception; an entry no URL can be made of (a port out
+of range, a bad IPv6 literal, control characters) is left out and counted
+(``invalid``).
 """
 
 import calendar
@@ -19,6 +21,8 @@ import feedparser
 from lxml import etree
 from scrapy.utils.gz import gunzip
 from scrapy.utils.sitemap import Sitemap, sitemap_urls_from_robots
+
+from crawler.urlshape import url_problem
 
 GZIP_MAGIC = b"\x1f\x8b"
 
@@ -36,6 +40,7 @@ class Source:
     pages: list[Entry] = field(default_factory=list)        # URLs to crawl
     sitemaps: list[str] = field(default_factory=list)       # sitemaps it points to
     dropped: int = 0                                        # entries past max_urls
+    invalid: int = 0                                        # entries that are no URL
     problem: str | None = None       # why it could not be read (sitemap_invalid, ...)
 
 
@@ -59,7 +64,7 @@ def read_sitemap(body: bytes, max_urls: int, max_bytes: int) -> Source:
     if sitemap.type not in ("urlset", "sitemapindex"):
         return Source(problem="sitemap_invalid")
     source = Source(dropped=max(0, len(entries) - max_urls))
-    for entry in entries[:max_urls]:
+    for entry in _valid(entries[:max_urls], "loc", source):
         if sitemap.type == "sitemapindex":
             source.sitemaps.append(entry["loc"])
         else:
@@ -78,7 +83,7 @@ def read_feed(body: bytes, max_urls: int) -> Source:
     entries = [entry for entry in parsed.entries
                if str(entry.get("link", "")).startswith(("http://", "https://"))]
     source = Source(dropped=max(0, len(entries) - max_urls))
-    for entry in entries[:max_urls]:
+    for entry in _valid(entries[:max_urls], "link", source):
         fields = {"feed_title": entry["title"]} if entry.get("title") else {}
         moment = entry.get("published_parsed") or entry.get("updated_parsed")
         if moment:
@@ -90,4 +95,15 @@ def read_feed(body: bytes, max_urls: int) -> Source:
 
 def read_robots(body: bytes, base_url: str) -> Source:
     """The sitemaps a robots.txt names on its ``Sitemap:`` lines."""
-    return Source(sitemaps=list(sitemap_urls_from_robots(body, base_url=base_url)))
+    source = Source()
+    named = [{"loc": url} for url in sitemap_urls_from_robots(body, base_url=base_url)]
+    source.sitemaps = [entry["loc"] for entry in _valid(named, "loc", source)]
+    return source
+
+
+def _valid(entries: list[Any], field: str, source: Source) -> list[Any]:
+    """The ``entries`` whose URL (``entry[field]``) is well formed; the others are
+    counted in ``source.invalid``."""
+    valid = [entry for entry in entries if not url_problem(str(entry[field]).strip())]
+    source.invalid += len(entries) - len(valid)
+    return valid

@@ -347,6 +347,11 @@ CRAWLCLUSTER_MANAGER_PUBLIC_URL = ""
 # This node's name in the registry ("" = host name and manager port).
 CRAWLCLUSTER_NODE_NAME = ""
 
+# --- hostile pages (crawler/spiders, crawler/middlewares.py) ---------------------
+# Links taken from one page (not a sitemap or feed); the rest are counted as refused
+# (links_per_page): a page of a million links costs one page, not the crawl's queues.
+CRAWLCLUSTER_MAX_LINKS_PER_PAGE = 10_000
+
 # --- sources: sitemaps, feeds, robots.txt (crawler/sources.py) ------------------
 # Entries taken from one sitemap or feed (the sitemap protocol's limit); the rest are
 # counted as refused (sitemap_limit).
@@ -393,6 +398,8 @@ CLUSTER_COMPONENTS: dict[str, dict[str, int | None]] = {
         "crawler.downloadguard.UrlGuardMiddleware": 60,
         "crawler.downloadguard.ProxiedTargetGuardMiddleware": 755,
         "crawler.middlewares.RedirectLoopMiddleware": 70,
+        # after Scrapy's redirects (600) in process_response: sees a Location first
+        "crawler.middlewares.RedirectTargetMiddleware": 610,
         "scrapy.downloadermiddlewares.robotstxt.RobotsTxtMiddleware": None,
         "crawler.middlewares.BoundedRobotsTxtMiddleware": 100,
         # The cluster retries a failed download (another job, counted per URL, up to

@@ -22,6 +22,7 @@ SMALLEST = {
     "crawl": ["--pages-per-host", "8", "--rounds", "1"],
     "dispatch": ["--quick"],
     "export": ["--items", "500"],
+    "hostile": ["--pages-per-host", "8"],
     "idle": ["--seconds", "1"],
     "links": ["--pages", "{work}/article-extraction", "--rounds", "1"],
     "longrun": ["--days", "3", "--capacity", "2000", "--single-only"],

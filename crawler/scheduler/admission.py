@@ -1,7 +1,8 @@
 """Link admission: what the crawl refuses before any Redis check (scheme, URL length,
-depth, blacklist), and the counts ``info`` shows per crawl (found, then new, duplicate or
+malformed, depth, blacklist), and the counts ``info`` shows per crawl (found, then new, duplicate or
 refused with its reason)."""
 
+import logging
 from collections.abc import Callable, Mapping
 from typing import Any, NamedTuple
 
@@ -9,9 +10,12 @@ from scrapy.crawler import Crawler
 
 from crawler.context import JobContext
 from crawler.spiders import SOURCE_CALLBACKS, Follow
+from crawler.urlshape import url_problem
 from master.siteconfig import domain_of
 from master.tasks import Task
 from master.urls import canonical_url
+
+logger = logging.getLogger(__name__)
 
 
 class NewLink(NamedTuple):
@@ -36,6 +40,8 @@ class LinkAdmission:
         self.stats: Any = crawler.stats
         self.context = context
         self.url_length_limit = url_length_limit     # Scrapy's URLLENGTH_LIMIT; 0: none
+        self.invalid = 0                 # links refused as malformed, and the last one
+        self.invalid_example = ""
 
     def page_links(self, parent: dict[str, Any], links: list[Follow],
                    refused: Mapping[str, int]) -> list[NewLink]:
@@ -46,8 +52,14 @@ class LinkAdmission:
         self.count(crawlid, "found", len(links) + sum(refused.values()))
         for reason, count in refused.items():
             self.refuse(crawlid, reason, count)
-        return [link for url, callback, extra in links
-                if (link := self.admit(url, parent, callback, extra)) is not None]
+        invalid_before = self.invalid
+        admitted = [link for url, callback, extra in links
+                    if (link := self.admit(url, parent, callback, extra)) is not None]
+        if self.invalid > invalid_before:
+            logger.info("%d links of %s refused as malformed, such as %r (%s)",
+                        self.invalid - invalid_before, parent["task"]["url"],
+                        self.invalid_example[:300], url_problem(self.invalid_example))
+        return admitted
 
     def admit(self, url: str, parent: dict[str, Any], callback: str,
               extra: dict[str, Any] | None, key: str | None = None) -> NewLink | None:
@@ -59,9 +71,12 @@ class LinkAdmission:
         if not reason:
             try:
                 known_by = key or canonical_url(url)
-            except ValueError:                    # a port out of range, say
+            except ValueError:                    # what url_problem lets by, if anything
                 reason = "invalid"
         if reason:
+            if reason == "invalid":
+                self.invalid += 1
+                self.invalid_example = url
             self.refuse(parent["task"]["crawlid"], reason)
             return None
         return NewLink(url.partition("#")[0], known_by, parent, domain_of(url), callback, extra)
@@ -83,11 +98,14 @@ def refusal(url: str, parent: dict[str, Any], url_length_limit: int,
             is_blacklisted: Callable[[str], bool]) -> str | None:
     """Why a crawl refuses a link a page of ``parent`` (its task and crawl config)
     yielded, before any Redis check: ``scheme``, ``url_length`` (over Scrapy's
-    ``URLLENGTH_LIMIT``; 0: none), ``depth`` or ``blacklist``; None if it does not."""
+    ``URLLENGTH_LIMIT``; 0: none), ``invalid`` (malformed: ``crawler.urlshape``),
+    ``depth`` or ``blacklist``; None if it does not."""
     if not url[:8].lower().startswith(("http://", "https://")):
         return "scheme"
     if url_length_limit and len(url) > url_length_limit:
         return "url_length"
+    if url_problem(url):
+        return "invalid"
     maxdepth = parent["config"].get("maxdepth")
     if maxdepth is not None and link_depth(parent["task"]) > maxdepth:
         return "depth"

@@ -11,7 +11,9 @@ write):
   4. the job's heartbeat is refreshed.
 Every Redis call of the scheduler is made in a round (or at close), under its error
 handling: a page's callback only notes its links. Once Redis answers again after an
-error, what a failover lost is pushed again (replay.py).
+error, what a failover lost is pushed again (replay.py). No exception leaves a round (its
+``LoopingCall`` would stop for good): one page's or task's error is logged with its URL,
+counted (``crawlcluster/scheduler/*_errors``), and the round goes on.
 """
 
 import logging
@@ -267,6 +269,11 @@ class ClusterScheduler:
             logger.error("Redis error in the scheduler round (retrying next round): %s", exc)
             if self.redis_failed_at is None:
                 self.redis_failed_at = time.monotonic()
+        except Exception:     # one out of a round would stop its LoopingCall for good
+            # Each page and link is isolated where it is handled; this is the last guard,
+            # so that whatever slipped through costs one round, not the job's scheduler.
+            logger.exception("error in the scheduler round (going on next round)")
+            self.stats.inc_value("crawlcluster/scheduler/round_errors")
         self._quick_look()
 
     def _quick_look(self) -> None:

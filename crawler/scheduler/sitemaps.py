@@ -4,7 +4,10 @@ crawl's Bloom filter, so they are crawled again.
 
 Both need Redis, so a page's callback only notes the page (``note``); the round does
 the rest (``settle``) under its Redis error handling, and a step done before an error is
-not done again."""
+not done again. Only the links the crawl admitted can have been crawled, so only those
+are taken out of the filter (an entry refused as invalid never reaches it). Any other
+error with one page is logged with its URL and counted, and the page's links are pushed
+without its changes: one page never stops the round."""
 
 import logging
 import time
@@ -13,6 +16,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
+import redis
 from scrapy.crawler import Crawler
 from scrapy.http import Headers
 
@@ -22,7 +26,6 @@ from crawler.spiders import Follow
 from master.bloomgen import KnownLinks
 from master.frontier import Revisit
 from master.tasks import Task
-from master.urls import canonical_url
 
 logger = logging.getLogger(__name__)
 
@@ -55,25 +58,37 @@ class SitemapChanges:
         ``into`` the list given, a changed page's marked to be crawled again."""
         while self.pending:
             page = self.pending[0]
-            task = page.info["task"]
-            if page.changed is None:
-                page.changed = self._forget_changed(task, page.links)
-            if not page.recorded:
-                self.context.hub_visited(page.headers, page.info["member"], page.info["config"],
-                                         page.revisit, [link.url for link in page.links])
-                page.recorded = True
+            try:
+                self._settle_page(page)
+            except redis.RedisError:
+                raise                     # the round retries the page next time
+            except Exception:
+                logger.exception("revisited page %s: its changes could not be read; its "
+                                 "links are pushed as they are", page.info["task"]["url"])
+                self.stats.inc_value("crawlcluster/scheduler/page_errors")
+                page.changed = page.changed or set()
             self.pending.popleft()
-            changed = {url.partition("#")[0] for url in page.changed}
+            changed = {url.partition("#")[0] for url in page.changed or ()}
             into += [link._replace(recrawl=link.url in changed) for link in page.admitted]
 
-    def _forget_changed(self, task: Task, links: list[Follow]) -> set[str]:
+    def _settle_page(self, page: RevisitedPage) -> None:
+        """Take the page's changed links out of the filter, then record its visit."""
+        if page.changed is None:
+            page.changed = self._forget_changed(page.info["task"], page.admitted)
+        if not page.recorded:
+            self.context.hub_visited(page.headers, page.info["member"], page.info["config"],
+                                     page.revisit, [link.url for link in page.links])
+            page.recorded = True
+
+    def _forget_changed(self, task: Task, links: list[NewLink]) -> set[str]:
         """Take the pages listed as changed since the page's last visit out of the
         crawl's filter (in counting mode; a plain one cannot forget, and the log says so
-        once). Returns the URLs taken out."""
+        once). ``links``: those the crawl admitted (valid, within its bounds). Returns
+        the URLs taken out."""
         last_visit = self.context.frontier.hub_state(task).get("visited_at")
         if last_visit is None:
             return set()
-        changed = [link.url for link in links
+        changed = [link for link in links
                    if modified_after((link.extra or {}).get("entry", {}).get("lastmod"),
                                      last_visit)]
         bloom = self.context.bloom
@@ -88,11 +103,10 @@ class SitemapChanges:
                                task["url"])
             return set()
         # Present in the crawl's scope: listed, so added, by an earlier visit.
-        removed = bloom.remove_many(changed, scope=task["crawlid"])
-        self.known.forget([canonical_url(url) for url in changed],
-                          [task["crawlid"]] * len(changed))
+        removed = bloom.remove_many([link.key for link in changed], scope=task["crawlid"])
+        self.known.forget([link.key for link in changed], [task["crawlid"]] * len(changed))
         self.stats.inc_value("crawlcluster/links/changed", sum(removed))
-        return {url for url, gone in zip(changed, removed, strict=True) if gone}
+        return {link.url for link, gone in zip(changed, removed, strict=True) if gone}
 
 
 def modified_after(lastmod: str | None, moment: float) -> bool:

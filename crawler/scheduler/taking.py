@@ -84,7 +84,10 @@ class Taker:
         self.view = result.view
         self._note_slow_takes(result.tasks, slow, now)
         for domain, member in result.tasks:
-            self._start(domain, member, slow, now)
+            try:
+                self._start(domain, member, slow, now)
+            except Exception as exc:  # noqa: BLE001 - logged and counted there
+                self._refuse_task(member, exc)
         context.tracker.throttled.update(result.throttled)
         if result.wait is not None:      # waiting on a full window is not idle
             self.worked()
@@ -135,6 +138,14 @@ class Taker:
             request.meta["crawlcluster"]["send_by"] = taken_at + self.tick / 2
         self.worked()
         self.crawler.engine.crawl(request)
+
+    def _refuse_task(self, member: str, exc: Exception) -> None:
+        """A taken task whose Request could not be made or started fails for good,
+        logged and counted; the take's other tasks go on."""
+        logger.error("task %s could not be started: %s: %s", member[:300],
+                     type(exc).__name__, exc)
+        self.stats.inc_value("crawlcluster/scheduler/task_errors")
+        self.context.tracker.fail(member, "failed", f"{type(exc).__name__}: {exc}"[:200])
 
     def _note_slow_takes(self, tasks: list[tuple[str, str]], slow: dict[str, float],
                          now: float) -> None:

@@ -132,12 +132,25 @@ class ClusterSpider(scrapy.Spider):
         spider, else as Requests (with the fields in ``meta["crawlcluster_extra"]``).
         ``refused`` counts the page's other links by why the rules did not take them
         (``{"rule": n, "scope": n}``), for the crawl's link counts."""
+        links, refused = self._bounded(response, list(links), refused)
         if self.link_sink is not None:
-            self.link_sink(response, list(links), refused)
+            self.link_sink(response, links, refused)
             return
         for link in links:
             yield Request(link.url, callback=getattr(self, link.callback),
                           meta={"crawlcluster_extra": link.extra})
+
+    def _bounded(self, response: Response, links: list[Follow], refused: Mapping[str, int] | None
+                 ) -> tuple[list[Follow], Mapping[str, int] | None]:
+        """A page's first ``CRAWLCLUSTER_MAX_LINKS_PER_PAGE`` links; the rest refused
+        (``links_per_page``), logged. A sitemap's or feed's have bounds of their own."""
+        most = self.settings.getint("CRAWLCLUSTER_MAX_LINKS_PER_PAGE")
+        task = (response.meta.get("crawlcluster") or {}).get("task", {})
+        if not most or len(links) <= most or task.get("callback") in SOURCE_CALLBACKS:
+            return links, refused
+        self.logger.warning("%s has %d links: the first %d taken "
+                            "(CRAWLCLUSTER_MAX_LINKS_PER_PAGE)", response.url, len(links), most)
+        return links[:most], {**(refused or {}), "links_per_page": len(links) - most}
 
     # --- sources: sitemaps, feeds, robots.txt --------------------------------------------
 
@@ -171,6 +184,10 @@ class ClusterSpider(scrapy.Spider):
             self.logger.warning("crawl %s: %s lists more than CRAWLCLUSTER_SITEMAP_MAX_URLS; "
                                 "%d entries left out", task["crawlid"], response.url,
                                 source.dropped)
+        if source.invalid:
+            refused["invalid"] += source.invalid
+            self.logger.warning("crawl %s: %s lists %d entries that are no valid URL",
+                                task["crawlid"], response.url, source.invalid)
         links, entries_refused = self.entry_links(response, source.pages)
         refused.update(entries_refused)
         nested = task.get("sitemap_depth", 0) + 1

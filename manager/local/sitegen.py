@@ -296,6 +296,9 @@ def _depths(start: str, pages: list[Page], spec: SiteSpec) -> dict[str, int]:
 # --- a hostile site: what a crawler must survive --------------------------------------------
 
 HOSTILE_TITLE = "城市交通新规今日起实施"
+MANY_LINKS = 3000        # links of many-links.html, each to a page of /hostile/many/
+BAD_LINKS = ("http://example.com:99999/hostile/a.html", "http://[zz]/hostile/b.html",
+             "http://exa mple.com/hostile/c.html", "http://a..b/hostile/d.html")
 HOSTILE_PAGES = {
     # path: (what it is, title a crawl must store, or None when no item may come of it)
     "lying-header.html": ("GBK page served with 'charset=utf-8' in its HTTP header",
@@ -307,6 +310,12 @@ HOSTILE_PAGES = {
     "huge.html": ("21 MiB page, over DOWNLOAD_MAXSIZE", None),
     "loop-a.html": ("redirects to loop-b.html, which redirects back", None),
     "to-file.html": ("redirects to file:///etc/passwd", None),
+    "bomb.html": ("2 MiB of gzip that unpacks to 40 MiB (Content-Encoding: gzip)", None),
+    "bad-port.html": ("redirects to a port out of range", None),
+    "bad-ipv6.html": ("redirects to a malformed IPv6 literal", None),
+    "overlong.html": ("redirects to a URL over URLLENGTH_LIMIT", None),
+    "many-links.html": (f"{MANY_LINKS} links, and a title", HOSTILE_TITLE),
+    "bad-links.html": ("links that are no URL, and a title", HOSTILE_TITLE),
 }
 UNSAFE_LINKS = ("javascript:alert(1)", "data:text/html,<h1>x</h1>", "file:///etc/passwd",
                 "ftp://127.0.0.1/", "mailto:a@example.com")
@@ -335,6 +344,13 @@ def generate_hostile_site(root: str | Path, port: int,
         "<!-- 没有结束的注释 <table><tr><td>").encode())
     _write(folder / "binary.html", random.Random(7).randbytes(64 * 1024))
     _write(folder / "huge.html", b"<html><body><h1>huge</h1>" + b"x" * (21 << 20))
+    _write(folder / "bomb.html", gzip.compress(b"<html><body>" + b" " * (40 << 20), 1))
+    many = "".join(f'<a href="many/{n}.html">{n}</a>' for n in range(MANY_LINKS))
+    _write(folder / "many-links.html", f'<html><head><meta charset="utf-8"></head><body>'
+           f"<h1>{HOSTILE_TITLE}</h1>{many}</body></html>".encode())
+    bad = "".join(f'<a href="{escape(link)}">x</a>' for link in BAD_LINKS)
+    _write(folder / "bad-links.html", f'<html><head><meta charset="utf-8"></head><body>'
+           f"<h1>{HOSTILE_TITLE}</h1>{bad}</body></html>".encode())
     _write(folder / "calendar.html",
            b'<html><body><h1>calendar</h1><a href="next/">next month</a></body></html>')
     links = [*HOSTILE_PAGES, "calendar/", *UNSAFE_LINKS]
@@ -348,6 +364,11 @@ def generate_hostile_site(root: str | Path, port: int,
         "location = /hostile/loop-b.html { return 302 /hostile/loop-a.html; }",
         'location = /hostile/to-file.html { return 302 "file:///etc/passwd"; }',
         "location /hostile/calendar/ { try_files /hostile/calendar.html =404; }",
+        "location = /hostile/bomb.html { add_header Content-Encoding gzip; }",
+        'location = /hostile/bad-port.html { return 302 "http://127.0.0.1:99999/x"; }',
+        'location = /hostile/bad-ipv6.html { return 302 "http://[zz]/x"; }',
+        f'location = /hostile/overlong.html {{ return 302 "/hostile/{"a" * 3000}"; }}',
+        "location /hostile/many/ { default_type text/html; return 200 '<h1>many</h1>'; }",
     ]
     manifest = {"start_url": base + "index.html", "base": base,
                 "titled": {base + path: title for path, (_, title) in HOSTILE_PAGES.items()

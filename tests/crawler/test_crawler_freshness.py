@@ -223,3 +223,50 @@ def test_pages_a_revisited_sitemap_says_changed_are_crawled_again(
         finally:
             crawl.stop()
         assert (fetched(old), fetched(edited), fetched(new)) == (1, 2, 1)
+
+
+def test_a_revisited_sitemap_with_invalid_entries_keeps_the_scheduler_going(
+        test_settings, mongo_db, redis, tmp_path_factory, tmp_path):
+    """A revisited sitemap listing entries no URL can be made of (a port out of range,
+    a bad IPv6 literal), dated as changed since its last visit: they are refused as
+    invalid, and the job's rounds go on: the sitemap is revisited again and again, and
+    a page it lists later is crawled."""
+    settings = test_settings.copy_with(CRAWLCLUSTER_BLOOM_COUNTING=True)
+    root = tmp_path_factory.mktemp("invalid-entries")
+    spec = SiteSpec(port=free_port(DEFAULT_HOSTS), details_per_host=4, seed=4,
+                    gbk_page=False)
+    manifest = generate_site(root, spec)
+    host = spec.hosts[0]
+    first, later = [p["url"] for p in manifest["pages"]
+                    if p["kind"] == "detail" and p["host"] == host][:2]
+    invalid = ["http://example.com:99999/news/1.html", "http://[zz]/news/2.html"]
+    # changed since every visit of the next minute (a later lastmod is ignored)
+    soon = time.strftime("%Y-%m-%dT%H:%M:%S+00:00", time.gmtime(time.time() + 50))
+    dates = {first: "2026-01-01", later: "2026-01-01", **dict.fromkeys(invalid, soon)}
+    _, sitemap = write_latest(root, spec, host, [first, *invalid], dates)
+    with StaticSite(root / "www", spec.hosts, spec.port, root / "run") as served:
+        submit(settings, {"crawlid": "invalid-entries", "spider_type": "universal",
+                          "url": f"{spec.base(host)}/robots.txt", "rule": UNIVERSAL_RULE,
+                          "maxdepth": 0, "sitemaps": [sitemap], "hub_span": 1,
+                          "revisit": {"min": 1, "max": 2}})
+        crawl = Crawl(settings, "universal", tmp_path, CRAWLCLUSTER_IDLE_TIMEOUT="0")
+        try:
+            def fetched(url):
+                path = url.split(str(spec.port), 1)[1]
+                return sum(e["path"] == path for e in served.access_log())
+
+            def sitemap_visits():
+                return sum(e["path"] == "/latest.xml" for e in served.access_log())
+
+            wait_for(lambda: fetched(first) == 1 and sitemap_visits() >= 3)
+            write_latest(root, spec, host, [first, later, *invalid], dates)
+            wait_for(lambda: fetched(later) == 1)
+            visits = sitemap_visits()
+            wait_for(lambda: sitemap_visits() >= visits + 2)
+        finally:
+            crawl.stop()
+        log = "\n".join(path.read_text() for path in tmp_path.rglob("*.log"))
+    assert "Traceback" not in log and "Unhandled error" not in log
+    assert (fetched(first), fetched(later)) == (1, 1)
+    refused = CrawlStore.from_settings(redis, settings).progress("invalid-entries")["links"]
+    assert refused["refused"]["invalid"] == 2 * 2   # both, at each read (the rest: 304)

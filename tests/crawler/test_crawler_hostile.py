@@ -3,14 +3,16 @@ redirect loops, redirects and links to unsafe schemes, an endless calendar. A re
 crawl (dispatcher, spider, Redis, MongoDB, nginx) must finish, store the right text,
 never leave http(s) and stay inside its bounds."""
 
+import re
 from collections import Counter
 
 import pytest
 
 from manager.local.crawl import run_crawl, submit
 from manager.local.ports import free_port
-from manager.local.sitegen import HOSTILE_TITLE, generate_hostile_site
+from manager.local.sitegen import BAD_LINKS, HOSTILE_TITLE, MANY_LINKS, generate_hostile_site
 from manager.local.staticsite import StaticSite
+from master.crawls import CrawlStore
 from master.frontier import Frontier
 from settings.clients import redis_client
 
@@ -39,10 +41,21 @@ def crawl(settings, site, crawlid, tmp_path, **limits):
                    if entry["path"] != "/robots.txt")
 
 
+def spider_log(tmp_path, crawlid):
+    return (tmp_path / crawlid / "spider0.log").read_text()
+
+
+def refused_pages(log):
+    """The spider's ``crawlcluster/pages/refused/<reason>`` stats, as it dumped them."""
+    return {reason: int(count) for reason, count in
+            re.findall(r"'crawlcluster/pages/refused/(\w+)': (\d+)", log)}
+
+
 def test_hostile_pages_are_survived_and_read_right(test_settings, redis, mongo_db,
                                                    hostile_site, tmp_path):
     manifest, _ = hostile_site
-    fetched = crawl(test_settings, hostile_site, "hostile", tmp_path, maxdepth=6)
+    settings = test_settings.copy_with(CRAWLCLUSTER_MAX_LINKS_PER_PAGE=1000)
+    fetched = crawl(settings, hostile_site, "hostile", tmp_path, maxdepth=6)
     items = {item["url"]: item for item in mongo_db["items_universal"].find(
         {"crawlid": "hostile"})}
     for url, title in manifest["titled"].items():      # lying, missing charsets; bad markup
@@ -62,6 +75,23 @@ def test_hostile_pages_are_survived_and_read_right(test_settings, redis, mongo_d
     # the calendar is endless; maxdepth 6 from the index (depth 0) stops it at depth 6
     calendar = [path for path in fetched if path.startswith("/hostile/calendar/")]
     assert len(calendar) == 6
+    # a decompression bomb, redirects to no URL: refused, failed for good, counted
+    assert "decompression" in failed[manifest["base"] + "bomb.html"]["reason"]
+    for page in ("bad-port.html", "bad-ipv6.html", "overlong.html"):
+        assert "invalid redirect" in failed[manifest["base"] + page]["reason"], page
+    log = spider_log(tmp_path, "hostile")
+    assert refused_pages(log) == {"too_big": 1, "decompressed_too_big": 1,
+                                  "redirect_loop": 1, "invalid_redirect": 3}
+    assert "Traceback" not in log and "Unhandled error" not in log
+    # a page of too many links and one of invalid links: stored, their links bounded
+    assert items[manifest["base"] + "many-links.html"]["title"] == HOSTILE_TITLE
+    many = [path for path in fetched if path.startswith("/hostile/many/")]
+    assert len(many) == 1000 and all(fetched[path] == 1 for path in many)
+    links = CrawlStore.from_settings(redis, settings).progress("hostile")["links"]
+    assert links["refused"]["links_per_page"] == MANY_LINKS - 1000
+    # a port out of range and a bad IPv6 literal never become links (LinkExtractor
+    # skips them); the space in a host and the empty label are refused as invalid
+    assert links["refused"]["invalid"] == len(BAD_LINKS) - 2
 
 
 def test_an_endless_calendar_is_bounded_by_domain_max_pages(test_settings, redis, mongo_db,

@@ -165,3 +165,17 @@ def test_a_callback_is_bound_once_so_scrapys_generator_check_stays_cached():
     assert requests._callback("parse_feed") is requests._callback("parse_feed")
     for refused in ("start", "not_a_method", "", None, ["parse"]):
         assert requests._callback(refused) is None
+
+
+def test_no_exception_leaves_a_round(job_scheduler, redis):
+    """A round whose take raises something other than a Redis error logs and counts it
+    and returns (its LoopingCall would stop for good otherwise); the next round runs."""
+    scheduler_ = job_scheduler("job-a")
+
+    def broken_take():
+        raise ValueError("a task no Request can be made of")
+
+    scheduler_.taker = SimpleNamespace(take=broken_take, tasks_held=lambda: 0)
+    for _ in range(2):
+        scheduler_.round()
+    assert scheduler_.stats.get_value("crawlcluster/scheduler/round_errors") == 2
