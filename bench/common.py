@@ -12,6 +12,7 @@ import time
 import uuid
 from contextlib import contextmanager
 
+from manager.local.cluster import with_local_sites_allowed
 from manager.local.services import LocalServers
 from manager.local.sitelog import RepeatedFetches, check_fetched_once, page_fetches
 from master.keys import Keys
@@ -28,13 +29,15 @@ def require_peers(*modules):
 
 def bench_settings(kinds=("redis",)):
     """Settings with a private key prefix and ZooKeeper root (no rate limit or blacklist
-    someone set on the cluster's own, e.g. ``crawlcluster demo``'s, applies); the servers
-    of ``kinds`` started if needed."""
+    someone set on the cluster's own, e.g. ``crawlcluster demo``'s, applies) and the
+    loopback sites the benchmarks serve allowed past the URL guard; the servers of
+    ``kinds`` started if needed."""
     settings = load_settings()
     LocalServers(settings, out=lambda line: None).up(kinds)
     token = uuid.uuid4().hex[:8]
-    return settings.copy_with(CRAWLCLUSTER_KEY_PREFIX=f"bench:{token}",
-                              CRAWLCLUSTER_ZOOKEEPER_ROOT=f"/crawlcluster-bench/{token}")
+    return with_local_sites_allowed(settings).copy_with(
+        CRAWLCLUSTER_KEY_PREFIX=f"bench:{token}",
+        CRAWLCLUSTER_ZOOKEEPER_ROOT=f"/crawlcluster-bench/{token}")
 
 
 def drop_zookeeper_root(settings):
