@@ -145,7 +145,8 @@ class Browser:
         """A script (or what ``render_load`` asks for) from the process's asset cache,
         fetched through the throttle when it is not there or no longer fresh."""
         try:
-            asset = await self.assets.get(route.request.url, partial(self._fetch_asset, route))
+            asset = await self.assets.get(route.request.url, partial(self._fetch_asset, route),
+                                          route.request.headers)
         except _Refused:
             await route.abort("blockedbyclient")
             return
