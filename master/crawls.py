@@ -24,8 +24,6 @@ from settings.loader import Settings
 
 # Keys.crawl_render: a crawl's rendered pages, and pages that looked built by scripts
 RENDERED, LOOKS_SCRIPTED = "~rendered", "~looks_scripted"
-# ... and the places of its URL templates learnt to be variables (crawler/render/pagegroups.py)
-TEMPLATE_VARIABLE = "~var "
 # pages of a URL pattern compared before its pages go one way: so many if they agree,
 # else up to the larger number (a sequential sample: a clear pattern is learnt sooner)
 RENDER_SAMPLE, RENDER_SAMPLE_MAX = 2, 5
@@ -253,12 +251,6 @@ def render_patterns(fields: dict[str, str]) -> dict[str, tuple[int, int]]:
     return {name.removesuffix(" compared"): (int(count), int(fields.get(
         name.removesuffix(" compared") + " needed", 0)))
         for name, count in fields.items() if name.endswith(" compared")}
-
-
-def render_variables(fields: dict[str, str]) -> list[str]:
-    """The URL template places a crawl's ``Keys.crawl_render`` hash names as variables."""
-    return [name.removeprefix(TEMPLATE_VARIABLE) for name in fields
-            if name.startswith(TEMPLATE_VARIABLE)]
 
 
 def render_counts(fields: dict[str, str]) -> dict[str, int]:
