@@ -13,6 +13,8 @@ import time
 from typing import Any
 from urllib.parse import urlsplit
 
+from cachetools import FIFOCache
+
 from master.bloomgen import AgingBloomFilter
 from master.frontier import Frontier
 from master.keys import Keys
@@ -37,8 +39,9 @@ class CrawlStore:
         self.client = client
         self.keys = keys
         self.cache_size = cache_size
-        # crawlid -> config (configs never change once stored)
-        self._cache: dict[str, CrawlConfig] = {}
+        # crawl id -> its config (never changed once stored), the first read forgotten
+        # first past cache_size
+        self._cache: FIFOCache[str, CrawlConfig] = FIFOCache(cache_size)
 
     @classmethod
     def from_settings(cls, client: RedisClient, settings: Settings) -> "CrawlStore":
@@ -51,8 +54,6 @@ class CrawlStore:
             raw = self.client.get(self.keys.crawl(crawlid))
             if raw is None:
                 return None
-            if len(self._cache) >= self.cache_size:
-                self._cache.pop(next(iter(self._cache)))      # the oldest entry
             config = self._cache[crawlid] = json.loads(raw)
         return config
 
