@@ -38,6 +38,7 @@ setup(
         "scrapyd>=1.6,<1.7",  # the manager is scrapyd, configured (manager/node.py)
         "setuptools<81",  # scrapyd's runner imports pkg_resources
         "tldextract>=5.0",
+        "cachetools>=5.0",  # bounded caches (the render asset cache: LRU by bytes)
         "numpy>=1.24",  # the Bloom filter hashes and packs a batch of URLs as arrays
         "prometheus-client>=0.20",  # /metrics of the managers and the exporter
         "croniter>=2.0",  # recurring crawls' cron expressions (master/schedules.py)

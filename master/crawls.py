@@ -13,6 +13,8 @@ import time
 from typing import Any
 from urllib.parse import urlsplit
 
+from cachetools import FIFOCache
+
 from master.bloomgen import AgingBloomFilter
 from master.frontier import Frontier
 from master.keys import Keys
@@ -24,8 +26,6 @@ from settings.loader import Settings
 
 # Keys.crawl_render: a crawl's rendered pages, and pages that looked built by scripts
 RENDERED, LOOKS_SCRIPTED = "~rendered", "~looks_scripted"
-# ... and the places of its URL templates learnt to be variables (crawler/render/pagegroups.py)
-TEMPLATE_VARIABLE = "~var "
 # pages of a URL pattern compared before its pages go one way: so many if they agree,
 # else up to the larger number (a sequential sample: a clear pattern is learnt sooner)
 RENDER_SAMPLE, RENDER_SAMPLE_MAX = 2, 5
@@ -39,8 +39,9 @@ class CrawlStore:
         self.client = client
         self.keys = keys
         self.cache_size = cache_size
-        # crawlid -> config (configs never change once stored)
-        self._cache: dict[str, CrawlConfig] = {}
+        # crawl id -> its config (never changed once stored), the first read forgotten
+        # first past cache_size
+        self._cache: FIFOCache[str, CrawlConfig] = FIFOCache(cache_size)
 
     @classmethod
     def from_settings(cls, client: RedisClient, settings: Settings) -> "CrawlStore":
@@ -53,8 +54,6 @@ class CrawlStore:
             raw = self.client.get(self.keys.crawl(crawlid))
             if raw is None:
                 return None
-            if len(self._cache) >= self.cache_size:
-                self._cache.pop(next(iter(self._cache)))      # the oldest entry
             config = self._cache[crawlid] = json.loads(raw)
         return config
 
@@ -253,12 +252,6 @@ def render_patterns(fields: dict[str, str]) -> dict[str, tuple[int, int]]:
     return {name.removesuffix(" compared"): (int(count), int(fields.get(
         name.removesuffix(" compared") + " needed", 0)))
         for name, count in fields.items() if name.endswith(" compared")}
-
-
-def render_variables(fields: dict[str, str]) -> list[str]:
-    """The URL template places a crawl's ``Keys.crawl_render`` hash names as variables."""
-    return [name.removeprefix(TEMPLATE_VARIABLE) for name in fields
-            if name.startswith(TEMPLATE_VARIABLE)]
 
 
 def render_counts(fields: dict[str, str]) -> dict[str, int]:

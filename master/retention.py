@@ -215,6 +215,7 @@ class Retention:
             pipe.hdel(keys.hub_state(keys.shard_of(domain_of(url))), url)
         pipe.delete(keys.crawl_links(crawlid))
         pipe.delete(keys.crawl_render(crawlid))          # one key a call: Redis Cluster
+        pipe.delete(keys.crawl_render_variables(crawlid))
         pipe.execute()
         pipe = self.client.pipeline(transaction=True)      # the cluster-wide keys
         pipe.delete(keys.crawl(crawlid), keys.crawl_shards(crawlid))

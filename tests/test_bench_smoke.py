@@ -30,6 +30,7 @@ SMALLEST = {
     "preprocess": ["--messages", "300", "--rounds", "1"],
     "profile": ["--pages-per-host", "8", "--firehose"],
     "render": ["--shapes", "numeric", "--scale", "0.03"],
+    "render_plan": ["--variables", "500", "--patterns", "50", "--reads", "5"],
     "scale": ["--pages", "300", "--domains", "20"],
     "soak": ["--pages", "60", "--hosts", "3", "--nodes", "1", "--every", "30"],
 }

@@ -8,6 +8,7 @@ A rule's ``render`` is ``never`` (the default: the HTML the server sends), ``alw
 - ``policy``: ``render: auto``'s policy, learnt per page kind and shared by the cluster;
 - ``pagegroups``: a page's kind, its URL template learnt per host;
 - ``browser``: the process's Chromium, within its budget;
-- ``assetcache``: what the browser keeps of a site's shared scripts;
+- ``assetcache``: what the browser keeps of a site's shared scripts, a shared HTTP cache;
+- ``cache_rules``: RFC 9111's rules that cache follows;
 - ``throttle``: the browser's own requests under the cluster throttle.
 """

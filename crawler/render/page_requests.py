@@ -136,7 +136,7 @@ class PageRequests:
             answer = await self.fetch("GET", asked.url, {**headers, **conditional}, None)
             return answer.status, answer.headers, answer.body
 
-        asset = await self.assets.get(asked.url, fetch)
+        asset = await self.assets.get(asked.url, fetch, headers)
         self.stats.set_value("crawlcluster/render/asset_cache_hits", self.assets.hits)
         return Answer(asset.status, asset.headers, asset.body)
 

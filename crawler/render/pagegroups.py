@@ -30,7 +30,8 @@ from urllib.parse import urlsplit
 VARIABLE_AT = 5          # distinct shapes at one place that make it a variable
 VARIABLE_BESIDE_SLUGS = 3   # ... or that many where one is a slug: the others are words
                             # a slug's place takes (a one- or two-word title)
-MAX_PLACES = 20000       # places a crawl's templates track; past it, learning stops
+MAX_PLACES = 20000       # places a crawl's templates track, and variables it learns (each
+                         # bound apart); past either, learning stops
 MAX_SEEN = 20000         # URLs a crawl's templates remember having learnt from
 _NUMBER = re.compile(r"\d+")
 _ID = re.compile(r"^(?=.*\d)[A-Za-z0-9_-]{12,}$|^[0-9a-fA-F-]{8,}$")
@@ -64,13 +65,15 @@ def _place(host: str, prefix: list[str]) -> str:
 
 class UrlTemplates:
     """A crawl's URL templates: the shapes seen at each place, and the places that are
-    variables (learnt here, or by another process and given with ``add_variables``)."""
+    variables (learnt here, or by another process and given with ``add_variables``),
+    ``MAX_PLACES`` of each at most."""
 
     def __init__(self) -> None:
         self.shapes: dict[str, set[str]] = {}
         self.variables: set[str] = set()
         self.new_variables: list[str] = []     # learnt here, not yet shared
         self.seen: set[str] = set()            # URLs learnt from (most links repeat)
+        self.shared_read = 0                   # entries of the crawl's shared list read
 
     def learn(self, urls: list[str]) -> None:
         """Count the shapes each URL not seen before shows at each of its places below
@@ -102,13 +105,20 @@ class UrlTemplates:
         return f"{host}/{'/'.join(prefix)}"
 
     def add_variables(self, places: list[str]) -> None:
-        self.variables.update(places)
+        """Places another process learnt to be variables (up to ``MAX_PLACES`` in all)."""
+        for place in places:
+            if len(self.variables) >= MAX_PLACES:
+                break
+            self.variables.add(place)
+            self.shapes.pop(place, None)
 
     def take_new_variables(self) -> list[str]:
         new, self.new_variables = self.new_variables, []
         return new
 
     def _saw(self, place: str, shape: str) -> None:
+        if len(self.variables) >= MAX_PLACES:
+            return
         shapes = self.shapes.get(place)
         if shapes is None:
             if len(self.shapes) >= MAX_PLACES:

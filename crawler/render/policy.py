@@ -1,7 +1,9 @@
 """``render: auto``'s policy: which pages a crawl renders, learnt per page kind.
 
 A page's kind is its URL template (pagegroups.py), shared by every node through Redis
-(``Keys.crawl_render``, retired with the crawl). The first ``SAMPLE`` pages of a
+(``Keys.crawl_render``, and the places learnt to be variables in
+``Keys.crawl_render_variables``, of which a process reads only the entries it has not
+read; both retired with the crawl). The first ``SAMPLE`` pages of a
 template (up to ``SAMPLE_MAX`` if they disagree), and after that a share of its pages
 that shrinks fast as its comparisons keep agreeing (one in ``RECHECK`` at first), are
 rendered as well, and the two compared on what the crawl wants of them
@@ -18,18 +20,17 @@ from collections import Counter
 from itertools import islice
 from typing import Any
 
+from cachetools import LRUCache, TTLCache
 from scrapy.http import HtmlResponse, Response, TextResponse
 
-from crawler.render.pagegroups import UrlTemplates
+from crawler.render.pagegroups import MAX_PLACES, UrlTemplates
 from crawler.rules import compile_universal, every_url
 from crawler.spiders import SOURCE_CALLBACKS, css_value, first_value
 from master.crawls import (
     RENDER_SAMPLE,
     RENDER_SAMPLE_MAX,
-    TEMPLATE_VARIABLE,
     render_patterns,
     render_sample_left,
-    render_variables,
 )
 from master.keys import Keys
 from master.rules import field_selector
@@ -118,14 +119,17 @@ def rule_fields(info: dict[str, Any]) -> dict[str, Any] | None:
 
 class RenderPlan:
     """What this process knows of a crawl's page kinds (``Keys.crawl_render``: each URL
-    template's comparisons, and the template places learnt to be variables), read again
-    every ``PLAN_FRESH`` s, and the comparisons it adds."""
+    template's comparisons; ``Keys.crawl_render_variables``: the template places learnt
+    to be variables), read again every ``PLAN_FRESH`` s, and the comparisons it adds.
+    It keeps what it knows of ``MAX_CRAWLS`` crawls, the least recently used forgotten."""
 
     def __init__(self, redis: Any, keys: Keys) -> None:
         self.redis = redis
         self.keys = keys
-        self.read_at: dict[str, tuple[float, dict[str, tuple[int, int]]]] = {}
-        self.templates: dict[str, UrlTemplates] = {}
+        # crawl -> {template: (compared, needed)}, as read within PLAN_FRESH s
+        self.patterns: TTLCache[str, dict[str, tuple[int, int]]] = TTLCache(
+            MAX_CRAWLS, PLAN_FRESH, timer=time.monotonic)
+        self.templates: LRUCache[str, UrlTemplates] = LRUCache(MAX_CRAWLS)
         self.comparing: Counter[tuple[str, str]] = Counter()   # (crawl, template) -> now
 
     def learn(self, crawlid: str, urls: list[str]) -> None:
@@ -134,8 +138,11 @@ class RenderPlan:
         templates = self._templates(crawlid)
         templates.learn(urls)
         if new := templates.take_new_variables():
-            self.redis.hset(self.keys.crawl_render(crawlid),
-                            mapping={TEMPLATE_VARIABLE + place: 1 for place in new})
+            key = self.keys.crawl_render_variables(crawlid)
+            pipe = self.redis.pipeline(transaction=True)
+            pipe.rpush(key, *new)
+            pipe.ltrim(key, 0, MAX_PLACES - 1)
+            pipe.execute()
 
     def template(self, crawlid: str, url: str) -> str:
         self._patterns(crawlid)
@@ -162,26 +169,29 @@ class RenderPlan:
         pipe.hincrby(key, f"{template} compared", 1)
         pipe.hincrby(key, f"{template} needed", int(needed))
         pipe.execute()
-        self.read_at.pop(crawlid, None)
+        self.patterns.pop(crawlid, None)
 
     def count(self, crawlid: str, what: str) -> None:
         """One more page of the crawl ``RENDERED`` or ``LOOKS_SCRIPTED``."""
         self.redis.hincrby(self.keys.crawl_render(crawlid), what, 1)
 
     def _templates(self, crawlid: str) -> UrlTemplates:
-        if crawlid not in self.templates:
-            if len(self.templates) >= MAX_CRAWLS:      # the longest known goes first
-                del self.templates[next(iter(self.templates))]
-            self.templates[crawlid] = UrlTemplates()
-        return self.templates[crawlid]
+        templates = self.templates.get(crawlid)
+        if templates is None:
+            templates = self.templates[crawlid] = UrlTemplates()
+        return templates
 
     def _patterns(self, crawlid: str) -> dict[str, tuple[int, int]]:
-        read_at, patterns = self.read_at.get(crawlid, (0.0, {}))
-        if time.monotonic() - read_at >= PLAN_FRESH:
-            fields = self.redis.hgetall(self.keys.crawl_render(crawlid))
-            patterns = render_patterns(fields)
-            self._templates(crawlid).add_variables(render_variables(fields))
-            if len(self.read_at) >= MAX_CRAWLS:
-                del self.read_at[next(iter(self.read_at))]
-            self.read_at[crawlid] = (time.monotonic(), patterns)
+        """The crawl's templates' comparisons, read again after ``PLAN_FRESH`` s with the
+        variables other processes learnt since the last read (only those)."""
+        patterns = self.patterns.get(crawlid)
+        if patterns is None:
+            templates = self._templates(crawlid)
+            pipe = self.redis.pipeline(transaction=False)
+            pipe.hgetall(self.keys.crawl_render(crawlid))
+            pipe.lrange(self.keys.crawl_render_variables(crawlid), templates.shared_read, -1)
+            fields, places = pipe.execute()
+            templates.shared_read += len(places)
+            templates.add_variables(places)
+            patterns = self.patterns[crawlid] = render_patterns(fields)
         return patterns

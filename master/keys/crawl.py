@@ -59,17 +59,26 @@ class CrawlKeys(KeySpace):
         """hash `<URL template> compared` / `<URL template> needed` -> pages of the
         template fetched both plain and rendered, and how many of them needed rendering (a
         crawl whose rule says `render: auto`; at most `crawler.render.policy.MAX_PATTERNS`
-        templates); `~var <host>|<prefix>` -> a place of the crawl's URL templates learnt
-        to be a variable; `~rendered` -> pages of the crawl rendered, `~looks_scripted` ->
+        templates); `~rendered` -> pages of the crawl rendered, `~looks_scripted` ->
         pages of a crawl that renders none that looked built by scripts. One key per crawl
-        in the shard its id hashes to.
+        in the shard its id hashes to; deleted when the crawl is retired.
 
-        Written by: spiders (`crawler/render/`, each page they compared or rendered, each
-        variable they learnt)
-        Read by: spiders (which way a template's pages go, the variables others learnt),
-        monitor (`info`'s `render`)
+        Written by: spiders (`crawler/render/`, each page they compared or rendered)
+        Read by: spiders (which way a template's pages go), monitor (`info`'s `render`)
         """
         return f"{self.shard_tag(self.shard_of(crawlid))}:crawl:{crawlid}:render"
+
+    def crawl_render_variables(self, crawlid: str) -> str:
+        """list of `<host>|<prefix>`: the places of a `render: auto` crawl's URL templates
+        learnt to be variables, in the order learnt (appended, never reordered, so a
+        process reads only the entries past those it has read); trimmed to
+        `crawler.render.pagegroups.MAX_PLACES` entries with each push. In the shard of
+        `crawl_render`; deleted when the crawl is retired.
+
+        Written by: spiders (`RenderPlan.learn`)
+        Read by: spiders (`RenderPlan`, the entries past those read, every `PLAN_FRESH` s)
+        """
+        return f"{self.shard_tag(self.shard_of(crawlid))}:crawl:{crawlid}:render_variables"
 
     def stopped_crawls(self, shard: int) -> str:
         """hash crawl id -> when it was stopped or expired, in every shard: its tasks are

@@ -96,3 +96,64 @@ def test_pagegroups_what_a_long_running_spider_keeps_is_bounded():
     for n in range(3 * MAX_CRAWLS):
         plan._templates(f"crawl-{n}")
     assert len(plan.templates) == MAX_CRAWLS and f"crawl-{3 * MAX_CRAWLS - 1}" in plan.templates
+
+
+def host_urls(hosts, start=0):
+    """Each host's /a/<word>/ for ``VARIABLE_AT`` words: a variable per host."""
+    return [f"http://h{n}.example/a/{tag}/" for n in range(start, start + hosts)
+            for tag in TAGS[:VARIABLE_AT]]
+
+
+def test_pagegroups_variables_are_bounded_learnt_or_given():
+    learnt = UrlTemplates()
+    learnt.learn(host_urls(MAX_PLACES + 50))
+    assert len(learnt.variables) == MAX_PLACES
+    assert len(learnt.take_new_variables()) == MAX_PLACES and not learnt.shapes
+    given = UrlTemplates()
+    given.add_variables([f"h{n}.example|a" for n in range(MAX_PLACES + 50)])
+    assert len(given.variables) == MAX_PLACES
+
+
+def test_pagegroups_30000_hosts_stay_bounded_in_redis_and_each_process_reads_what_is_new(
+        redis, test_settings):
+    """Two processes of one crawl: one learns the variables of 30,000 hosts; the list in
+    Redis, and what each process holds, stay within MAX_PLACES, and the other process
+    reads each variable once (a read with nothing new returns nothing)."""
+    from crawler.render.policy import RenderPlan
+    from master.keys import Keys
+
+    keys = Keys.from_settings(test_settings)
+    learner, reader = RenderPlan(redis, keys), RenderPlan(redis, keys)
+    urls = host_urls(30_000)
+    for start in range(0, len(urls), 5000):
+        learner.learn("c1", urls[start:start + 5000])
+    RenderPlan(redis, keys).learn("c1", host_urls(100, start=40_000))   # a third process
+    shared = keys.crawl_render_variables("c1")
+    assert redis.llen(shared) == MAX_PLACES
+    assert len(learner.templates["c1"].variables) == MAX_PLACES
+    reader.template("c1", "http://h1.example/a/love/")
+    known = reader.templates["c1"]
+    assert known.shared_read == MAX_PLACES and len(known.variables) == MAX_PLACES
+    assert reader.template("c1", "http://h1.example/a/x/") == "h1.example/a/{w}/"
+    # the next read asks for the entries past those read: none
+    reader.patterns.clear()
+    reader.template("c1", "http://h1.example/a/love/")
+    assert known.shared_read == MAX_PLACES
+    assert redis.lrange(shared, known.shared_read, -1) == []
+
+
+def test_pagegroups_a_process_reads_only_the_variables_learnt_since_its_last_read(
+        redis, test_settings):
+    from crawler.render.policy import RenderPlan
+    from master.keys import Keys
+
+    keys = Keys.from_settings(test_settings)
+    learner, reader = RenderPlan(redis, keys), RenderPlan(redis, keys)
+    learner.learn("c1", host_urls(3))
+    reader.template("c1", "http://h0.example/a/love/")
+    assert reader.templates["c1"].shared_read == 3
+    learner.learn("c1", host_urls(2, start=3))
+    reader.patterns.clear()                                  # PLAN_FRESH has passed
+    assert reader.template("c1", "http://h4.example/a/x/") == "h4.example/a/{w}/"
+    assert reader.templates["c1"].shared_read == 5
+    assert len(reader.templates["c1"].variables) == 5

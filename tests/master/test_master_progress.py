@@ -140,3 +140,14 @@ def test_stopping_a_paused_crawl_purges_its_parked_tasks(redis, parts):
     frontier.pause_crawl("c1", [])
     assert frontier.purge_crawl("c1", []) == 5
     assert CrawlStore(redis, parts.keys).progress("c1")["total_pending"] == 0
+
+
+def test_a_process_keeps_the_configs_of_a_bounded_number_of_crawls(redis, test_settings):
+    from master.keys import Keys
+
+    keys = Keys.from_settings(test_settings)
+    for number in range(30):
+        redis.set(keys.crawl(f"c{number}"), '{"spider_type": "universal"}')
+    store = CrawlStore(redis, keys, cache_size=10)
+    assert all(store.load(f"c{number}") for number in range(30))
+    assert len(store._cache) == 10 and "c29" in store._cache and "c0" not in store._cache

@@ -95,6 +95,7 @@ def test_a_drained_crawl_leaves_redis_and_info_answers_from_its_record(
     cluster.submit("done1", userid="alice")
     cluster.crawl_all()
     frontier_redis.hincrby(cluster.keys.crawl_render("done1"), "~rendered", 1)   # render: auto
+    frontier_redis.rpush(cluster.keys.crawl_render_variables("done1"), "h|a")
     assert cluster.keys_naming("done1")
     cluster.clock.now += FRESH + 1
     assert cluster.retention.run() == {"ended": 1, "retired": 0}
