@@ -48,6 +48,7 @@ class Cluster:
 
     url_length_limit: int
     lean_links: bool
+    max_links_per_page: int
     is_blacklisted: Callable[[str], bool]
     seen: Callable[[list[str], str], list[bool]] | None
     fetcher: Callable[[dict[str, Any]], PageFetcher]
@@ -73,7 +74,7 @@ def preview(request: dict[str, Any], cluster: Cluster, url: str | None = None,
     task = page_task(config, url, step)
     fetcher = cluster.fetcher(config)
     response = with_meta(page_response(fetcher, url, html, config), task, config)
-    items, links, refused = run_spider(spider_type, response, cluster.lean_links)
+    items, links, refused = run_spider(spider_type, response, cluster)
     result = {"url": url, "status": response.status, "spider_type": spider_type, "step": step,
               "fetched": html is None, "items": [described(item, config) for item in items],
               "render": render_verdict(config, task, response),
@@ -140,12 +141,13 @@ def with_meta(response: HtmlResponse, task: dict[str, Any],
     return response.replace(request=Request(response.url, meta=meta))
 
 
-def run_spider(spider_type: str, response: TextResponse, lean_links: bool
+def run_spider(spider_type: str, response: TextResponse, cluster: Cluster
                ) -> tuple[list[dict[str, Any]], list[Follow], Mapping[str, int]]:
     """The spider's own callback on the page: its items, the links it follows, and how
     many more the rules refused, by why."""
     spider: Any = (UniversalSpider if spider_type == "universal" else PreciseSpider)()
-    spider.lean_links = lean_links
+    spider.lean_links = cluster.lean_links
+    spider.max_links_per_page = cluster.max_links_per_page
     followed: list[Follow] = []
     refused: Counter[str] = Counter()
 
@@ -190,8 +192,7 @@ def render_changes(response: HtmlResponse, fetcher: PageFetcher, cluster: Cluste
                              config)
     except CrawlClusterError as exc:
         return {"error": str(exc)}
-    rendered_items, rendered_links, _ = run_spider(config["spider_type"], rendered,
-                                                   cluster.lean_links)
+    rendered_items, rendered_links, _ = run_spider(config["spider_type"], rendered, cluster)
     plain_fields = {name for item in items for name, value in item.items() if value}
     named = set(field_names(config["spider_type"], config["rule"]))
     filled = sorted({name for item in rendered_items for name, value in item.items()

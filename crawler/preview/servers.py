@@ -40,6 +40,7 @@ class PreviewServers:
     def cluster(self) -> Cluster:
         return Cluster(url_length_limit=self.scrapy_settings.getint("URLLENGTH_LIMIT"),
                        lean_links=self.settings.getbool("CRAWLCLUSTER_LEAN_LINKS"),
+                       max_links_per_page=self.settings.getint("CRAWLCLUSTER_MAX_LINKS_PER_PAGE"),
                        is_blacklisted=self.site_config.is_blacklisted,
                        seen=self.seen, fetcher=self.fetcher,
                        browser=self.settings["CRAWLCLUSTER_BROWSER"])

@@ -121,6 +121,9 @@ class ClusterSpider(scrapy.Spider):
     callbacks: tuple[str, ...] = ("parse", *SOURCE_CALLBACKS)
     # set by the cluster's scheduler: takes (response, [Follow, ...], refused)
     link_sink: Callable[[Response, list[Follow], Mapping[str, int] | None], None] | None = None
+    # CRAWLCLUSTER_MAX_LINKS_PER_PAGE; None: read from the crawler's settings (a preview's
+    # spider runs without a crawler, so it is given the value)
+    max_links_per_page: int | None = None
 
     async def start(self) -> AsyncIterator[Any]:
         return
@@ -144,7 +147,9 @@ class ClusterSpider(scrapy.Spider):
                  ) -> tuple[list[Follow], Mapping[str, int] | None]:
         """A page's first ``CRAWLCLUSTER_MAX_LINKS_PER_PAGE`` links; the rest refused
         (``links_per_page``), logged. A sitemap's or feed's have bounds of their own."""
-        most = self.settings.getint("CRAWLCLUSTER_MAX_LINKS_PER_PAGE")
+        most = self.max_links_per_page
+        if most is None:
+            most = self.settings.getint("CRAWLCLUSTER_MAX_LINKS_PER_PAGE")
         task = (response.meta.get("crawlcluster") or {}).get("task", {})
         if not most or len(links) <= most or task.get("callback") in SOURCE_CALLBACKS:
             return links, refused
