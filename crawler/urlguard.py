@@ -7,16 +7,19 @@ addresses are globally routable, or inside ``CRAWLCLUSTER_ALLOWED_PRIVATE_NETWOR
 Link-local and cloud metadata addresses are refused always, whatever that setting says.
 
 The address judged is the address connected to: Scrapy's downloads resolve through
-``crawler.guardedresolver.GuardedHostnameResolver``, and ``UrlGuard.fetch`` (for callers
+``crawler.downloadguard.GuardedHostnameResolver``, and ``UrlGuard.fetch`` (for callers
 outside Scrapy: the preview, a rendering browser's requests) connects to the address it
 checked and checks the socket's peer again before it sends a byte, so a name that
 answers a public address first and a private one next (DNS rebinding) cannot pass.
 """
 
+import contextlib
 import http.client
 import ipaddress
 import socket
 import ssl
+import threading
+import time
 from collections.abc import Iterable, Mapping
 from typing import Any, NamedTuple
 from urllib.parse import urljoin, urlsplit
@@ -156,18 +159,30 @@ class UrlGuard:
         self.check_url(url)
         address = self.resolve(host, port, url)[0]
         parts = urlsplit(url)
+        opened: list[socket.socket] = []
         connection = _pinned_connection(parts.scheme, host, port, address, timeout,
-                                        lambda peer: self.check_address(peer, url))
+                                        lambda peer: self.check_address(peer, url), opened)
         target = (parts.path or "/") + (f"?{parts.query}" if parts.query else "")
+        # ``timeout`` bounds each socket operation; the watchdog bounds the whole fetch, so
+        # a server that drips a byte at a time cannot hold the fetching thread for long.
+        watchdog = threading.Timer(timeout, _cut, (opened,))
+        watchdog.daemon = True
+        started = time.monotonic()
+        watchdog.start()
         try:
             connection.request(method, target, body=body, headers={
                 "Accept-Encoding": "identity", **headers})
             response = connection.getresponse()
             data = response.read(max_bytes + 1)
         except (OSError, http.client.HTTPException) as exc:
+            if time.monotonic() - started >= timeout:
+                raise FetchFailed(f"could not fetch {url}: not done in {timeout:.0f} s") from None
             raise FetchFailed(f"could not fetch {url}: {exc}") from None
         finally:
+            watchdog.cancel()
             connection.close()
+        if time.monotonic() - started >= timeout:
+            raise FetchFailed(f"could not fetch {url}: not done in {timeout:.0f} s")
         if len(data) > max_bytes:
             raise FetchFailed(f"{url} is over {max_bytes} bytes")
         return GuardedReply(response.status, list(response.getheaders()), data, url)
@@ -235,12 +250,21 @@ _NAT64 = ipaddress.IPv6Network("64:ff9b::/96")
 _IPV4_COMPATIBLE = ipaddress.IPv6Network("::/96")
 
 
+def _cut(opened: list[socket.socket]) -> None:
+    """End a fetch past its deadline: shutting its socket down wakes a read blocked on it
+    (the connection may have handed the socket to its response already)."""
+    for sock in opened:
+        with contextlib.suppress(OSError):
+            sock.shutdown(socket.SHUT_RDWR)
+
+
 def _pinned_connection(scheme: str, host: str, port: int, address: str, timeout: float,
-                       check_peer: Any) -> http.client.HTTPConnection:
+                       check_peer: Any, opened: list[socket.socket]) -> http.client.HTTPConnection:
     """A connection to ``host`` (its Host header, its TLS name) made to ``address`` only,
     whose peer is checked once connected, before anything is sent."""
     def connect_pinned(target: tuple[str, int], *args: Any) -> socket.socket:
         sock = socket.create_connection((address, target[1]), *args)
+        opened.append(sock)
         try:
             check_peer(sock.getpeername()[0])
         except BaseException:

@@ -3,6 +3,7 @@ every spelling; resolving once; a fetch that connects only where the guard allow
 
 import http.server
 import threading
+import time
 from typing import ClassVar
 from urllib.parse import parse_qs, quote, urlsplit
 
@@ -117,6 +118,15 @@ class Site(http.server.BaseHTTPRequestHandler):
             self.send_header("Location", parse_qs(urlsplit(self.path).query)["url"][0])
             self.end_headers()
             return
+        if self.path == "/drip":        # a byte every 0.2 s, each read well within timeout
+            self.send_response(200)
+            self.send_header("Content-Length", "100")
+            self.end_headers()
+            for _ in range(100):
+                self.wfile.write(b"x")
+                self.wfile.flush()
+                time.sleep(0.2)
+            return
         body = b"x" * (2000 if self.path == "/big" else 10)
         self.send_response(200)
         self.send_header("Content-Length", str(len(body)))
@@ -154,6 +164,13 @@ def test_fetch_refuses_before_connecting(site):
 def test_fetch_caps_the_body(site):
     with pytest.raises(FetchFailed, match="over 1000 bytes"):
         UrlGuard(LOOPBACK).fetch(f"{site}/big", max_bytes=1000)
+
+
+def test_a_dripping_answer_is_cut_at_the_fetchs_timeout(site):
+    started = time.monotonic()
+    with pytest.raises(FetchFailed, match="not done in 1 s"):
+        UrlGuard(LOOPBACK).fetch(f"{site}/drip", timeout=1.0)
+    assert time.monotonic() - started < 3
 
 
 def test_a_redirect_is_returned_unless_asked_and_each_hop_is_checked(site):
