@@ -153,12 +153,17 @@ class ProxyMiddleware:
         return address
 
     def pushed_back(self, request: Request, domain: str, reason: str, **_: Any) -> None:
-        """A site pushed back at a request through a pooled proxy: the next requests go
-        through others (the proxy's address may be the one the site blocks)."""
+        """A site pushed back at a request through a pooled proxy: this process's next
+        requests go through others (the proxy's address may be the one the site blocks)."""
         proxy = request.meta.get("proxy")
-        if proxy and request.meta.get("pooled_proxy"):
+        if (proxy and request.meta.get("pooled_proxy") and proxy in self.proxies
+                and len(self.proxies) > 1):
+            # Set aside here until the pool is read again, not reported bad: a site's
+            # pushback says nothing of the proxy to other sites, and reporting it would let
+            # any rate-limited site empty the shared pool. The last one is kept.
+            self.proxies.remove(proxy)
             logger.info("pushback from %s (%s) through proxy %s: switching proxy", domain,
-                        reason, self._drop(proxy))
+                        reason, proxy)
 
     def process_request(self, request: Request) -> None:
         if "proxy" not in request.meta and self._live():
