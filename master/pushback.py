@@ -77,6 +77,9 @@ class DomainPushback:
                 "updated_at": self.updated_at}
 
 
+MAX_RETRY_AFTER = 1e9      # seconds: a longer delay is read as this (the pause is capped anyway)
+
+
 def retry_after_seconds(value: str | bytes | None, now: float) -> float | None:
     """Seconds a ``Retry-After`` header asks to wait (RFC 9110: delay seconds or an
     HTTP date), or None if there is none or it reads as neither."""
@@ -84,8 +87,8 @@ def retry_after_seconds(value: str | bytes | None, now: float) -> float | None:
         return None
     text = value.decode("latin-1") if isinstance(value, bytes) else value
     text = text.strip()
-    if text.isdigit():
-        return float(text)
+    if text.isascii() and text.isdigit():      # "²" is a digit to str.isdigit
+        return min(float(text), MAX_RETRY_AFTER)
     try:
         when = parsedate_to_datetime(text)
     except (TypeError, ValueError, IndexError):

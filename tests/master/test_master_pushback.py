@@ -157,6 +157,8 @@ def test_retry_after_reads_seconds_and_http_dates():
     assert retry_after_seconds("soon", now) is None
     assert retry_after_seconds("-5", now) is None
     assert retry_after_seconds(None, now) is None
+    assert retry_after_seconds(b"\xb2", now) is None              # "²": a digit to isdigit
+    assert retry_after_seconds("9" * 400, now) == 1e9             # not inf
 
 
 def test_the_take_tells_the_caller_the_scaled_limit(redis, setup):
