@@ -36,6 +36,8 @@ logger = logging.getLogger(__name__)
 
 PUSHBACK_STATUSES = (429, 503)
 MARKER_BYTES = 16 * 1024       # of a body searched for a block-page marker (they are small)
+# A block page is small; a larger page quoting a marker (a forum post about blocks) is content.
+BLOCK_PAGE_MAX_BYTES = 64 * 1024
 DOMAINS_WATCHED = 10_000       # domains whose recent 403s are kept (least recent go)
 
 # Scrapy signal: a response was pushback. Handlers get ``request``, ``response``,
@@ -53,6 +55,15 @@ def block_markers(patterns: list[str]) -> list[re.Pattern[bytes]]:
         except re.error as exc:
             raise ConfigError(f"CRAWLCLUSTER_PUSHBACK_BLOCK_MARKERS: {pattern!r}: {exc}") from exc
     return compiled
+
+
+def is_block_page(response: Response, markers: list[re.Pattern[bytes]]) -> bool:
+    """Whether a successful page is a block page: small, and a marker in its head."""
+    if not markers or response.status >= 300 or not isinstance(response, TextResponse):
+        return False
+    if len(response.body) > BLOCK_PAGE_MAX_BYTES:
+        return False
+    return any(marker.search(response.body[:MARKER_BYTES]) for marker in markers)
 
 
 class ForbiddenBursts:
@@ -127,8 +138,4 @@ class PushbackMiddleware(ClusterComponent):
             return str(response.status)
         if response.status == 403:
             return "403 burst" if self.bursts.add(domain, time.monotonic()) else None
-        if self.markers and response.status < 300 and isinstance(response, TextResponse):
-            head = response.body[:MARKER_BYTES]
-            if any(marker.search(head) for marker in self.markers):
-                return "block page"
-        return None
+        return "block page" if is_block_page(response, self.markers) else None

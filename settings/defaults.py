@@ -140,9 +140,10 @@ CRAWLCLUSTER_PUSHBACK_403_COUNT = 5
 # Seconds within which CRAWLCLUSTER_PUSHBACK_403_COUNT 403s of one domain are pushback.
 CRAWLCLUSTER_PUSHBACK_403_WINDOW = 10.0
 # Regular expressions that mark a block page (searched in the first 16 KiB of an HTML
-# body): a page matching one is pushback, not content. An empty list turns that off.
+# body of at most 64 KiB): a page matching one is pushback, not content. An empty list
+# turns that off.
 CRAWLCLUSTER_PUSHBACK_BLOCK_MARKERS = [
-    r"(?i)you have been blocked",
+    r"(?i)<(?:title|h1)[^>]*>[^<]{0,80}you have been blocked",
     r"(?i)<title>[^<]{0,80}captcha",
     r"(?i)<title>[^<]{0,80}access denied",
     r"(?i)<title>[^<]{0,80}attention required",

@@ -107,8 +107,26 @@ def test_block_page_markers_match_bytes_and_a_bad_one_is_named():
     def blocked(body):
         return any(marker.search(body) for marker in markers)
 
-    assert blocked(b"<p>Sorry, You Have Been Blocked.</p>")
+    assert blocked(b'<h1 class="x">Sorry, You Have Been Blocked.</h1>')
+    assert not blocked(b"<p>A post: sorry, you have been blocked by the moderators</p>")
     assert blocked(b"<html><title>Solve this CAPTCHA</title>")
     assert not blocked(b"<p>how a captcha works</p>")
     with pytest.raises(ConfigError, match=re.escape("'(unclosed'")):
         block_markers(["(unclosed"])
+
+
+def test_only_a_small_successful_page_can_be_a_block_page():
+    from scrapy.http import HtmlResponse
+
+    from crawler.pushback import BLOCK_PAGE_MAX_BYTES, is_block_page
+
+    markers = block_markers(default_settings()["CRAWLCLUSTER_PUSHBACK_BLOCK_MARKERS"])
+    block = b"<html><title>Attention Required! | Cloudflare</title>"
+
+    def page(body, status=200):
+        return HtmlResponse("http://a.com/", status=status, body=body, encoding="utf-8")
+
+    assert is_block_page(page(block), markers)
+    assert not is_block_page(page(block + b" " * BLOCK_PAGE_MAX_BYTES), markers)   # content
+    assert not is_block_page(page(block, status=404), markers)
+    assert not is_block_page(page(block), [])
