@@ -230,8 +230,8 @@ def literal_address(host: str) -> IPAddress | None:
 
 def addresses_judged(ip: IPAddress) -> list[IPAddress]:
     """The addresses a connection to ``ip`` reaches: an IPv4-mapped address is its IPv4
-    one; 6to4, Teredo, NAT64 and IPv4-compatible forms are judged with the IPv4 address
-    they carry as well."""
+    one; 6to4, Teredo, NAT64 (local-use too), IPv4-translated and IPv4-compatible forms
+    are judged with the IPv4 address they carry as well."""
     if isinstance(ip, ipaddress.IPv4Address):
         return [ip]
     if ip.ipv4_mapped is not None:
@@ -241,12 +241,16 @@ def addresses_judged(ip: IPAddress) -> list[IPAddress]:
         embedded.append(ip.sixtofour)
     if ip.teredo is not None:
         embedded.extend(ip.teredo)
-    if ip in _NAT64 or (ip in _IPV4_COMPATIBLE and int(ip) > 0xFFFF):
+    if any(ip in net for net in _CARRY_IPV4_LAST) or (ip in _IPV4_COMPATIBLE
+                                                      and int(ip) > 0xFFFF):
         embedded.append(ipaddress.IPv4Address(int(ip) & 0xFFFFFFFF))
     return embedded
 
 
-_NAT64 = ipaddress.IPv6Network("64:ff9b::/96")
+# NAT64 (well-known and local-use, RFC 8215) and IPv4-translated (RFC 2765) addresses
+# reach the IPv4 address in their last 32 bits.
+_CARRY_IPV4_LAST = tuple(ipaddress.IPv6Network(net) for net in (
+    "64:ff9b::/96", "64:ff9b:1::/48", "::ffff:0:0:0/96"))
 _IPV4_COMPATIBLE = ipaddress.IPv6Network("::/96")
 
 

@@ -37,6 +37,8 @@ def reason(guard, url):
     ("http://[::ffff:7f00:1]/", "private_address", ""),
     ("http://[2002:7f00:1::]/", "private_address", ""),           # 6to4
     ("http://[64:ff9b::7f00:1]/", "private_address", ""),         # NAT64
+    ("http://[64:ff9b:1::a00:5]/", "private_address", "private_address"),   # local-use NAT64
+    ("http://[::ffff:0:a9fe:a9fe]/", "metadata_address", "metadata_address"),  # IPv4-translated
     ("http://[::127.0.0.1]/", "private_address", ""),             # IPv4-compatible
     # private, shared, unspecified, multicast
     ("http://10.1.2.3/admin", "private_address", "private_address"),
