@@ -24,6 +24,7 @@ from scrapy import Request
 from scrapy.http import Response, TextResponse
 
 from crawler.sources import Entry, Source, read_feed, read_robots, read_sitemap
+from settings import defaults
 
 # What an element of a page can be read from: a page, an element, several elements.
 Readable = TextResponse | Selector | SelectorList[Selector]
@@ -121,8 +122,8 @@ class ClusterSpider(scrapy.Spider):
     callbacks: tuple[str, ...] = ("parse", *SOURCE_CALLBACKS)
     # set by the cluster's scheduler: takes (response, [Follow, ...], refused)
     link_sink: Callable[[Response, list[Follow], Mapping[str, int] | None], None] | None = None
-    # CRAWLCLUSTER_MAX_LINKS_PER_PAGE; None: read from the crawler's settings (a preview's
-    # spider runs without a crawler, so it is given the value)
+    # CRAWLCLUSTER_MAX_LINKS_PER_PAGE; None: the crawler's settings' (a preview's spider
+    # runs without a crawler, so it is given the node's value)
     max_links_per_page: int | None = None
 
     async def start(self) -> AsyncIterator[Any]:
@@ -148,8 +149,10 @@ class ClusterSpider(scrapy.Spider):
         """A page's first ``CRAWLCLUSTER_MAX_LINKS_PER_PAGE`` links; the rest refused
         (``links_per_page``), logged. A sitemap's or feed's have bounds of their own."""
         most = self.max_links_per_page
-        if most is None:
-            most = self.settings.getint("CRAWLCLUSTER_MAX_LINKS_PER_PAGE")
+        if most is None:        # a spider run without a crawler has no settings: the default
+            settings = getattr(self, "settings", None)
+            most = (settings.getint("CRAWLCLUSTER_MAX_LINKS_PER_PAGE") if settings is not None
+                    else defaults.CRAWLCLUSTER_MAX_LINKS_PER_PAGE)
         task = (response.meta.get("crawlcluster") or {}).get("task", {})
         if not most or len(links) <= most or task.get("callback") in SOURCE_CALLBACKS:
             return links, refused
