@@ -23,6 +23,7 @@ from scrapy.http import Headers
 from scrapy.settings import BaseSettings
 from twisted.internet.defer import Deferred
 
+from crawler.paused import PausedDomains
 from master.bloomgen import AgingBloomFilter
 from master.counters import WindowCounts
 from master.crawls import HUB_SPAN, CrawlStore
@@ -84,6 +85,7 @@ class JobContext:
         # what the scheduler's round runs too (pipeline flushes; a Deferred while writing)
         self.periodic: list[Callable[[], Deferred[Any] | None]] = []
         self.crawl_delays: dict[str, float] = {}   # domain -> robots.txt Crawl-delay (s)
+        self.paused = PausedDomains()     # pauses from pushback seen here (crawler/paused.py)
         crawler.signals.connect(self._robots_parsed, signal=signals.robots_parsed)
 
     def _robots_parsed(self, robotparser: Any, request: Request) -> None:

@@ -36,6 +36,7 @@ from scrapy.http import Response, TextResponse
 from scrapy.robotstxt import RobotParser
 from scrapy.statscollectors import StatsCollector
 from scrapy.utils.httpobj import urlparse_cached
+from scrapy.utils.misc import build_from_crawler
 from twisted.internet.defer import Deferred
 from w3lib.encoding import html_body_declared_encoding, resolve_encoding
 from w3lib.url import safe_url_string
@@ -46,9 +47,16 @@ from crawler.urlshape import url_problem
 from crawler.userspider import is_user_crawl
 from master.crawls import HUB_SPAN
 from master.frontier import outcome_for_status
+from master.siteconfig import domain_of
+
+logger = logging.getLogger(__name__)
 
 # What Scrapy's RobotsTxtMiddleware says when robots.txt forbids a URL.
 ROBOTS_REFUSAL = "Forbidden by robots.txt"
+# What BoundedRobotsTxtMiddleware says while a host's robots.txt answered 429 or 5xx.
+ROBOTS_UNAVAILABLE = "robots.txt unavailable"
+ROBOTS_DISALLOW_ALL = b"User-agent: *\nDisallow: /\n"
+ROBOTS_UNAVAILABLE_MIN_WAIT = 5.0   # s at least before an unavailable robots.txt is read again
 
 
 def _member(request: Request) -> str | None:
@@ -114,7 +122,11 @@ class TaskStatusMiddleware(ClusterComponent):
             refusal = request.meta.get(REFUSAL_META)    # the URL guard refused its address
             permanent = refusal or isinstance(exception, (IgnoreRequest,
                                                           DownloadCancelledError))
-            self.tracker.fail(member, "failed" if permanent else "retry",
+            outcome = "failed" if permanent else "retry"
+            if isinstance(exception, IgnoreRequest) and \
+                    str(exception).startswith(ROBOTS_UNAVAILABLE):
+                outcome = "release"       # not the page's fault: taken again later
+            self.tracker.fail(member, outcome,
                               (refusal or f"{type(exception).__name__}: {exception}")[:200])
             if isinstance(exception, IgnoreRequest) and str(exception) == ROBOTS_REFUSAL:
                 crawlid = request.meta["crawlcluster"]["task"]["crawlid"]
@@ -382,6 +394,14 @@ class BoundedRobotsTxtMiddleware(RobotsTxtMiddleware):
     every host of the web it crawled, and obey rules a site changed long ago. Here the
     host read longest ago is forgotten first (its robots.txt is fetched again when its
     next URL comes).
+
+    A robots.txt answered 429 or 5xx means "disallow everything, for now" (RFC 9309,
+    2.3.1.3-4): the host's rules are disallow-all and its robots.txt is read again soon,
+    once its pause (crawler/paused.py) is over and at least
+    ``ROBOTS_UNAVAILABLE_MIN_WAIT`` s later. The host's tasks meanwhile are released
+    (``ROBOTS_UNAVAILABLE``), not failed: they are taken again later. The robots.txt
+    request itself waits out a pause of its domain as every request does
+    (crawler/token_deadlines.py).
     """
 
     def __init__(self, crawler: Crawler) -> None:
@@ -390,6 +410,8 @@ class BoundedRobotsTxtMiddleware(RobotsTxtMiddleware):
         self.max_hosts = max(1, settings.getint("CRAWLCLUSTER_ROBOTS_HOSTS"))
         self.max_age = settings.getfloat("CRAWLCLUSTER_ROBOTS_MAX_AGE")
         self.read_at: dict[str, float] = {}       # netloc -> when its robots.txt was asked for
+        self.unavailable: dict[str, int] = {}     # netloc -> its robots.txt's 429/5xx status
+        self.pause_default = settings.getfloat("CRAWLCLUSTER_PUSHBACK_PAUSE")
 
     async def robot_parser(self, request: Request) -> RobotParser | None:
         netloc = urlparse_cached(request).netloc
@@ -409,4 +431,35 @@ class BoundedRobotsTxtMiddleware(RobotsTxtMiddleware):
             return False
         self._parsers.pop(netloc, None)
         self.read_at.pop(netloc, None)
+        self.unavailable.pop(netloc, None)
         return True
+
+    async def _parse_robots(self, response: Response, netloc: str, request: Request) -> None:
+        if response.status != 429 and response.status < 500:
+            self.unavailable.pop(netloc, None)
+            await super()._parse_robots(response, netloc, request)
+            return
+        self._stats.inc_value("robotstxt/response_count")
+        self._stats.inc_value(f"robotstxt/response_status_count/{response.status}")
+        self._stats.inc_value("robotstxt/unavailable")
+        context: JobContext | None = getattr(self.crawler, "crawlcluster", None)
+        paused = context.paused.remaining(domain_of(request.url)) if context else 0.0
+        again_in = max(paused, self.pause_default, ROBOTS_UNAVAILABLE_MIN_WAIT)
+        logger.info("robots.txt of %s answered %d: everything disallowed for %.1f s",
+                    netloc, response.status, again_in)
+        self.unavailable[netloc] = response.status
+        # read_at as if read max_age - again_in ago: read again in again_in s
+        self.read_at[netloc] = time.monotonic() - self.max_age + again_in
+        parser = build_from_crawler(self._parserimpl, self.crawler, ROBOTS_DISALLOW_ALL)
+        waiting = self._parsers[netloc]
+        assert isinstance(waiting, Deferred)
+        self._parsers[netloc] = parser
+        waiting.callback(parser)
+
+    def process_request_2(self, rp: RobotParser | None, request: Request) -> None:
+        status = self.unavailable.get(urlparse_cached(request).netloc)
+        if rp is not None and status is not None:
+            self._stats.inc_value("robotstxt/forbidden_unavailable")
+            raise IgnoreRequest(f"{ROBOTS_UNAVAILABLE} ({status}): everything disallowed "
+                                f"until it is read again")
+        super().process_request_2(rp, request)

@@ -97,7 +97,8 @@ class PushbackMiddleware(ClusterComponent):
 
     def process_response(self, request: Request, response: Response) -> Response:
         info = request.meta.get("crawlcluster")
-        domain = info["task"]["domain"] if info else domain_of(request.url)
+        # The domain of the URL fetched: a redirect's, not its task's.
+        domain = domain_of(request.url)
         reason = self.reason(domain, response)
         if reason is None:
             if response.status < 400:
@@ -116,10 +117,13 @@ class PushbackMiddleware(ClusterComponent):
                             f"its queue until the site lets it be fetched")
 
     def report(self, domain: str, reason: str, response: Response) -> None:
-        """Tell the cluster (a Redis that fails leaves the task to go back all the same:
-        the pause is lost, not the page)."""
+        """Tell the cluster, and pause the domain in this process at once: requests it
+        already holds wait too (``JobContext.paused``, checked as each is sent). A Redis
+        that fails leaves the task to go back all the same: the cluster's pause is lost,
+        not the page, and this process still keeps the pause asked for."""
         queues = self.context.queues
         retry_after = retry_after_seconds(response.headers.get("Retry-After"), time.time())
+        self.context.paused.pause(domain, queues.pushback.policy.pause_for(retry_after))
         window = queues.limit(domain, self.context.crawl_delays.get(domain))[1]
         try:
             state = queues.pushback.report(domain, reason, retry_after, window)
@@ -127,6 +131,8 @@ class PushbackMiddleware(ClusterComponent):
             logger.warning("pushback from %s (%s) not recorded: %s", domain, reason, exc)
             self.stats.inc_value("crawlcluster/pushback/not_recorded")
             return
+        # The cluster's pause may be longer (another node's Retry-After).
+        self.context.paused.pause(domain, state.paused_until - time.time())
         logger.info("pushback from %s (%s, Retry-After %s): rate factor %.3f, paused %.1f s",
                     domain, reason, retry_after, state.factor,
                     max(state.paused_until - time.time(), 0.0))

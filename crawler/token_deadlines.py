@@ -14,6 +14,11 @@ this downloader sends it if ``send_by`` has not passed; otherwise it counts one 
 (``ThrottledQueues.hit``: one Redis round trip, for a late request only), waiting as the
 windows say, and sends at once. A redirect or a retry of the task carries a spent
 ``send_by``, so it takes a hit of its own.
+
+Every request, throttled or not, first waits out a pause of its URL's domain that this
+process knows of (``JobContext.paused``, filled by PushbackMiddleware as a site pushes
+back): requests taken before the pushback do not reach the site during it. The check
+costs no round trip; the slot stays busy while the request waits.
 """
 
 import logging
@@ -29,8 +34,11 @@ from scrapy.utils.defer import maybe_deferred_to_future
 from twisted.internet.defer import Deferred
 
 from crawler.context import JobContext
+from master.siteconfig import domain_of
 
 logger = logging.getLogger(__name__)
+
+LATE_ANSWERS_RETAKEN = 1   # hits taken again for a slow answer before one is kept
 
 
 class DeadlineDownloader(Downloader):
@@ -38,6 +46,7 @@ class DeadlineDownloader(Downloader):
 
     async def _download(self, slot: Slot, request: Request) -> Response:
         info: dict[str, Any] = request.meta.get("crawlcluster") or {}
+        await self._wait_for_pause(slot, request)
         send_by = info.get("send_by")
         if send_by is not None:
             if time.monotonic() > send_by:
@@ -49,6 +58,25 @@ class DeadlineDownloader(Downloader):
             info["send_by"] = 0.0      # spent: a redirect of the task takes a hit of its own
         return await super()._download(slot, request)
 
+    async def _wait_for_pause(self, slot: Slot, request: Request) -> None:
+        """Wait while the domain of the request's URL is paused, as this process knows."""
+        context: JobContext | None = getattr(self.crawler, "crawlcluster", None)
+        if context is None:
+            return
+        domain = domain_of(request.url)
+        wait = context.paused.remaining(domain)
+        if wait <= 0:
+            return
+        stats: Any = self.crawler.stats
+        stats.inc_value("crawlcluster/pushback/held")
+        slot.transferring.add(request)      # the slot stays busy while it waits
+        try:
+            while wait > 0:                  # a pushback meanwhile may lengthen it
+                await _sleep(wait)
+                wait = context.paused.remaining(domain)
+        finally:
+            slot.transferring.discard(request)
+
     async def _fresh_hit(self, info: dict[str, Any]) -> None:
         """Count one hit for the task's domain now, waiting while its windows are full."""
         context = JobContext.of(self.crawler)
@@ -56,15 +84,21 @@ class DeadlineDownloader(Downloader):
         stats: Any = self.crawler.stats
         stats.inc_value("crawlcluster/throttle/late_sends")
         # A hit counts as made when its call began: one whose answer came later than
-        # a token may wait is as late as the request was, and is taken again.
+        # a token may wait is as late as the request was, and is taken again; but only
+        # LATE_ANSWERS_RETAKEN times, or a Redis slower than that would spend the
+        # domain's tokens in a loop: the next hit is kept, however late.
         good_for = context.settings.getfloat("CRAWLCLUSTER_SCHEDULER_TICK") / 2
+        retaken = 0
         while True:
             asked = time.monotonic()
             wait = context.queues.hit(context.job, context.spider_type, context.ip, domain,
                                       context.crawl_delays.get(domain))
-            if wait == 0.0 and time.monotonic() - asked <= good_for:
+            if wait == 0.0 and (time.monotonic() - asked <= good_for
+                                or retaken >= LATE_ANSWERS_RETAKEN):
                 return
             if wait == 0.0:
+                retaken += 1
+                stats.inc_value("crawlcluster/throttle/late_answers")
                 continue
             if wait < 0:
                 raise IgnoreRequest(f"{domain} was blacklisted while its request waited")

@@ -83,8 +83,10 @@ class Frontier:
 
     def __init__(self, client: RedisClient, keys: Keys, lease_seconds: float = 300.0,
                  max_retries: int = 3, clock: Clock = time.time,
-                 scripts: LuaScripts | None = None, dedupe_seconds: float = 120.0) -> None:
+                 scripts: LuaScripts | None = None, dedupe_seconds: float = 120.0,
+                 max_pushback_releases: int = 100) -> None:
         self.client = client
+        self.max_pushback_releases = max_pushback_releases
         self.keys = keys
         self.lease_seconds = lease_seconds
         self.dedupe_seconds = dedupe_seconds
@@ -103,7 +105,9 @@ class Frontier:
         return cls(client, keys,
                    lease_seconds=settings.getfloat("CRAWLCLUSTER_LEASE_SECONDS"),
                    max_retries=settings.getint("CRAWLCLUSTER_MAX_RETRIES"),
-                   dedupe_seconds=settings.getfloat("CRAWLCLUSTER_PUSH_DEDUPE_SECONDS"), **kwargs)
+                   dedupe_seconds=settings.getfloat("CRAWLCLUSTER_PUSH_DEDUPE_SECONDS"),
+                   max_pushback_releases=settings.getint("CRAWLCLUSTER_PUSHBACK_MAX_RELEASES"),
+                   **kwargs)
 
     # --- the pool ----------------------------------------------------------------------
 
@@ -254,7 +258,7 @@ class Frontier:
         start = len(target)
         for shard, items in by_shard.items():
             args = [self.max_retries + 1, *self._templates(shard, "failed", *CRAWL_STATE, "parked"),
-                    self.keys.pool_template(shard)]
+                    self.keys.pool_template(shard), self.max_pushback_releases]
             for n, task in items:
                 args += [*outcomes[n], task["crawlid"], task["domain"]]
             self.scripts.run("lease_finish", [self.keys.leases(shard),

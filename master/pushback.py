@@ -205,6 +205,8 @@ class PushbackStore:
         now, found = self.clock(), []
         for fields in pipe.execute():
             for domain, value in fields.items():
+                if domain.startswith("~"):       # the report's sweep cursor
+                    continue
                 state = json.loads(value)
                 if float(state.get("expires_at") or 0) > now:
                     found.append(domain_pushback(domain, state))

@@ -134,6 +134,10 @@ CRAWLCLUSTER_PUSHBACK_PAUSE = 5.0
 CRAWLCLUSTER_PUSHBACK_MAX_PAUSE = 600.0
 # Seconds a domain's pushback state is kept after its last pushback or success.
 CRAWLCLUSTER_PUSHBACK_TTL = 3600.0
+# Times a task may go back to its pool for pushback (a 429/503, a robots.txt answered
+# 429/5xx) without counting an attempt; the next time it fails for good, its reason
+# naming pushback. Generous: a site that refuses a page this often refuses it for good.
+CRAWLCLUSTER_PUSHBACK_MAX_RELEASES = 100
 # This many 403s from one domain within CRAWLCLUSTER_PUSHBACK_403_WINDOW seconds are
 # pushback too (a site that blocks instead of answering 429); 0 turns that off.
 CRAWLCLUSTER_PUSHBACK_403_COUNT = 5

@@ -135,7 +135,9 @@ class ShardKeys(KeySpace):
         factor the last decrease left, when its pause ends, its pushbacks, the reason
         and time of the last, when it last changed. A field goes once the factor is back
         to 1 and the pause is over; the hash expires ``CRAWLCLUSTER_PUSHBACK_TTL`` after
-        its last change, and a field unchanged that long is ignored and removed.
+        its last change, and a field unchanged that long is ignored and removed (each
+        report sweeps a slice of the hash for such fields, its cursor in field
+        ``~cursor``).
 
         Written by: `pushback_report.lua` (a 429/503, a 403 burst, a block page),
         `pushback_credit.lua` (pages fetched), `throttle_take.lua` (stale fields)

@@ -16,11 +16,14 @@
 -- ARGV[6]  the shard's paused crawls (hash crawl id -> when)
 -- ARGV[7]  parked set key template, string.format(template, crawlid)
 -- ARGV[8]  pool key template, string.format(template, spider type)
--- ARGV[9..] per task: the task JSON exactly as taken, outcome, reason, its crawl id, its
+-- ARGV[9]  releases for pushback a task may have (a release whose reason begins
+--          "pushback" or names "robots.txt unavailable" is counted in the task's
+--          "releases"; past this many it fails for good instead)
+-- ARGV[10..] per task: the task JSON exactly as taken, outcome, reason, its crawl id, its
 --          domain
 -- Returns: per task, 0 lease not held, 1 done, 2 queued again, 3 failed for good,
 -- 4 purged.
-local allowed = tonumber(ARGV[1])
+local allowed, max_releases = tonumber(ARGV[1]), tonumber(ARGV[9])
 
 -- command(key, args...) in pieces small enough for unpack.
 local function batched(command, key, args)
@@ -30,7 +33,7 @@ local function batched(command, key, args)
 end
 
 local members = {}
-for i = 9, #ARGV, 5 do members[#members + 1] = ARGV[i] end
+for i = 10, #ARGV, 5 do members[#members + 1] = ARGV[i] end
 local held, taken = {}, {}
 for start = 1, #members, 7000 do
   local scores = redis.call('ZMSCORE', KEYS[1],
@@ -78,8 +81,20 @@ local function finish(member, outcome, reason, crawlid, domain)
   if crawl.paused then back = string.format(ARGV[7], crawlid) end
   if outcome == 'release' then
     if crawl.stopped then return finished(crawl, domain, 'purged', 4) end
-    redis.call('ZADD', back, -(task['priority'] or 0), member)
-    return 2
+    if string.sub(reason, 1, 8) ~= 'pushback'
+        and not string.find(reason, 'robots.txt unavailable', 1, true) then
+      redis.call('ZADD', back, -(task['priority'] or 0), member)
+      return 2
+    end
+    task['releases'] = (task['releases'] or 0) + 1
+    if task['releases'] <= max_releases then
+      redis.call('ZADD', back, -(task['priority'] or 0), cjson.encode(task))
+      return 2
+    end
+    redis.call('HSET', string.format(ARGV[2], crawlid), task['url'],
+      cjson.encode({reason = 'pushback: released ' .. max_releases .. ' times (last: '
+                    .. reason .. ')', attempts = task['attempts'] or 0}))
+    return finished(crawl, domain, 'failed', 3)
   end
   task['attempts'] = (task['attempts'] or 0) + 1
   if outcome == 'retry' and task['attempts'] < allowed then
@@ -93,7 +108,7 @@ local function finish(member, outcome, reason, crawlid, domain)
 end
 
 local codes = {}
-for i = 9, #ARGV, 5 do
+for i = 10, #ARGV, 5 do
   codes[#codes + 1] = finish(ARGV[i], ARGV[i + 1], ARGV[i + 2], ARGV[i + 3], ARGV[i + 4])
 end
 for _, crawl in pairs(crawls) do

@@ -13,6 +13,10 @@
 -- ARGV[6]  the domain's window (seconds): one decrease per window at most
 -- ARGV[7]  seconds the state is kept after its last change (the hash's TTL too)
 -- ARGV[8]  the reason (e.g. "429", "503", "403 burst", "block page")
+-- Each call also sweeps a slice of the hash (HSCAN, SWEEP_SLICE fields, from the cursor
+-- kept in its field '~cursor'): states past their expiry, or back at factor 1 with their
+-- pause over, are removed, so the domains of a shard that keeps reporting do not pile up
+-- though each report sets the hash's TTL again.
 -- Returns: {factor, pause end, pushbacks} as strings
 local now, domain = tonumber(ARGV[1]), ARGV[2]
 local pause, decrease, floor = tonumber(ARGV[3]), tonumber(ARGV[4]), tonumber(ARGV[5])
@@ -35,5 +39,22 @@ state['until'] = math.max(state['until'], now + pause)
 state.updated_at = now
 state.expires_at = now + ttl
 redis.call('HSET', KEYS[1], domain, cjson.encode(state))
+
+local SWEEP_SLICE = 100
+local scan = redis.call('HSCAN', KEYS[1], redis.call('HGET', KEYS[1], '~cursor') or '0',
+                        'COUNT', SWEEP_SLICE)
+local stale, found = {}, scan[2]
+for n = 1, #found, 2 do
+  local field = found[n]
+  if field ~= domain and string.sub(field, 1, 1) ~= '~' then
+    local ok, old = pcall(cjson.decode, found[n + 1])
+    if not ok or type(old) ~= 'table' or (tonumber(old.expires_at) or 0) <= now
+        or ((tonumber(old.factor) or 1) >= 1 and (tonumber(old['until']) or 0) <= now) then
+      stale[#stale + 1] = field
+    end
+  end
+end
+if #stale > 0 then redis.call('HDEL', KEYS[1], unpack(stale)) end
+redis.call('HSET', KEYS[1], '~cursor', scan[1])
 redis.call('PEXPIRE', KEYS[1], math.ceil(ttl * 1000))
 return {tostring(state.factor), tostring(state['until']), tostring(state.pushbacks)}

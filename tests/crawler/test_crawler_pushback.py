@@ -22,7 +22,10 @@ RETRY_AFTER = 3           # seconds the limited host asks for in each 429
 DEFAULT_PAUSE = 2.0       # CRAWLCLUSTER_PUSHBACK_PAUSE: after a 503 without Retry-After
 HIDDEN_RATE = 4.0         # requests a second the limited host takes (a burst of 2 more)
 CONFIGURED = 20           # requests a second the crawl's limit allows each host
-IN_FLIGHT = 1.0           # s after a 429 in which a request already on its way may arrive
+# s after a 429 in which a request already on its way may arrive: one sent before the
+# refusal came back, or sent by the other node before it took again (a process holds
+# its requests to a paused domain; measured by nginx's log: 7 ms at most)
+IN_FLIGHT = 0.25
 
 
 @pytest.fixture(params=[RateLimit(HIDDEN_RATE, 2, RETRY_AFTER),
@@ -79,6 +82,9 @@ def test_two_spiders_slow_down_for_a_rate_limited_host_and_lose_no_page(
     # Each pause (the Retry-After, or the default) was honoured by both spiders: nothing
     # arrived after a refusal until it ran out, but what was already on its way.
     pause = site.limit.retry_after or DEFAULT_PAUSE
+    late = [e["time"] - at for at in refused for e in limited
+            if at < e["time"] < at + pause - 0.05]
+    print(f"latest arrival after a refusal, within its pause: {max(late, default=0):.3f} s")
     for at in refused:
         early = [e for e in limited if at + IN_FLIGHT < e["time"] < at + pause - 0.05]
         assert not early, f"requests during the pause after the refusal at {at}: {early}"

@@ -103,3 +103,39 @@ def test_a_late_request_to_a_domain_blacklisted_since_its_throttle_take_is_refus
     with pytest.raises(IgnoreRequest, match="blacklisted"):
         finish(downloader._download(scrapy_downloader.Slot(1, 0.0), request_with(0.5)))
     assert not sent
+
+
+def test_a_request_to_a_paused_domain_waits_out_the_pause_whatever_its_task(sending):
+    downloader, context, sent = sending
+    context.paused.pause("paused-site.com", 0.4)
+    task = make_task(f"http://{DOMAIN}/page", "crawl", "universal", domain=DOMAIN)
+    # A redirect to the paused domain: its own URL's domain is checked, not the task's.
+    request = Request("http://www.paused-site.com/moved", meta={"crawlcluster": {"task": task}})
+    slot = scrapy_downloader.Slot(1, 0.0)
+    began = time.monotonic()
+    finish(downloader._download(slot, request))
+    assert sent[0] - began >= 0.4 - 0.01
+    assert downloader.crawler.stats.get_value("crawlcluster/pushback/held") == 1
+    assert not slot.transferring
+    began = time.monotonic()          # the pause is over: no wait, nothing counted again
+    finish(downloader._download(slot, Request("http://paused-site.com/other")))
+    assert sent[1] - began < 0.1
+    assert downloader.crawler.stats.get_value("crawlcluster/pushback/held") == 1
+
+
+def test_a_redis_slower_than_a_token_may_wait_spends_two_hits_at_most(sending, monkeypatch):
+    downloader, context, sent = sending
+    hits = []
+    real_hit = context.queues.hit
+
+    def slow_hit(*args, **kwargs):
+        hits.append(args)
+        wait = real_hit(*args, **kwargs)
+        time.sleep(context.settings.getfloat("CRAWLCLUSTER_SCHEDULER_TICK") / 2 + 0.05)
+        return wait
+
+    monkeypatch.setattr(context.queues, "hit", slow_hit)
+    finish(downloader._download(scrapy_downloader.Slot(1, 0.0), request_with(0.5)))
+    assert len(sent) == 1
+    assert len(hits) == 2            # one late answer taken again, the second kept
+    assert downloader.crawler.stats.get_value("crawlcluster/throttle/late_answers") == 1

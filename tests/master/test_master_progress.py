@@ -151,3 +151,19 @@ def test_a_process_keeps_the_configs_of_a_bounded_number_of_crawls(redis, test_s
     store = CrawlStore(redis, keys, cache_size=10)
     assert all(store.load(f"c{number}") for number in range(30))
     assert len(store._cache) == 10 and "c29" in store._cache and "c0" not in store._cache
+
+
+def test_a_task_released_for_pushback_too_often_fails_naming_pushback(redis, parts):
+    parts.frontier.max_pushback_releases = 2
+    parts.frontier.push(tasks(1))
+    codes = []
+    for _ in range(3):
+        (member,) = lease_all(parts)
+        parts.frontier.finish(member, "release", "")     # not for pushback: not counted
+        (member,) = lease_all(parts)
+        codes.append(parts.frontier.finish(member, "release", "pushback: 429"))
+    assert codes == [2, 2, 3]
+    (failure,) = parts.frontier.failed("c1").values()
+    assert failure["reason"].startswith("pushback: released 2 times (last: pushback: 429)")
+    assert failure["attempts"] == 0
+    assert CrawlStore(redis, parts.keys).progress("c1")["total_pending"] == 0

@@ -182,3 +182,19 @@ def test_the_take_tells_the_caller_the_scaled_limit(redis, setup):
     queues.take("job", "universal", "10.0.0.1", per_domain=wanted)
     assert asked[0] == (10, 1.0) and asked[1] == (10, 1.0)
     assert asked[2] == (1, pytest.approx(1.6))          # 0.625 a second: one per 1.6 s
+
+
+def test_reports_sweep_expired_states_so_the_hash_stays_bounded(redis, setup):
+    clock, keys, store, _ = setup
+    domains = [f"gone{n}.com" for n in range(300)]
+    shard = keys.shard_of("live.com")
+    ours = [domain for domain in domains if keys.shard_of(domain) == shard]
+    for domain in ours:
+        store.report(domain, "429", retry_after=None, window=1.0)
+    clock.now += POLICY.ttl + 1           # all of them expired; the hash lives on
+    for _ in range(len(ours) // 50 + 5):     # a shard still reporting: slices swept
+        store.report("live.com", "503", retry_after=None, window=1.0)
+        clock.now += 1
+    fields = redis.hkeys(keys.pushback(shard))
+    assert sorted(field for field in fields if not field.startswith("~")) == ["live.com"]
+    assert [state.domain for state in store.states()] == ["live.com"]
