@@ -106,14 +106,15 @@ def test_an_endless_calendar_is_bounded_by_domain_max_pages(test_settings, redis
 
 def test_a_failing_url_is_fetched_once_per_attempt_then_fails_for_good(
         test_settings, redis, mongo_db, tmp_path):
-    """Retries are the cluster's alone: a URL answering 503 is fetched exactly
-    CRAWLCLUSTER_MAX_RETRIES + 1 times, then recorded as failed for good."""
+    """Retries are the cluster's alone: a URL answering 500 is fetched exactly
+    CRAWLCLUSTER_MAX_RETRIES + 1 times, then recorded as failed for good (a 503 is the
+    site pushing back: tests/crawler/test_crawler_pushback.py)."""
     www = tmp_path / "www" / "127.0.0.1"
     www.mkdir(parents=True)
     (www / "index.html").write_text('<html><body><h1>i</h1><a href="/down.html">d</a>'
                                     "</body></html>")
     port = free_port()
-    locations = {"127.0.0.1": ["location = /down.html { return 503; }"]}
+    locations = {"127.0.0.1": ["location = /down.html { return 500; }"]}
     with StaticSite(tmp_path / "www", ["127.0.0.1"], port, tmp_path / "run",
                     locations=locations) as site:
         base = f"http://127.0.0.1:{port}"
@@ -128,4 +129,4 @@ def test_a_failing_url_is_fetched_once_per_attempt_then_fails_for_good(
     client = redis_client(test_settings, "test")
     failed = Frontier.from_settings(client, test_settings).failed("down")
     client.close()
-    assert failed == {f"{base}/down.html": {"reason": "HTTP 503", "attempts": attempts}}
+    assert failed == {f"{base}/down.html": {"reason": "HTTP 500", "attempts": attempts}}
