@@ -28,6 +28,7 @@ SMALLEST = {
     "maintext": ["--pages", "{work}/article-extraction", "--genres", "{work}/maintext-genres"],
     "preprocess": ["--messages", "300", "--rounds", "1"],
     "profile": ["--pages-per-host", "8", "--firehose"],
+    "pushback": ["--seconds", "5", "--rounds", "1"],
     "render": ["--shapes", "numeric", "--scale", "0.03"],
     "scale": ["--pages", "300", "--domains", "20"],
     "soak": ["--pages", "60", "--hosts", "3", "--nodes", "1", "--every", "30"],
