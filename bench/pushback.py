@@ -102,6 +102,20 @@ LOG_FORMAT = ("log_format pushback '$msec $request_time $server_addr $status "
               "\"$sent_http_retry_after\" $request_uri';")
 
 
+class LimitedSite(StaticSite):
+    """``StaticSite`` with more directives in nginx's http block (the limiters' zones, the
+    benchmark's log format and access log)."""
+
+    def __init__(self, *args, http_directives=(), **kwargs):
+        super().__init__(*args, **kwargs)
+        self.http_directives = list(http_directives)
+
+    def _config(self):
+        config = super()._config().rstrip()
+        assert config.endswith("}"), "the http block closes the configuration"
+        return config[:-1] + "".join(f"    {line}\n" for line in self.http_directives) + "}\n"
+
+
 def nginx_limits(limits, run_dir):
     """``(http directives, {host: server directives})`` of the hidden limits and the
     benchmark's own access log (``pushback.log``)."""
@@ -311,8 +325,8 @@ def main():
     http, servers = nginx_limits(HOSTS, work / "run")
     rounds = []
     with bench_redis(settings), \
-            StaticSite(work / "site" / "www", [limit.host for limit in HOSTS], port,
-                       work / "run", locations=servers, http_directives=http) as site:
+            LimitedSite(work / "site" / "www", [limit.host for limit in HOSTS], port,
+                        work / "run", locations=servers, http_directives=http) as site:
         for number in range(1, args.rounds + 1):
             print(f"round {number}", flush=True)
             rounds.append(one_round(settings, manifests, site, work, number, args.runs))

@@ -35,7 +35,6 @@ http {{
     scgi_temp_path {run}/tmp/scgi;
     keepalive_requests 100000;
 {compression}
-{directives}
 {servers}
 }}
 """
@@ -53,14 +52,11 @@ class StaticSite:
     """
 
     def __init__(self, www: str | Path, hosts: Iterable[str], port: int, run_dir: str | Path,
-                 locations: dict[str, list[str]] | None = None, compress: bool = False,
-                 http_directives: Iterable[str] = ()) -> None:
+                 locations: dict[str, list[str]] | None = None, compress: bool = False) -> None:
         self.www = Path(www)
         self.compress = compress                 # gzip, as most sites serve pages
         self.hosts = list(hosts)
         self.locations = locations or {}         # host -> extra nginx location blocks
-        # extra directives of the http block (zones, log formats, more access logs)
-        self.http_directives = list(http_directives)
         self.port = port
         self.run_dir = Path(run_dir)
         self.process: subprocess.Popen[bytes] | None = None
@@ -89,9 +85,8 @@ class StaticSite:
             for host in self.hosts)
         user = "user root;" if os.geteuid() == 0 else ""
         compression = _NGINX_GZIP if self.compress else ""
-        directives = "".join(f"    {line}\n" for line in self.http_directives)
         return _NGINX_CONF.format(user=user, run=self.run_dir, servers=servers,
-                                  compression=compression, directives=directives)
+                                  compression=compression)
 
     def stop(self) -> None:
         if self.process and self.process.poll() is None:
