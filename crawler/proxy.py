@@ -128,18 +128,37 @@ class ProxyMiddleware:
         from scrapy.exceptions import NotConfigured
 
         from crawler.context import JobContext
+        from crawler.pushback import pushback_received
 
         context = JobContext.of(crawler)
         if not context.settings.getbool("CRAWLCLUSTER_PROXY_ENABLED"):
             raise NotConfigured("CRAWLCLUSTER_PROXY_ENABLED is off")
-        return cls(ProxyPool.from_settings(context.mongo, context.settings),
-                   context.settings.getfloat("CRAWLCLUSTER_PROXY_REFRESH"))
+        middleware = cls(ProxyPool.from_settings(context.mongo, context.settings),
+                         context.settings.getfloat("CRAWLCLUSTER_PROXY_REFRESH"))
+        crawler.signals.connect(middleware.pushed_back, signal=pushback_received)
+        return middleware
 
     def _live(self) -> list[str]:
         if time.monotonic() - self.loaded_at > self.refresh:
             self.proxies = [proxy_url(p) for p in self.pool.all()]
             self.loaded_at = time.monotonic()
         return self.proxies
+
+    def _drop(self, proxy: str) -> str:
+        """Report a pooled proxy bad and stop using it here; return its address."""
+        address = proxy.split("://", 1)[1]
+        self.pool.report_bad(address)
+        if proxy in self.proxies:
+            self.proxies.remove(proxy)
+        return address
+
+    def pushed_back(self, request: Request, domain: str, reason: str, **_: Any) -> None:
+        """A site pushed back at a request through a pooled proxy: the next requests go
+        through others (the proxy's address may be the one the site blocks)."""
+        proxy = request.meta.get("proxy")
+        if proxy and request.meta.get("pooled_proxy"):
+            logger.info("pushback from %s (%s) through proxy %s: switching proxy", domain,
+                        reason, self._drop(proxy))
 
     def process_request(self, request: Request) -> None:
         if "proxy" not in request.meta and self._live():
@@ -152,10 +171,7 @@ class ProxyMiddleware:
         if not proxy or not request.meta.get("pooled_proxy") or \
                 not any(word in name for word in self.CONNECTION_WORDS):
             return None
-        address = proxy.split("://", 1)[1]
-        self.pool.report_bad(address)
-        if proxy in self.proxies:
-            self.proxies.remove(proxy)
+        address = self._drop(proxy)
         logger.info("proxy %s failed (%s); retrying %s without it", address,
                     type(exception).__name__, request.url)
         retry = request.replace(dont_filter=True)

@@ -136,6 +136,21 @@ def _frontier_metrics(figures: ClusterFigures) -> Iterator[Metric]:
     yield _counter("crawlcluster_throttle_refusals", "Takes a full throttle window refused, "
                    "per domain (the most refused; the rest as other)", ["domain"],
                    figures.throttle_refusals)
+    yield from _pushback_metrics(figures)
+
+
+def _pushback_metrics(figures: ClusterFigures) -> Iterator[Metric]:
+    yield _counter("crawlcluster_pushbacks", "429s, 503s, 403 bursts and block pages sites "
+                   "answered, per domain (the most; the rest as other)", ["domain"],
+                   figures.pushback_counts)
+    now = figures.pushback
+    yield _gauge("crawlcluster_pushback_rate_factor", "Share of its configured limit a "
+                 "domain pushing back may use now (the most pushed back; other: the least "
+                 "of the rest)", ["domain"],
+                 {domain: state["factor"] for domain, state in now.items()})
+    yield _gauge("crawlcluster_pushback_paused_seconds", "Seconds left of a domain's "
+                 "pause after pushback (other: the longest of the rest)", ["domain"],
+                 {domain: state["paused_for"] for domain, state in now.items()})
 
 
 def _crawl_metrics(figures: ClusterFigures) -> Iterator[Metric]:

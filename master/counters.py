@@ -22,6 +22,8 @@ from master.lua import LuaScripts
 from settings.clients import RedisClient
 from settings.loader import Settings
 
+TOTAL = "*"                  # the member of a zset of counts per name that holds their sum
+
 Clock = Callable[[], float]
 
 

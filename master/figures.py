@@ -11,11 +11,13 @@ import time
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
+from master import counters
 from master.bloomgen import AgingBloomFilter
 from master.counters import Clock
 from master.crawls import CrawlStore
 from master.frontier import Frontier
 from master.keys import Keys
+from master.pushback import DomainPushback, PushbackStore
 from master.registry import Heartbeats, JobInfo, JobRegistry, finished_last_minute
 from master.shards import read_index
 from settings.clients import RedisClient
@@ -26,7 +28,7 @@ STATUSES = ("200", "301", "302", "303", "403", "404", "500", "other")
 ROLES = {"preprocess": "CRAWLCLUSTER_PREPROCESS_PLUGINS",
          "monitor": "CRAWLCLUSTER_MONITOR_PLUGINS"}
 RECENT_MINUTES = 15          # the Status page's status-code window
-TOTAL = "*"                  # the member of a zset of counts that holds their sum
+TOTAL = counters.TOTAL       # the member of a zset of counts that holds their sum
 
 
 @dataclass
@@ -48,6 +50,11 @@ class ClusterFigures:
     throttle_refusals: dict[str, int] = field(default_factory=dict)  # top domains + other
     dispatched: dict[str, int] = field(default_factory=dict)    # job -> moved, all time
     weights: dict[str, int] = field(default_factory=dict)       # job -> tasks per minute
+    # domains pushing back now (the most pushbacks first, the top ones): domain ->
+    # DomainPushback.as_json; and the rest as "other" (their count, least factor,
+    # longest pause left)
+    pushback: dict[str, dict[str, Any]] = field(default_factory=dict)
+    pushback_counts: dict[str, int] = field(default_factory=dict)  # top domains + other
 
     def nodes(self) -> dict[str, dict[str, int]]:
         """``{node: {"jobs": n, "pages_per_min": n}}`` from the live jobs."""
@@ -78,6 +85,7 @@ class FigureReader:
         self.frontier = Frontier.from_settings(client, settings)
         self.crawls = CrawlStore(client, self.keys)
         self.bloom = AgingBloomFilter.from_settings(client, settings)
+        self.pushback = PushbackStore.from_settings(client, settings, clock=clock)
 
     def read(self) -> ClusterFigures:
         client, keys, settings = self.client, self.keys, self.settings
@@ -90,9 +98,10 @@ class FigureReader:
         figures.crawls = {crawlid: self.crawls.progress(crawlid) for crawlid in
                           self.crawls.recent_crawls(settings.getint("CRAWLCLUSTER_METRICS_CRAWLS"))}
         _read_counters(figures, client, settings, keys, self.clock)
-        figures.throttle_refusals = top_with_other(
-            client, keys.throttle_refusals(),
-            settings.getint("CRAWLCLUSTER_METRICS_TOP_DOMAINS"))
+        top = settings.getint("CRAWLCLUSTER_METRICS_TOP_DOMAINS")
+        figures.throttle_refusals = top_with_other(client, keys.throttle_refusals(), top)
+        figures.pushback = pushback_now(self.pushback.states(), top, self.clock())
+        figures.pushback_counts = top_with_other(client, keys.pushback_counts(), top)
         figures.bloom = dict(self.bloom.figures(),
                              capacity=settings.getint("CRAWLCLUSTER_BLOOM_CAPACITY"))
         return figures
@@ -167,3 +176,15 @@ def top_with_other(client: RedisClient, key: str, top: int) -> dict[str, int]:
     if total > sum(counts.values()):
         counts["other"] = total - sum(counts.values())
     return counts
+
+
+def pushback_now(states: list[DomainPushback], top: int, now: float) -> dict[str, dict[str, Any]]:
+    """The ``top`` domains' pushback states (``states`` come most pushed back first) and
+    the rest as ``other``: how many, their pushbacks, least factor, longest pause left."""
+    shown = {state.domain: state.as_json(now) for state in states[:top]}
+    rest = states[top:]
+    if rest:
+        shown["other"] = {"domains": len(rest), "pushbacks": sum(s.pushbacks for s in rest),
+                          "factor": min(s.factor for s in rest),
+                          "paused_for": max(max(s.paused_until - now, 0.0) for s in rest)}
+    return shown

@@ -6,7 +6,8 @@ domain), shared by every host running that type, and (host ip, domain),
 shared by every spider on one host. The limits come from the live site config
 (ZooKeeper); blacklisted domains are never handed out. ``take`` tries all of a
 job's domains in one round trip, one script call per shard, and leases what it
-gets.
+gets. A domain paused by pushback (master/pushback.py) is not taken from until its
+pause ends, and its rate factor scales its limits.
 """
 
 import random
@@ -18,6 +19,7 @@ from typing import Any
 from master.counters import Clock
 from master.keys import Keys
 from master.lua import LuaScripts
+from master.pushback import PushbackPolicy, PushbackStore
 from master.shards import index_marks, mark_index, prune, read_index
 from master.siteconfig import SiteConfig
 from settings.clients import RedisClient
@@ -71,18 +73,27 @@ class ThrottledQueues:
 
     def __init__(self, client: RedisClient, keys: Keys, site_config: SiteConfig,
                  lease_seconds: float = 300.0, clock: Clock = time.time,
-                 scripts: LuaScripts | None = None) -> None:
+                 scripts: LuaScripts | None = None,
+                 pushback: PushbackStore | None = None) -> None:
         self.client = client
         self.keys = keys
         self.site_config = site_config
         self.lease_seconds = lease_seconds
         self.clock = clock
         self.scripts = scripts or LuaScripts(client)
+        # pushback states are read by every take; this store sends the pages' credits
+        self.pushback = pushback or PushbackStore(client, keys, PushbackPolicy(), clock,
+                                                  self.scripts)
 
     @classmethod
     def from_settings(cls, client: RedisClient, settings: Settings, site_config: SiteConfig,
                       **kwargs: Any) -> "ThrottledQueues":
-        return cls(client, Keys.from_settings(settings), site_config,
+        keys = Keys.from_settings(settings)
+        if "pushback" not in kwargs:
+            kwargs["pushback"] = PushbackStore(
+                client, keys, PushbackPolicy.from_settings(settings),
+                **{name: kwargs[name] for name in ("clock", "scripts") if name in kwargs})
+        return cls(client, keys, site_config,
                    lease_seconds=settings.getfloat("CRAWLCLUSTER_LEASE_SECONDS"), **kwargs)
 
     def job_view(self, job: str) -> JobView:
@@ -109,7 +120,8 @@ class ThrottledQueues:
         """Try each domain of the job once; lease up to ``per_domain`` tasks of each, as
         many as the windows allow. ``per_domain`` is a number, or a callable of
         ``(domain, hits, window)`` giving the number, ``hits`` being what this job's IP
-        may make in a window (the domain's limit, or its per-IP limit if tighter).
+        may make in a window (the domain's limit, or its per-IP limit if tighter, scaled
+        by its pushback factor as the last take read it).
 
         ``view`` is where the job's queues are (``result.view`` of the last take; read
         first if None). ``min_interval`` maps a domain to seconds between requests it
@@ -120,6 +132,7 @@ class ThrottledQueues:
         pipe = self.client.pipeline(transaction=False)
         prune(self.scripts, pipe, self.keys.job_shards(job), view.empty, view.seen_at,
               view.marks)
+        self.pushback.queue_credits(pipe)        # pages fetched since: in this round trip
         now = self.clock()
         start, called = len(pipe), []        # called: (shard, its open domains)
         for shard, domains in sorted(view.domains.items()):
@@ -131,15 +144,12 @@ class ThrottledQueues:
                     result.blacklisted.append(domain)
                     continue
                 hits, ip_hits, window = self.limits(domain, (min_interval or {}).get(domain))
-                wanted = (per_domain(domain, ip_hits, window) if callable(per_domain)
-                          else per_domain)
+                wanted = (per_domain(domain, *self.pushback.scaled(domain, ip_hits, window))
+                          if callable(per_domain) else per_domain)
                 args += [domain, hits, ip_hits, int(window * 1000), wanted]
                 open_domains.append(domain)
             if open_domains:
-                self.scripts.run("throttle_take", [self.keys.leases(shard),
-                                                   self.keys.job_domains(job, shard),
-                                                   self.keys.lease_owners(shard),
-                                                   self.keys.throttle(shard)], args, pipe=pipe)
+                self.scripts.run("throttle_take", self._take_keys(job, shard), args, pipe=pipe)
             else:         # nothing to take there (yet): only whether domains came
                 pipe.smembers(self.keys.job_domains(job, shard))
             called.append((shard, open_domains))
@@ -149,12 +159,20 @@ class ThrottledQueues:
         result.view = JobView(dict.fromkeys(sorted(marks), ()), seen_at=now, marks=marks)
         for (shard, open_domains), reply in zip(called, replies[start:], strict=True):
             domains_now, *per = reply if open_domains else [reply]
+            if open_domains:
+                *per, factors = per
+                self.pushback.factors_read(open_domains, factors)
             self._collect(result, open_domains, per)
             if shard in result.view.domains:
                 result.view.domains[shard] = sorted(domains_now)
                 if not domains_now:
                     result.view.empty.append(shard)
         return result
+
+    def _take_keys(self, job: str, shard: int) -> list[str]:
+        return [self.keys.leases(shard), self.keys.job_domains(job, shard),
+                self.keys.lease_owners(shard), self.keys.throttle(shard),
+                self.keys.pushback(shard)]
 
     @staticmethod
     def _collect(result: TakeResult, domains: list[str], replies: list[Any]) -> None:
@@ -194,17 +212,19 @@ class ThrottledQueues:
             min_interval: float | None = None) -> float:
         """Count one request to ``domain`` made outside the queues (a rendering browser's
         own: a page's scripts, styles, XHR) in both windows, if they have room: 0.0.
-        Else nothing is counted and the reply is the seconds to wait before asking again;
-        a blacklisted domain's is -1.0, never."""
+        Else nothing is counted and the reply is the seconds to wait before asking again
+        (a domain paused by pushback: until its pause ends); a blacklisted domain's is
+        -1.0, never."""
         if self.site_config.is_blacklisted(domain):
             return -1.0
         shard, now = self.keys.shard_of(domain), self.clock()
         hits, ip_hits, window = self.limits(domain, min_interval)
         reply = self.scripts.run(
-            "throttle_take", [self.keys.leases(shard), self.keys.job_domains(job, shard),
-                              self.keys.lease_owners(shard), self.keys.throttle(shard)],
+            "throttle_take", self._take_keys(job, shard),
             [repr(now), repr(now), self.keys.queue_template(shard), job, spider_type, ip,
-             domain, hits, ip_hits, int(window * 1000), -1])[1]
+             domain, hits, ip_hits, int(window * 1000), -1])
+        self.pushback.factors_read([domain], reply[2])
+        reply = reply[1]
         if not isinstance(reply, str):
             return 0.0
         # A window full for less than a millisecond more says "wait:0.000": still a wait,

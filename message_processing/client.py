@@ -174,8 +174,10 @@ def describe(reply: Message | None) -> str:
                 f"{reply['total_domains']} domains; done {reply.get('done', 0)}, failed "
                 f"{reply.get('failed', 0)}{', stopped' if reply.get('stopped') else ''}")
         found = (reply.get("links") or {}).get("found")
+        pushback = pushback_note(reply.get("pushback") or {}, shown=5).strip()
         return (line + ("\n" + describe_links(reply["links"]) if found else "")
-                + describe_render(reply.get("render") or {}))
+                + describe_render(reply.get("render") or {})
+                + ("\n" + pushback if pushback else ""))
     if action == "schedule":
         return describe_schedule(reply)
     if action in ("pause", "resume"):
@@ -251,7 +253,7 @@ def watch(client: RequestClient, request: Message, every: float = 2.0,
         line = (f"crawl {reply.get('crawlid')}: pending {reply['total_pending']}  done "
                 f"{reply.get('done', 0)}  failed {reply.get('failed', 0)}  "
                 f"{rate:.0f} pages/min  links {links.get('found', 0)}, "
-                f"{links.get('new', 0)} new")
+                f"{links.get('new', 0)} new{pushback_note(reply.get('pushback') or {})}")
         if as_json:
             print(json.dumps(reply, sort_keys=True), file=out, flush=True)
         else:
@@ -262,3 +264,14 @@ def watch(client: RequestClient, request: Message, every: float = 2.0,
                 print("\n" + describe_links(links), file=out, flush=True)
             return 0
         time.sleep(every)
+
+
+def pushback_note(pushback: dict[str, dict[str, Any]], shown: int = 2) -> str:
+    """The domains pushing back most, for ``watch``'s line: "  pushback site x0.35
+    paused 12s (429, 7)"."""
+    worst = sorted(pushback.items(), key=lambda item: (item[1]["factor"], item[0]))[:shown]
+    notes = [f"{domain} x{state['factor']:.2f}"
+             + (f" paused {state['paused_for']:.0f}s" if state["paused_for"] > 0 else "")
+             + f" ({state['reason']}, {state['pushbacks']})" for domain, state in worst]
+    more = f" +{len(pushback) - shown}" if len(pushback) > shown else ""
+    return f"  pushback {', '.join(notes)}{more}" if notes else ""

@@ -116,6 +116,34 @@ CRAWLCLUSTER_THROTTLE_WINDOW = 10.0
 CRAWLCLUSTER_LEASE_SECONDS = 300.0
 # Times a failing URL is retried before it is recorded as failed for good.
 CRAWLCLUSTER_MAX_RETRIES = 3
+# Pushback (docs/operations.md): at a 429 or 503 (or a burst of 403s, or a block page) a
+# domain's rate factor (the share of its limit the whole cluster may use) is multiplied
+# by this, at most once per window of its limit.
+CRAWLCLUSTER_PUSHBACK_DECREASE = 0.7
+# The least rate factor pushback leaves a domain (share of its configured limit).
+CRAWLCLUSTER_PUSHBACK_FLOOR = 0.02
+# Each page fetched without pushback raises a domain's rate factor by this share of the
+# factor its last decrease left (about 1 / this many pages regain a decrease), up to 1.
+CRAWLCLUSTER_PUSHBACK_INCREASE = 0.01
+# Seconds the whole cluster pauses a domain after a 429/503 without a Retry-After.
+CRAWLCLUSTER_PUSHBACK_PAUSE = 5.0
+# The longest pause (s) a Retry-After may ask for; a longer one is cut to this.
+CRAWLCLUSTER_PUSHBACK_MAX_PAUSE = 600.0
+# Seconds a domain's pushback state is kept after its last pushback or success.
+CRAWLCLUSTER_PUSHBACK_TTL = 3600.0
+# This many 403s from one domain within CRAWLCLUSTER_PUSHBACK_403_WINDOW seconds are
+# pushback too (a site that blocks instead of answering 429); 0 turns that off.
+CRAWLCLUSTER_PUSHBACK_403_COUNT = 5
+# Seconds within which CRAWLCLUSTER_PUSHBACK_403_COUNT 403s of one domain are pushback.
+CRAWLCLUSTER_PUSHBACK_403_WINDOW = 10.0
+# Regular expressions that mark a block page (searched in the first 16 KiB of an HTML
+# body): a page matching one is pushback, not content. An empty list turns that off.
+CRAWLCLUSTER_PUSHBACK_BLOCK_MARKERS = [
+    r"(?i)you have been blocked",
+    r"(?i)<title>[^<]{0,80}captcha",
+    r"(?i)<title>[^<]{0,80}access denied",
+    r"(?i)<title>[^<]{0,80}attention required",
+]
 # Seconds without a heartbeat after which a job is dead: its queues go back to the pools and
 # its leased tasks are re-issued at once.
 CRAWLCLUSTER_JOB_HEARTBEAT_TTL = 30.0
@@ -335,6 +363,9 @@ CRAWLCLUSTER_LOG_LEVEL = "INFO"
 CLUSTER_COMPONENTS: dict[str, dict[str, int | None]] = {
     "DOWNLOADER_MIDDLEWARES": {
         "crawler.middlewares.TaskStatusMiddleware": 50,
+        # 429/503/Retry-After, 403 bursts, block pages: the cluster slows down for the site
+        # (after decompression at 590, before a browser would render the refusal)
+        "crawler.pushback.PushbackMiddleware": 587,
         "crawler.middlewares.NotModifiedMiddleware": 55,
         "crawler.middlewares.StatusCounterMiddleware": 950,
         "crawler.middlewares.PrivateAddressGuardMiddleware": 60,

@@ -6,6 +6,7 @@ import os
 import subprocess
 import time
 from collections.abc import Iterable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Self
 
@@ -35,9 +36,33 @@ http {{
     scgi_temp_path {run}/tmp/scgi;
     keepalive_requests 100000;
 {compression}
+{rate_zones}
 {servers}
 }}
 """
+
+
+@dataclass(frozen=True)
+class RateLimit:
+    """A host's own rate limiter, as a site behind nginx's ``limit_req`` has one: above
+    ``rate`` requests a second (plus a burst of ``burst``) it answers 429, with
+    ``Retry-After`` when ``retry_after`` is set. robots.txt is not limited."""
+
+    rate: float
+    burst: int = 0
+    retry_after: int | None = None
+
+    def zone(self, name: str) -> str:
+        per_minute = max(1, round(self.rate * 60))
+        return f"    limit_req_zone $server_addr zone={name}:1m rate={per_minute}r/m;"
+
+    def directives(self, name: str) -> str:
+        header = (f"add_header Retry-After {self.retry_after} always; "
+                  if self.retry_after is not None else "")
+        return (f"location / {{ limit_req zone={name} burst={self.burst} nodelay; "
+                f"limit_req_status 429; error_page 429 @limited; }} "
+                f"location @limited {{ {header}return 429 'Too Many Requests'; }} "
+                f"location = /robots.txt {{ }}")
 
 
 _NGINX_GZIP = ("    gzip on; gzip_min_length 0; "
@@ -52,8 +77,10 @@ class StaticSite:
     """
 
     def __init__(self, www: str | Path, hosts: Iterable[str], port: int, run_dir: str | Path,
-                 locations: dict[str, list[str]] | None = None, compress: bool = False) -> None:
+                 locations: dict[str, list[str]] | None = None, compress: bool = False,
+                 rate_limits: dict[str, RateLimit] | None = None) -> None:
         self.www = Path(www)
+        self.rate_limits = rate_limits or {}     # host -> its limiter (429 above a rate)
         self.compress = compress                 # gzip, as most sites serve pages
         self.hosts = list(hosts)
         self.locations = locations or {}         # host -> extra nginx location blocks
@@ -79,14 +106,18 @@ class StaticSite:
         return self
 
     def _config(self) -> str:
+        zones = {host: f"limited{n}" for n, host in enumerate(self.rate_limits)}
         servers = "\n".join(
             f"    server {{ listen {host}:{self.port}; root {self.www / host}; "
-            f"{' '.join(self.locations.get(host, ()))} }}"
+            f"{' '.join(self.locations.get(host, ()))} "
+            f"{self.rate_limits[host].directives(zones[host]) if host in zones else ''} }}"
             for host in self.hosts)
         user = "user root;" if os.geteuid() == 0 else ""
         compression = _NGINX_GZIP if self.compress else ""
+        rate_zones = "\n".join(limit.zone(zones[host])
+                                for host, limit in self.rate_limits.items())
         return _NGINX_CONF.format(user=user, run=self.run_dir, servers=servers,
-                                  compression=compression)
+                                  compression=compression, rate_zones=rate_zones)
 
     def stop(self) -> None:
         if self.process and self.process.poll() is None:

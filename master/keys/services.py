@@ -70,6 +70,16 @@ class ServiceKeys(KeySpace):
         """
         return f"{self.prefix}:counter:throttle_refusals"
 
+    def pushback_counts(self) -> str:
+        """zset domain -> pushbacks it gave (429, 503, 403 bursts, block pages) since the
+        key was made, and member ``*`` -> their sum (its own slot: no hash tag); kept to
+        the ``PUSHBACK_DOMAINS_COUNTED`` domains with the most.
+
+        Written by: spiders (`PushbackStore.report`, with the report)
+        Read by: the exporter (the most pushed-back domains), the Status page
+        """
+        return f"{self.prefix}:counter:pushbacks"
+
     def dispatched_by_job(self) -> str:
         """hash job -> tasks the dispatchers moved into its queues while it lived.
 

@@ -128,3 +128,18 @@ class ShardKeys(KeySpace):
         Read by: `dispatch.lua` (only the holder dispatches)
         """
         return f"{self.shard_tag(shard)}:owner"
+
+    def pushback(self, shard: int) -> str:
+        """hash domain -> JSON of the domain's pushback state (docs/operations.md): its
+        rate factor (the share of its configured limit the throttle allows now), the
+        factor the last decrease left, when its pause ends, its pushbacks, the reason
+        and time of the last, when it last changed. A field goes once the factor is back
+        to 1 and the pause is over; the hash expires ``CRAWLCLUSTER_PUSHBACK_TTL`` after
+        its last change, and a field unchanged that long is ignored and removed.
+
+        Written by: `pushback_report.lua` (a 429/503, a 403 burst, a block page),
+        `pushback_credit.lua` (pages fetched), `throttle_take.lua` (stale fields)
+        Read by: `throttle_take.lua` (pause and factor), `PushbackStore.states` (info,
+        watch, the UI, metrics)
+        """
+        return f"{self.shard_tag(shard)}:pushback"

@@ -12,6 +12,9 @@
 -- KEYS[2]  the job's domains in the shard (set)
 -- KEYS[3]  the shard's lease owners (hash task JSON -> job)
 -- KEYS[4]  the shard's throttle windows (hash, Keys.throttle)
+-- KEYS[5]  the shard's pushback states (hash domain -> JSON, Keys.pushback), optional: a
+--          paused domain answers "wait:<seconds to its pause's end>"; a domain's rate
+--          factor scales both its limits (fewer hits, or one hit in a longer window)
 -- ARGV[1]  now (seconds)
 -- ARGV[2]  lease expiry time
 -- ARGV[3]  queue key template, string.format(template, job, domain)
@@ -23,7 +26,8 @@
 --          (-1: no task, one hit made outside the queues, a browser's own request)
 -- Returns: {the job's domains in the shard now, then per domain named: a list of task
 -- JSON; or "wait:<seconds>" while a window is full; or 0 if the queue is empty; or 1
--- for a hit recorded}
+-- for a hit recorded; then, with KEYS[5], a list: domain, rate factor, ... of the domains
+-- named whose factor is below 1}
 local now = tonumber(ARGV[1])
 local SLOTS, SWEEP_EVERY, SWEEP_SLICE = 20, 60, 200
 
@@ -88,6 +92,35 @@ local function record(slots, hits)
   return string.format('%.17g|%d|', slots.length, slots.first) .. table.concat(slots.counts, ',')
 end
 
+-- (hits, window) of a limit at ``factor`` of its rate: fewer hits in the window while at
+-- least 2 are left, else one hit in a window as much longer as the rate is lower.
+local function scaled(hits, window_s, factor)
+  if factor >= 1 or hits <= 0 then return hits, window_s end
+  local rate = hits * factor
+  if rate >= 2 then return math.floor(rate), window_s end
+  return 1, window_s / rate
+end
+
+-- Pushback state of the domains named (KEYS[5]): domain -> {factor, until}; states past
+-- their expiry are dropped.
+local pushback = {}
+if KEYS[5] then
+  local names = {}
+  for i = 7, #ARGV, 5 do names[#names + 1] = ARGV[i] end
+  local states, stale = redis.call('HMGET', KEYS[5], unpack(names)), {}
+  for n, value in ipairs(states) do
+    if value then
+      local state = cjson.decode(value)
+      if (tonumber(state.expires_at) or 0) > now then
+        pushback[names[n]] = state
+      else
+        stale[#stale + 1] = names[n]
+      end
+    end
+  end
+  if #stale > 0 then redis.call('HDEL', KEYS[5], unpack(stale)) end
+end
+
 -- Read every window named, and the sweep's state, in one command.
 local domains, fields = {}, {'~swept', '~cursor', '~window'}
 for i = 7, #ARGV, 5 do
@@ -108,12 +141,18 @@ for n, field in ipairs(fields) do current[field] = values[n] end
 local written, longest = {}, 0            -- windows to write back: field -> value
 local function take(domain)
   local queue = string.format(ARGV[3], ARGV[4], domain.name)
-  local window_s = domain.window_s
-  longest = math.max(longest, window_s)
+  local state = pushback[domain.name]
+  if state and state['until'] > now then
+    return 'wait:' .. string.format('%.3f', state['until'] - now)
+  end
+  local factor = state and state.factor or 1
+  local hits, window_s = scaled(domain.hits, domain.window_s, factor)
+  local ip_hits, ip_window_s = scaled(domain.ip_hits, domain.window_s, factor)
+  longest = math.max(longest, window_s, ip_window_s)
   local type_slots, type_used = inside(current[domain.by_type], window_s)
-  local ip_slots, ip_used = inside(current[domain.by_ip], window_s)
-  local type_room, type_wait = room(type_slots, type_used, domain.hits, window_s)
-  local ip_room, ip_wait = room(ip_slots, ip_used, domain.ip_hits, window_s)
+  local ip_slots, ip_used = inside(current[domain.by_ip], ip_window_s)
+  local type_room, type_wait = room(type_slots, type_used, hits, window_s)
+  local ip_room, ip_wait = room(ip_slots, ip_used, ip_hits, ip_window_s)
   -- both windows, with ``hits`` more made now, to be written back
   local function add_hits(hits)
     written[#written + 1] = domain.by_type
@@ -187,4 +226,14 @@ if sweep_due or grew then
   redis.call('PEXPIRE', KEYS[4], math.ceil((SWEEP_EVERY + longest) * 1000))
 end
 table.insert(replies, 1, redis.call('SMEMBERS', KEYS[2]))
+if KEYS[5] then
+  local factors = {}
+  for domain, state in pairs(pushback) do
+    if state.factor < 1 then
+      factors[#factors + 1] = domain
+      factors[#factors + 1] = tostring(state.factor)
+    end
+  end
+  replies[#replies + 1] = factors
+end
 return replies

@@ -23,6 +23,7 @@ from master.counters import WindowCounts
 from master.crawls import CrawlStore
 from master.frontier import Frontier
 from master.keys import Keys
+from master.pushback import PushbackStore
 from master.registry import Heartbeats, JobRegistry
 from message_processing.delivery import DeliveryFailed
 from message_processing.firehose import FirehoseResender
@@ -52,6 +53,7 @@ class Context:
         self.registry = JobRegistry.from_settings(redis, settings)
         self.heartbeats = Heartbeats.from_settings(redis, settings)
         self.worklist = WorkList.from_settings(redis, settings)
+        self.pushback = PushbackStore.from_settings(redis, settings)
         self._zookeeper_factory = zookeeper_factory
         self._zookeeper: Any = None
         self._mongo: Any = None

@@ -292,3 +292,30 @@ def test_a_scrape_costs_redis_under_5_ms_with_1000_domains_queued(redis, test_se
     top = test_settings.getint("CRAWLCLUSTER_METRICS_TOP_DOMAINS")
     assert len(refused) == top + 1 and refused["other"] == 5 * (1000 - top)
     assert cost < 5.0
+
+
+def test_pushback_metrics_show_the_top_domains_and_the_rest_as_other(redis, test_settings):
+    """Domains pushing back: counts, rate factors and pauses left, for the most pushed
+    back and the rest as ``other`` (the series stay bounded)."""
+    from prometheus_client import generate_latest
+
+    from master.pushback import PushbackStore
+
+    store = PushbackStore.from_settings(redis, test_settings)
+    top = test_settings.getint("CRAWLCLUSTER_METRICS_TOP_DOMAINS")
+    domains = [f"site{n}.example" for n in range(top + 10)]
+    for n, domain in enumerate(domains):
+        for _ in range(1 + (n < top)):       # the first ``top`` twice, the rest once
+            store.report(domain, "429", retry_after=60.0 if n == 0 else 0.0, window=0.0)
+    samples = {}
+    text = generate_latest(cluster_registry(redis, test_settings)).decode()
+    for family in text_string_to_metric_families(text):
+        for sample in family.samples:
+            samples[(sample.name, tuple(sorted(sample.labels.items())))] = sample.value
+    counts = by_label(samples, "crawlcluster_pushbacks_total", "domain")
+    assert len(counts) == top + 1 and counts["other"] == 10 and counts["site0.example"] == 2
+    factors = by_label(samples, "crawlcluster_pushback_rate_factor", "domain")
+    assert len(factors) == top + 1 and factors["site0.example"] == pytest.approx(0.49)
+    assert factors["other"] == pytest.approx(0.7)
+    paused = by_label(samples, "crawlcluster_pushback_paused_seconds", "domain")
+    assert 55 < paused["site0.example"] <= 60 and paused["site1.example"] == 0

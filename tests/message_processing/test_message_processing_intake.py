@@ -15,6 +15,7 @@ from master.counters import WindowCounts
 from master.crawls import CrawlStore
 from master.frontier import Frontier
 from master.keys import Keys
+from master.pushback import PushbackStore
 from message_processing.delivery import DeliveryFailed
 from settings.clients import kafka_consumer, kafka_producer
 from tests.message_processing.samples import MALFORMED, MAX_BYTES, crawl, valid
@@ -264,7 +265,7 @@ def run_cli(settings, *args, timeout=60):
 
 
 def test_cli_client_submit_info_config_stats_pause_resume_watch_stop(test_settings, roles,
-                                                                    tmp_path):
+                                                                    redis, tmp_path):
     roles("preprocess")
     roles("monitor")
     requests = tmp_path / "requests.jsonl"
@@ -280,7 +281,14 @@ def test_cli_client_submit_info_config_stats_pause_resume_watch_stop(test_settin
     info = run_cli(test_settings, "info", "--crawlid", "c1")
     assert info.stdout.strip() == ("crawl c1: 1 pending over 1 domains; done 0, failed 0"), info
     raw = json.loads(run_cli(test_settings, "info", "--crawlid", "c1", "--json").stdout)
-    assert raw["domains"] == {"site1.com": {"total": 1}}
+    assert raw["domains"] == {"site1.com": {"total": 1}} and raw["pushback"] == {}
+    # the site pushes back: info and watch show its rate factor and its pause
+    PushbackStore.from_settings(redis, test_settings).report("site1.com", "429", 300.0, 1.0)
+    info = run_cli(test_settings, "info", "--crawlid", "c1")
+    line = info.stdout.splitlines()[1]
+    assert line.startswith("pushback site1.com x0.70 paused ") and line.endswith("(429, 1)")
+    raw = json.loads(run_cli(test_settings, "info", "--crawlid", "c1", "--json").stdout)
+    assert raw["pushback"]["site1.com"]["pushbacks"] == 1
     config = run_cli(test_settings, "config", "rate", "site1.com", "--hits", "3")
     assert config.returncode == 0 and "rate site1.com: done" in config.stdout
     stats = json.loads(run_cli(test_settings, "stats", "queue", "--json").stdout)
@@ -327,6 +335,7 @@ def test_cli_client_submit_info_config_stats_pause_resume_watch_stop(test_settin
     _, progress = watcher.communicate(timeout=30)
     assert watcher.returncode == 0
     assert "crawl c1: pending 1  done 0  failed 0" in progress
+    assert "pushback site1.com x0.70 paused" in progress
     assert "crawl c1: pending 0" in progress
     assert "links: 0 found, 0 new, 0 seen before, 0 refused" in progress   # a seed only
 

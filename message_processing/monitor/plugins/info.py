@@ -6,8 +6,11 @@ domain_max_pages, scheme, url_length, invalid), and its rendering: ``render: {re
 needed, patterns_learnt, patterns_rendered, looks_scripted}`` (``master.crawls.render_counts``).
 Without a crawl id (scrapy-cluster only) every crawl of the app is reported. A crawl
 retired from Redis (``CRAWLCLUSTER_CRAWL_RETENTION`` after it ended) is answered from
-its MongoDB crawl record, with ``retired: true``."""
+its MongoDB crawl record, with ``retired: true``. ``pushback`` gives the crawl's pending
+domains that are pushing back now: ``{domain: {factor, paused_for, pushbacks, reason,
+...}}`` (master/pushback.py)."""
 
+import time
 from typing import Any
 
 from message_processing.monitor.plugins import MonitorPlugin
@@ -38,6 +41,9 @@ class InfoPlugin(MonitorPlugin):
                 return retired_info(record)
         progress = self.context.crawls.progress(crawlid)
         counts = progress["counts"]
+        now = time.time()
+        pushback = {domain: state.as_json(now) for domain, state in
+                    self.context.pushback.states_of(sorted(progress["pending"])).items()}
         return {
             "total_pending": progress["total_pending"],
             "total_domains": len(progress["pending"]),
@@ -52,6 +58,7 @@ class InfoPlugin(MonitorPlugin):
             "parked": progress["parked"],
             "links": progress["links"],
             "render": progress["render"],
+            "pushback": pushback,
             "known": known,
         }
 

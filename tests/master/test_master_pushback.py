@@ -1,0 +1,158 @@
+"""Pushback state against a real Redis, in driven time: the take refuses a paused domain
+and scales its limits by the factor; reports lower the factor, pages raise it."""
+
+import json
+from datetime import datetime, timezone
+from email.utils import format_datetime
+
+import pytest
+
+from master.keys import Keys
+from master.pushback import PushbackPolicy, PushbackStore, retry_after_seconds
+from master.siteconfig import SiteConfig
+from master.throttle import ThrottledQueues
+from tests.master.test_master_throttle import fill_queue
+
+START = 1_800_000_000.0
+POLICY = PushbackPolicy(decrease=0.5, floor=0.05, increase=0.1, pause=5.0, max_pause=60.0,
+                        ttl=600.0)
+
+
+class Clock:
+    def __init__(self) -> None:
+        self.now = START
+
+    def __call__(self) -> float:
+        return self.now
+
+
+@pytest.fixture
+def setup(redis, test_settings):
+    clock, keys = Clock(), Keys.from_settings(test_settings)
+    store = PushbackStore(redis, keys, POLICY, clock=clock)
+    queues = ThrottledQueues(redis, keys, SiteConfig(10, 1.0), clock=clock, pushback=store)
+    return clock, keys, store, queues
+
+
+def takes_in(queues, clock, seconds, step=0.01, domain="example.com"):
+    """Tasks of ``domain`` taken by a take every ``step`` s for ``seconds`` s."""
+    taken = 0
+    for _ in range(round(seconds / step)):
+        taken += sum(1 for name, _ in queues.take("job", "universal", "10.0.0.1").tasks
+                     if name == domain)
+        clock.now += step
+    return taken
+
+
+def test_a_paused_domain_is_refused_until_its_pause_ends(redis, setup):
+    clock, keys, store, queues = setup
+    fill_queue(redis, keys, "job", "example.com", 50)
+    store.report("example.com", "429", retry_after=12.0, window=1.0)
+    clock.now += 2
+    refused = queues.take("job", "universal", "10.0.0.1")
+    assert not refused.tasks and refused.wait == pytest.approx(10.0)
+    assert queues.hit("job", "universal", "10.0.0.1", "example.com") == pytest.approx(10.0)
+    clock.now += 9.99
+    assert not queues.take("job", "universal", "10.0.0.1").tasks
+    clock.now += 0.02
+    assert queues.take("job", "universal", "10.0.0.1").tasks
+
+
+def test_a_pause_is_capped_and_defaults_without_retry_after(redis, setup):
+    _clock, _keys, store, _ = setup
+    assert store.report("a.com", "429", retry_after=3600.0, window=1.0).paused_until \
+        == pytest.approx(START + 60.0)            # max_pause
+    assert store.report("b.com", "503", retry_after=None, window=1.0).paused_until \
+        == pytest.approx(START + 5.0)             # the default pause
+    # A shorter pause asked later does not cut a longer one short.
+    assert store.report("a.com", "429", retry_after=1.0, window=1.0).paused_until \
+        == pytest.approx(START + 60.0)
+
+
+def test_the_factor_decreases_once_a_window_and_never_below_the_floor(setup):
+    clock, _, store, _ = setup
+    assert store.report("example.com", "429", None, window=2.0).factor == 0.5
+    clock.now += 1.0                       # the answers to requests already out: no more
+    assert store.report("example.com", "429", None, window=2.0).factor == 0.5
+    clock.now += 1.0
+    assert store.report("example.com", "429", None, window=2.0).factor == 0.25
+    for _ in range(10):
+        clock.now += 2.0
+        state = store.report("example.com", "429", None, window=2.0)
+    assert state.factor == 0.05 and state.pushbacks == 13
+
+
+def test_pages_raise_the_factor_additively_and_the_state_goes_at_one(redis, setup):
+    _clock, keys, store, queues = setup
+    store.report("example.com", "429", retry_after=0.0, window=1.0)     # factor 0.5
+    shard_key = keys.pushback(keys.shard_of("example.com"))
+    store.credit("example.com", 4)        # each page: + 0.1 x 0.5
+    store.credit("other.org", 3)          # no state: nothing to raise, nothing written
+    queues.take("job", "universal", "10.0.0.1")   # the credits go with the take
+    assert json.loads(redis.hget(shard_key, "example.com"))["factor"] == pytest.approx(0.7)
+    assert redis.hget(keys.pushback(keys.shard_of("other.org")), "other.org") is None
+    store.credit("example.com", 6)
+    queues.take("job", "universal", "10.0.0.1")
+    assert redis.hget(shard_key, "example.com") is None       # back at 1, not paused
+    assert not store.credits
+
+
+def test_the_factor_scales_the_limit(redis, setup):
+    """10 a second: 5 a second at 0.5; at 0.05 one every 2 s (one hit, a longer window)."""
+    clock, keys, store, queues = setup
+    fill_queue(redis, keys, "job", "example.com", 400)
+    assert takes_in(queues, clock, 10.0) in range(95, 101)
+    clock.now += 5
+    store.report("example.com", "429", retry_after=0.0, window=1.0)
+    assert takes_in(queues, clock, 10.0) in range(45, 51)
+    for _ in range(4):
+        clock.now += 1.0
+        store.report("example.com", "429", retry_after=0.0, window=0.5)
+    assert store.states()[0].factor == 0.05
+    clock.now += 5
+    assert takes_in(queues, clock, 20.0) in range(9, 12)
+
+
+def test_other_domains_keep_their_rate(redis, setup):
+    clock, keys, store, queues = setup
+    fill_queue(redis, keys, "job", "example.com", 200)
+    fill_queue(redis, keys, "job", "other.org", 200)
+    store.report("example.com", "429", retry_after=30.0, window=1.0)
+    assert takes_in(queues, clock, 5.0, domain="other.org") in range(45, 51)
+
+
+def test_a_state_past_its_ttl_is_ignored_and_removed(redis, setup):
+    clock, keys, store, queues = setup
+    fill_queue(redis, keys, "job", "example.com", 100)
+    store.report("example.com", "429", retry_after=0.0, window=1.0)
+    key = keys.pushback(keys.shard_of("example.com"))
+    assert 0 < redis.pttl(key) <= 600_000
+    clock.now += 601
+    assert takes_in(queues, clock, 1.0) in range(9, 11)     # the full rate again
+    assert redis.hget(key, "example.com") is None
+    assert store.states() == []
+
+
+def test_states_list_every_domain_pushed_back(setup):
+    clock, _, store, _ = setup
+    store.report("a.com", "429", 10.0, window=1.0)
+    clock.now += 1
+    store.report("b.com", "503", None, window=1.0)
+    store.report("b.com", "503", None, window=1.0)
+    states = store.states()
+    assert [(s.domain, s.pushbacks, s.reason) for s in states] == [("b.com", 2, "503"),
+                                                                  ("a.com", 1, "429")]
+    assert states[1].as_json(clock.now)["paused_for"] == pytest.approx(9.0)
+
+
+def test_retry_after_reads_seconds_and_http_dates():
+    now = START
+    assert retry_after_seconds("120", now) == 120.0
+    assert retry_after_seconds(b" 3 ", now) == 3.0
+    date = format_datetime(datetime.fromtimestamp(now + 30, timezone.utc), usegmt=True)
+    assert retry_after_seconds(date, now) == pytest.approx(30.0)
+    past = format_datetime(datetime.fromtimestamp(now - 30, timezone.utc), usegmt=True)
+    assert retry_after_seconds(past, now) == 0.0
+    assert retry_after_seconds("soon", now) is None
+    assert retry_after_seconds("-5", now) is None
+    assert retry_after_seconds(None, now) is None
