@@ -5,17 +5,18 @@ In the project's settings::
     ADDONS = {"crawler.addon.ClusterAddon": 0}
 
 sets ``SCHEDULER`` to the cluster's scheduler (over a scrapy-redis line left in the
-project), adds the middlewares that report each task's outcome and mark a page's
-requests with their task, the process's guards, and Scrapy's decompression without its
-charset guess on compressed bytes (``settings.defaults.CLUSTER_COMPONENTS``),
-and reads the ``CRAWLCLUSTER_*`` settings from the environment and the settings file as
-every role does (a value the project sets itself wins). A scrapy-redis project's Redis
-address (``REDIS_URL``, or ``REDIS_HOST``/``REDIS_PORT``) names the cluster's Redis
-unless the environment names one. The project's own pipelines, middlewares and settings
-run as under plain Scrapy; Scrapy's retries are left to the cluster, which retries a
-failed task on another job. What becomes of each scrapy-redis setting the project sets
-is logged as the crawler starts (``SCRAPY_REDIS_SETTINGS``, docs/migrating.md): a line
-each, a warning for those the cluster does not use.
+project) and ``DOWNLOADER`` to Scrapy's with the throttle's send-by check, adds the
+middlewares that report each task's outcome and mark a page's requests with their task,
+the process's guards, and Scrapy's decompression without its charset guess on compressed
+bytes (``settings.defaults.CLUSTER_COMPONENTS``), and reads the ``CRAWLCLUSTER_*``
+settings from the environment and the settings file as every role does (a value the
+project sets itself wins). A scrapy-redis project's Redis address (``REDIS_URL``, or
+``REDIS_HOST``/``REDIS_PORT``) names the cluster's Redis unless the environment names
+one. The project's own pipelines, middlewares and settings run as under plain Scrapy;
+Scrapy's retries are left to the cluster, which retries a failed task on another job.
+What becomes of each scrapy-redis setting the project sets is logged as the crawler
+starts (``SCRAPY_REDIS_SETTINGS``, docs/migrating.md): a line each, a warning for those
+the cluster does not use.
 """
 
 import logging
@@ -30,6 +31,8 @@ from settings.loader import load_settings
 logger = logging.getLogger(__name__)
 
 SCHEDULER = "crawler.scheduler.ClusterScheduler"
+# Scrapy's downloader, checking a slow domain's throttle token as its request is sent.
+DOWNLOADER = "crawler.token_deadlines.DeadlineDownloader"
 
 # scrapy-redis's settings: (honoured?, what the cluster does with it)
 SCRAPY_REDIS_SETTINGS = {
@@ -72,6 +75,7 @@ class ClusterAddon:
             logger.log(logging.INFO if honoured else logging.WARNING,
                        "scrapy-redis setting %s", line)
         settings.set("SCHEDULER", SCHEDULER, priority="project")
+        settings.set("DOWNLOADER", DOWNLOADER, priority="project")
         for name, components in CLUSTER_COMPONENTS.items():
             for component, order in components.items():
                 settings.set_in_component_priority_dict(name, load_object(component), order)

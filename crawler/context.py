@@ -74,8 +74,9 @@ class JobContext:
         self.scripts = scripts = LuaScripts(self.redis)
         self.site_config = SiteConfig.from_settings(settings, self.zookeeper).start()
         self.frontier = Frontier.from_settings(self.redis, settings, scripts=scripts)
-        self.queues = ThrottledQueues.from_settings(self.redis, settings, self.site_config,
-                                                    scripts=scripts)
+        self.queues = ThrottledQueues.from_settings(
+            self.redis, settings, self.site_config, scripts=scripts,
+            send_grace=settings.getfloat("CRAWLCLUSTER_SCHEDULER_TICK"))
         self.registry = JobRegistry.from_settings(self.redis, settings, scripts=scripts)
         self.bloom = AgingBloomFilter.from_settings(self.redis, settings)
         self.crawls = CrawlStore.from_settings(self.redis, settings)

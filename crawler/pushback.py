@@ -21,6 +21,7 @@ from collections import deque
 from typing import Any
 
 from cachetools import TTLCache
+from redis import RedisError
 from scrapy import Request
 from scrapy.crawler import Crawler
 from scrapy.exceptions import IgnoreRequest
@@ -87,17 +88,11 @@ class PushbackMiddleware(ClusterComponent):
         info = request.meta.get("crawlcluster")
         domain = info["task"]["domain"] if info else domain_of(request.url)
         reason = self.reason(domain, response)
-        queues = self.context.queues
         if reason is None:
             if response.status < 400:
-                queues.pushback.credit(domain)
+                self.context.queues.pushback.credit(domain)
             return response
-        retry_after = retry_after_seconds(response.headers.get("Retry-After"), time.time())
-        window = queues.limit(domain, self.context.crawl_delays.get(domain))[1]
-        state = queues.pushback.report(domain, reason, retry_after, window)
-        logger.info("pushback from %s (%s, Retry-After %s): rate factor %.3f, paused %.1f s",
-                    domain, reason, retry_after, state.factor,
-                    max(state.paused_until - time.time(), 0.0))
+        self.report(domain, reason, response)
         self.stats.inc_value("crawlcluster/pushback/count")
         self.stats.inc_value(f"crawlcluster/pushback/reason/{reason}")
         self.crawler.signals.send_catch_log(pushback_received, request=request,
@@ -108,6 +103,22 @@ class PushbackMiddleware(ClusterComponent):
         self.context.tracker.fail(info["member"], outcome, f"pushback: {reason}")
         raise IgnoreRequest(f"pushback from {domain} ({reason}): the task goes back to "
                             f"its queue until the site lets it be fetched")
+
+    def report(self, domain: str, reason: str, response: Response) -> None:
+        """Tell the cluster (a Redis that fails leaves the task to go back all the same:
+        the pause is lost, not the page)."""
+        queues = self.context.queues
+        retry_after = retry_after_seconds(response.headers.get("Retry-After"), time.time())
+        window = queues.limit(domain, self.context.crawl_delays.get(domain))[1]
+        try:
+            state = queues.pushback.report(domain, reason, retry_after, window)
+        except RedisError as exc:
+            logger.warning("pushback from %s (%s) not recorded: %s", domain, reason, exc)
+            self.stats.inc_value("crawlcluster/pushback/not_recorded")
+            return
+        logger.info("pushback from %s (%s, Retry-After %s): rate factor %.3f, paused %.1f s",
+                    domain, reason, retry_after, state.factor,
+                    max(state.paused_until - time.time(), 0.0))
 
     def reason(self, domain: str, response: Response) -> str | None:
         """Why the response is pushback ("429", "503", "403 burst", "block page"), or

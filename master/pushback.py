@@ -156,8 +156,10 @@ class PushbackStore:
         return 1, window / rate
 
     def credit(self, domain: str, pages: int = 1) -> None:
-        """Count pages of ``domain`` fetched without pushback (sent with the next take)."""
-        self.credits[domain] += pages
+        """Count pages of ``domain`` fetched without pushback (sent with the next take),
+        if its factor is below 1 as last read: a domain not pushing back costs nothing."""
+        if domain in self.factors:
+            self.credits[domain] += pages
 
     def queue_credits(self, pipe: Any) -> None:
         """Queue the pages counted so far on ``pipe`` (one script call per shard) and

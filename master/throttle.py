@@ -73,12 +73,14 @@ class ThrottledQueues:
 
     def __init__(self, client: RedisClient, keys: Keys, site_config: SiteConfig,
                  lease_seconds: float = 300.0, clock: Clock = time.time,
-                 scripts: LuaScripts | None = None,
+                 scripts: LuaScripts | None = None, send_grace: float = 0.0,
                  pushback: PushbackStore | None = None) -> None:
         self.client = client
         self.keys = keys
         self.site_config = site_config
         self.lease_seconds = lease_seconds
+        # Seconds a slow domain's token stays good after its take (window_ms).
+        self.send_grace = send_grace
         self.clock = clock
         self.scripts = scripts or LuaScripts(client)
         # pushback states are read by every take; this store sends the pages' credits
@@ -146,7 +148,7 @@ class ThrottledQueues:
                 hits, ip_hits, window = self.limits(domain, (min_interval or {}).get(domain))
                 wanted = (per_domain(domain, *self.pushback.scaled(domain, ip_hits, window))
                           if callable(per_domain) else per_domain)
-                args += [domain, hits, ip_hits, int(window * 1000), wanted]
+                args += [domain, hits, ip_hits, self.window_ms(ip_hits, window), wanted]
                 open_domains.append(domain)
             if open_domains:
                 self.scripts.run("throttle_take", self._take_keys(job, shard), args, pipe=pipe)
@@ -222,7 +224,7 @@ class ThrottledQueues:
         reply = self.scripts.run(
             "throttle_take", self._take_keys(job, shard),
             [repr(now), repr(now), self.keys.queue_template(shard), job, spider_type, ip,
-             domain, hits, ip_hits, int(window * 1000), -1])
+             domain, hits, ip_hits, self.window_ms(ip_hits, window), -1])
         self.pushback.factors_read([domain], reply[2])
         reply = reply[1]
         if not isinstance(reply, str):
@@ -230,6 +232,15 @@ class ThrottledQueues:
         # A window full for less than a millisecond more says "wait:0.000": still a wait,
         # or the caller would send a request no window counted.
         return max(float(reply.removeprefix("wait:")), MIN_WAIT)
+
+    def window_ms(self, hits: int, window: float) -> int:
+        """The window the windows count ``hits`` in, in ms: for a slow domain (fewer hits
+        than graces in a window) lengthened by ``send_grace``. Its request may go out up
+        to that long after the take (crawler/token_deadlines.py), so the site sees no
+        more than ``hits`` in any ``window`` of its own."""
+        if self.send_grace and hits * self.send_grace < window:
+            window += self.send_grace
+        return int(window * 1000)
 
     def limits(self, domain: str, min_interval: float | None) -> tuple[int, int, float]:
         """``(hits, hits from one IP, window)`` for a domain (``limit``, and its per-IP

@@ -399,6 +399,8 @@ CLUSTER_COMPONENTS: dict[str, dict[str, int | None]] = {
 SCRAPY = {
     "BOT_NAME": "crawlcluster",
     "SCHEDULER": "crawler.scheduler.ClusterScheduler",
+    # Scrapy's, checking a slow domain's throttle token as its request is sent.
+    "DOWNLOADER": "crawler.token_deadlines.DeadlineDownloader",
     "DOWNLOADER_MIDDLEWARES": {
         **CLUSTER_COMPONENTS["DOWNLOADER_MIDDLEWARES"],
         "crawler.middlewares.RandomUserAgentMiddleware": 400,

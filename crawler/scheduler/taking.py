@@ -14,7 +14,7 @@ from scrapy import Request
 from scrapy.crawler import Crawler
 
 from crawler.context import JobContext
-from crawler.scheduler.slots import space_fetches
+from crawler.scheduler.slots import space_fetches, throttled_slot
 from crawler.scheduler.taskrequest import TaskRequests
 from master.throttle import JobView
 
@@ -84,7 +84,7 @@ class Taker:
         self.view = result.view
         self._note_slow_takes(result.tasks, slow, now)
         for domain, member in result.tasks:
-            self._start(domain, member, slow)
+            self._start(domain, member, slow, now)
         context.tracker.throttled.update(result.throttled)
         if result.wait is not None:      # waiting on a full window is not idle
             self.worked()
@@ -107,20 +107,32 @@ class Taker:
             # machine delays does not land among the next window's.
             if hits < window / self.tick:
                 slow[domain] = window / max(hits, 1)
-                return int(now - self.slow_takes.get(domain, -math.inf) >= slow[domain])
+                return int(now - self.slow_takes.get(domain, -math.inf) >= slow[domain]
+                           and not self._downloading(domain))
             return share
 
         return wanted
 
-    def _start(self, domain: str, member: str, slow: dict[str, float]) -> None:
+    def _downloading(self, domain: str) -> bool:
+        """A slow domain's last request still in its download slot: the next task (and
+        its token) waits for it, or it would wait there past its ``send_by``, take a
+        second token and hold up the one after it in turn."""
+        slot = throttled_slot(self.crawler, domain)
+        return slot is not None and bool(slot.active)
+
+    def _start(self, domain: str, member: str, slow: dict[str, float], taken_at: float) -> None:
         """Hand a taken task's Request to the engine; a slow domain's goes first, through
-        its own spaced download slot."""
+        its own spaced download slot, and must be sent within half a tick of its take or take
+        a hit again (crawler/token_deadlines.py)."""
         request = self.requests.request_for(member)
         if request is None:
             return
         request.meta["crawlcluster"]["urgent"] = domain in slow
         if domain in slow:
             space_fetches(self.crawler, request, domain, slow[domain])
+            # Half the tick by which the windows are lengthened (ThrottledQueues.window_ms):
+            # the other half is for the way from the downloader to the site.
+            request.meta["crawlcluster"]["send_by"] = taken_at + self.tick / 2
         self.worked()
         self.crawler.engine.crawl(request)
 

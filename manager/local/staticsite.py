@@ -26,7 +26,7 @@ http {{
     types {{ text/html html; text/plain txt; application/json json;
              application/javascript js; }}
     default_type application/octet-stream;
-    log_format timed '$msec $server_addr $remote_addr '
+    log_format timed '$msec $request_time $server_addr $remote_addr '
                      '$request_method $request_uri $status "$http_user_agent"';
     access_log {run}/access.log timed;
     client_body_temp_path {run}/tmp/body;
@@ -45,12 +45,14 @@ http {{
 @dataclass(frozen=True)
 class RateLimit:
     """A host's own rate limiter, as a site behind nginx's ``limit_req`` has one: above
-    ``rate`` requests a second (plus a burst of ``burst``) it answers 429, with
-    ``Retry-After`` when ``retry_after`` is set. robots.txt is not limited."""
+    ``rate`` requests a second (plus a burst of ``burst``) it answers ``status`` (429, or
+    503 as an overloaded server), with ``Retry-After`` when ``retry_after`` is set.
+    robots.txt is not limited."""
 
     rate: float
     burst: int = 0
     retry_after: int | None = None
+    status: int = 429
 
     def zone(self, name: str) -> str:
         per_minute = max(1, round(self.rate * 60))
@@ -60,8 +62,8 @@ class RateLimit:
         header = (f"add_header Retry-After {self.retry_after} always; "
                   if self.retry_after is not None else "")
         return (f"location / {{ limit_req zone={name} burst={self.burst} nodelay; "
-                f"limit_req_status 429; error_page 429 @limited; }} "
-                f"location @limited {{ {header}return 429 'Too Many Requests'; }} "
+                f"limit_req_status {self.status}; error_page {self.status} @limited; }} "
+                f"location @limited {{ {header}return {self.status} 'Slow down'; }} "
                 f"location = /robots.txt {{ }}")
 
 
@@ -125,16 +127,18 @@ class StaticSite:
         self.process = None
 
     def access_log(self) -> list[dict[str, Any]]:
-        """Requests served so far: dicts with time, host, client (the source address),
-        method, path, status, agent."""
+        """Requests served so far: dicts with time (when nginx read the request's
+        first bytes: the log's time less the request's), host, client (the source
+        address), method, path, status, agent."""
         path = self.run_dir / "access.log"
         if not path.exists():
             return []
         entries = []
         for line in path.read_text(errors="replace").splitlines():
             head, _, agent = line.partition(' "')
-            when, host, client, method, uri, status = head.split(" ", 5)
-            entries.append({"time": float(when), "host": host, "client": client,
+            logged, took, host, client, method, uri, status = head.split(" ", 6)
+            entries.append({"time": float(logged) - float(took), "host": host,
+                            "client": client,
                             "method": method,
                             "path": uri, "status": int(status), "agent": agent.rstrip('"')})
         return entries

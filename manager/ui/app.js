@@ -369,6 +369,14 @@ function frontierRows(overview) {
   for (const [domain, n] of Object.entries(overview.throttle_refusals)) {
     rows.push([`throttled takes: ${domain}`, n]);
   }
+  // Sites pushing back (429, 503, 403 bursts, block pages): the share of their limit
+  // the cluster uses now, and the pause left.
+  for (const [domain, state] of Object.entries(overview.pushback || {})) {
+    const paused = state.paused_for > 0 ? `, paused ${Math.ceil(state.paused_for)} s` : "";
+    const reason = state.reason ? ` (last: ${state.reason})` : "";
+    rows.push([`pushback: ${domain}`, `rate x${state.factor.toFixed(2)}${paused}, ` +
+               `${state.pushbacks} pushbacks${reason}`]);
+  }
   return rows;
 }
 

@@ -14,6 +14,7 @@ from crawler.middlewares import (
     TaskOutputMiddleware,
     TaskStatusMiddleware,
 )
+from crawler.pushback import PushbackMiddleware
 
 SCRAPY_REDIS_PROJECT = {
     "SCHEDULER": "scrapy_redis.scheduler.Scheduler",
@@ -47,6 +48,7 @@ def test_the_addon_puts_the_cluster_scheduler_and_middlewares_in_a_scrapy_redis_
     assert components(settings, "SPIDER_MIDDLEWARES")[ParsedPageRelease] == 1
     downloader = components(settings, "DOWNLOADER_MIDDLEWARES")
     assert downloader[TaskStatusMiddleware] == 50
+    assert downloader[PushbackMiddleware] == 587          # a user's spider slows down too
     assert downloader[DecompressionMiddleware] == 590
     assert downloader[HttpCompressionMiddleware] is None
     # the project's Redis is the cluster's, unless the environment names one

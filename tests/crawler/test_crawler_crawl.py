@@ -250,8 +250,12 @@ def test_two_spiders_share_one_domain_throttle(test_settings, mongo_db, redis, z
                         "two throttled spiders")
     assert len(times) == sum(1 for p in manifest["pages"]
                              if p["host"] == limited and p["kind"] in ("index", "list", "detail"))
-    for i, start in enumerate(times):            # never more than 5 in any second
-        assert sum(1 for t in times[i:i + 8] if t - start < 1.0) <= 5 + 1
+    # Never more than 5 in any second, by nginx's arrival times: a token is taken again
+    # if its request is not sent within half a tick (crawler/token_deadlines.py). One
+    # more is allowed for the way from the downloader to nginx, which on a machine with
+    # a dozen processes to a core took up to 216 ms (docs/performance.md).
+    for i, start in enumerate(times):
+        assert sum(1 for t in times[i:i + 8] if t - start < 1.0) <= 5 + 1, times[i:i + 8]
     assert times[-1] - times[0] >= len(times) / 5 - 2
     record = mongo_db["crawls"].find_one({"crawlid": "throttled"})
     assert sorted(record["jobs"]) == ["job0", "job1"]
@@ -277,5 +281,5 @@ def test_robots_crawl_delay_tightens_the_throttle(test_settings, mongo_db, redis
     # one request per 0.5 s: two per second, where the configured limit allows 100000.
     settled = times[16:]
     for i, start in enumerate(settled):
-        assert sum(1 for t in settled[i:i + 5] if t - start < 1.0) <= 2 + 1
+        assert sum(1 for t in settled[i:i + 5] if t - start < 1.0) <= 2, settled[i:i + 5]
     assert settled[-1] - settled[0] >= (len(settled) - 1) * 0.5 - 1.5

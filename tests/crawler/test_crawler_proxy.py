@@ -147,3 +147,29 @@ def test_proxy_api_over_http(test_settings, mongo_db, forward_proxy):
     finally:
         stop_process(process.pid)
     assert os.environ.get("CRAWLCLUSTER_PROXY_API") == ours      # the child's, not ours
+
+
+def test_pushback_through_a_pooled_proxy_switches_to_another(mongo_db):
+    """A site pushing back at a request through a pooled proxy: the next requests go
+    through the others, and the proxy's failure is counted in the pool."""
+    from scrapy import Request
+
+    from crawler.proxy import ProxyMiddleware
+
+    pool = ProxyPool(mongo_db["proxies"], [])
+    first, second = dead_proxy(), dead_proxy()
+    pool.add_many([first, second])
+    middleware = ProxyMiddleware(pool, refresh=60.0)
+    request = Request("http://example.org/")
+    middleware.process_request(request)
+    used = request.meta["proxy"]
+    middleware.pushed_back(request=request, domain="example.org", reason="429")
+    assert used not in middleware.proxies and len(middleware.proxies) == 1
+    assert {p["_id"]: p["failures"] for p in pool.all()}[used.split("://")[1]] == 1
+    for _ in range(5):
+        again = Request("http://example.org/")
+        middleware.process_request(again)
+        assert again.meta["proxy"] != used
+    mine = Request("http://example.org/", meta={"proxy": "http://127.0.0.9:1"})
+    middleware.pushed_back(request=mine, domain="example.org", reason="429")   # not pooled
+    assert len(middleware.proxies) == 1

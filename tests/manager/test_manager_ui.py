@@ -11,6 +11,7 @@ import pytest
 from manager.local.demo import UNIVERSAL_RULE
 from manager.local.installs import require_program
 from manager.local.sitelog import page_fetches
+from master.pushback import PushbackStore
 from tests.manager.test_manager_node import PROJECT, Manager
 from tests.message_processing.test_message_processing_intake import Role
 
@@ -47,7 +48,7 @@ def cluster(test_settings, kafka_topics, zookeeper, redis, mongo_db, static_site
 
 
 def test_submit_start_watch_and_stop_in_a_browser(cluster, browser, static_site, mongo_db,
-                                                  tmp_path):
+                                                  redis, test_settings, tmp_path):
     manifest, _ = static_site
     page = browser.new_page(viewport={"width": 1100, "height": 900})
     page.goto(f"http://127.0.0.1:{cluster.port}/ui/#submit")
@@ -98,6 +99,10 @@ def test_submit_start_watch_and_stop_in_a_browser(cluster, browser, static_site,
                            timeout=30000)   # the links the crawl's pages yielded
     page.wait_for_selector("#modules tbody tr td:has-text('manager')")
     page.wait_for_selector("#frontier tbody tr td:has-text('Bloom filter')")   # the figures
+    # A site pushing back shows with its rate factor and its pause.
+    PushbackStore.from_settings(redis, test_settings).report("slow.example", "429", 600.0, 1.0)
+    page.wait_for_selector("#frontier tbody tr:has(td:text-is('pushback: slow.example'))"
+                           ":has(td:has-text('rate x0.70, paused'))", timeout=30000)
     page.screenshot(path=str(tmp_path / "status.png"), full_page=True)
 
     # Spiders: pause the crawl and resume it; stop the spider, it shows as finished.

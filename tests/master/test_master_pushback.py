@@ -87,7 +87,8 @@ def test_pages_raise_the_factor_additively_and_the_state_goes_at_one(redis, setu
     store.report("example.com", "429", retry_after=0.0, window=1.0)     # factor 0.5
     shard_key = keys.pushback(keys.shard_of("example.com"))
     store.credit("example.com", 4)        # each page: + 0.1 x 0.5
-    store.credit("other.org", 3)          # no state: nothing to raise, nothing written
+    store.credit("other.org", 3)          # no state: nothing to raise, nothing counted
+    assert dict(store.credits) == {"example.com": 4}
     queues.take("job", "universal", "10.0.0.1")   # the credits go with the take
     assert json.loads(redis.hget(shard_key, "example.com"))["factor"] == pytest.approx(0.7)
     assert redis.hget(keys.pushback(keys.shard_of("other.org")), "other.org") is None
@@ -156,3 +157,26 @@ def test_retry_after_reads_seconds_and_http_dates():
     assert retry_after_seconds("soon", now) is None
     assert retry_after_seconds("-5", now) is None
     assert retry_after_seconds(None, now) is None
+
+
+def test_the_take_tells_the_caller_the_scaled_limit(redis, setup):
+    """A take reports the factors it read, so the next one asks the caller's
+    ``per_domain`` with the scaled limit (a slowed domain's tasks are spaced by it)."""
+    clock, keys, _store, queues = setup
+    fill_queue(redis, keys, "job", "example.com", 20)
+    asked = []
+
+    def wanted(domain, hits, window):
+        asked.append((hits, window))
+        return 1
+
+    queues.take("job", "universal", "10.0.0.1", per_domain=wanted)
+    other = PushbackStore(redis, keys, POLICY, clock=clock)      # another node reports
+    for _ in range(4):
+        clock.now += 1.0
+        other.report("example.com", "429", retry_after=0.0, window=0.5)   # 0.0625
+    clock.now += 1.0
+    queues.take("job", "universal", "10.0.0.1", per_domain=wanted)   # reads the factor
+    queues.take("job", "universal", "10.0.0.1", per_domain=wanted)
+    assert asked[0] == (10, 1.0) and asked[1] == (10, 1.0)
+    assert asked[2] == (1, pytest.approx(1.6))          # 0.625 a second: one per 1.6 s
