@@ -288,16 +288,26 @@ def one_round(settings, manifests, site, work, number, runs):
     return results
 
 
+def median_ratio(pairs):
+    """The median of ``top / bottom`` over the rounds' pairs: a round with neither
+    counts as 0, one with only ``top`` has no ratio (None if no round has one). A peer
+    slowed by a loaded machine may meet no pushback at all."""
+    ratios = [top / bottom if bottom else (0.0 if not top else None) for top, bottom in pairs]
+    ratios = [ratio for ratio in ratios if ratio is not None]
+    return statistics.median(ratios) if ratios else None
+
+
 def summary(rounds, runs):
     """Every run's medians, ours' as the headline, the ratio to AutoThrottle, targets."""
     medians = {run: {name: statistics.median(r[run][name] for r in rounds)
                      for name in rounds[0][run]} for run in runs}
     top = dict(medians.get("ours", {}))
     if "ours" in runs and "autothrottle" in runs:
-        top["pushbacks_vs_autothrottle"] = statistics.median(
-            r["ours"]["pushbacks_per_1000"] / max(r["autothrottle"]["pushbacks_per_1000"], 1e-9)
-            for r in rounds)
-    targets = {name: (value, top[name] <= value if op == "<=" else top[name] >= value)
+        top["pushbacks_vs_autothrottle"] = median_ratio(
+            [(r["ours"]["pushbacks_per_1000"], r["autothrottle"]["pushbacks_per_1000"])
+             for r in rounds])
+    targets = {name: (value, top[name] is not None and (
+                   top[name] <= value if op == "<=" else top[name] >= value))
                for name, (op, value) in TARGETS.items() if name in top}
     if "fetches_per_page" in top:
         targets["fetches_per_page"] = (1.0, top["fetches_per_page"] <= 1.0)
