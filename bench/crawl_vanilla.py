@@ -32,7 +32,7 @@ class VanillaCrawlSpider(CrawlSpider):
                  follow=link_rule.get("follow", not link_rule.get("fields")))
             for link_rule in spec["rules"])
         super().__init__(**kwargs)
-        self.start_urls = [start]
+        self.start_urls = start.split()        # one URL, or several by spaces
         self.crawlid = crawlid
         self.maintext = maintext
 

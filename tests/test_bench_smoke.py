@@ -29,6 +29,7 @@ SMALLEST = {
     "maintext": ["--pages", "{work}/article-extraction", "--genres", "{work}/maintext-genres"],
     "preprocess": ["--messages", "300", "--rounds", "1"],
     "profile": ["--pages-per-host", "8", "--firehose"],
+    "pushback": ["--seconds", "5", "--rounds", "1"],
     "render": ["--shapes", "numeric", "--scale", "0.03"],
     "render_plan": ["--variables", "500", "--patterns", "50", "--reads", "5"],
     "scale": ["--pages", "300", "--domains", "20"],
