@@ -147,7 +147,8 @@ CRAWLCLUSTER_PUSHBACK_403_WINDOW = 10.0
 # body of at most 64 KiB): a page matching one is pushback, not content. An empty list
 # turns that off.
 CRAWLCLUSTER_PUSHBACK_BLOCK_MARKERS = [
-    r"(?i)<(?:title|h1)[^>]*>[^<]{0,80}you have been blocked",
+    r"(?i)<title>[^<]{0,80}you have been blocked",
+    r"(?i)<h1[^>]*>[^<]{0,80}you have been blocked",
     r"(?i)<title>[^<]{0,80}captcha",
     r"(?i)<title>[^<]{0,80}access denied",
     r"(?i)<title>[^<]{0,80}attention required",
