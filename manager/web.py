@@ -9,7 +9,8 @@ with a less telling error). ``ClusterView`` answers ``cluster.json``: every
 node in the registry and the jobs running on each. ``Overview`` serves the web UI
 (``manager/ui/``), as do ``validate.json``, ``submit.json`` and ``preview.json``
 (manager/json_endpoints.py); ``/metrics`` this node's spiders' Prometheus metrics.
-A ``POST`` a browser marks as sent from another site is refused (``CrossSiteRefusal``).
+A ``POST`` a browser marks as sent from another site, or whose ``Origin`` is not the
+manager's own, is refused (``CrossSiteRefusal``).
 """
 
 import io
@@ -19,6 +20,7 @@ import re
 import threading
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlsplit
 
 from prometheus_client import CollectorRegistry
 from scrapyd import website
@@ -58,25 +60,60 @@ class Root(website.Root):
         return self.app.crawlcluster
 
     def getChildWithDefault(self, path: bytes, request: Any) -> Any:
-        if request.method == b"POST" and request.getHeader("sec-fetch-site") == "cross-site":
-            return CrossSiteRefusal()
+        if request.method == b"POST":
+            if request.getHeader("sec-fetch-site") == "cross-site":
+                return CrossSiteRefusal("Sec-Fetch-Site: cross-site")
+            origin = request.getHeader("origin")
+            if origin is not None and not is_own_origin(origin, request):
+                return CrossSiteRefusal(f"Origin {origin} is not this manager's")
         return super().getChildWithDefault(path, request)
+
+
+def _origin(scheme: str, netloc: str) -> tuple[str, str, int] | None:
+    """``(scheme, host, port)`` of ``scheme://netloc``, the port made explicit; None
+    for anything that is not an http(s) origin."""
+    try:
+        parts = urlsplit(f"{scheme}://{netloc}")
+        port = parts.port
+    except ValueError:
+        return None
+    if parts.scheme not in ("http", "https") or not parts.hostname or parts.path:
+        return None
+    return parts.scheme, parts.hostname, port or (443 if parts.scheme == "https" else 80)
+
+
+def is_own_origin(origin: str, request: Any) -> bool:
+    """Whether a request's ``Origin`` is the manager's own: the scheme, host and port of
+    the ``Host`` the request came to (``null`` and any other origin are not)."""
+    host = request.getHeader("host")
+    scheme, _, netloc = origin.strip().partition("://")
+    if not host or not netloc:
+        return False
+    own = _origin("https" if request.isSecure() else "http", host.strip())
+    return own is not None and _origin(scheme.lower(), netloc) == own
 
 
 class CrossSiteRefusal(resource.Resource):
     """403 for a ``POST`` a browser says another site's page sent (``Sec-Fetch-Site:
-    cross-site``): a form or script of any page the user (or a rendering spider) opens
+    cross-site``), or whose ``Origin`` is not the manager's own (browsers send no
+    Sec-Fetch-* to plain-HTTP LAN addresses, but do send Origin with a form's or a
+    script's POST): a form or script of any page the user (or a rendering spider) opens
     could otherwise schedule, cancel or delete with the manager's loopback trust or the
-    browser's remembered credentials. Clients other than browsers send no such header;
-    the UI's own requests, other nodes' on the same host included, are same-site."""
+    browser's remembered credentials. Clients other than browsers (scrapyd-client, the
+    ``crawlcluster`` CLI) send neither header; the UI's own requests come from the
+    manager's origin. ``why`` names the header that refused the request."""
 
     isLeaf = True
+
+    def __init__(self, why: str) -> None:
+        super().__init__()
+        self.why = why
 
     def render(self, request: Any) -> bytes:
         request.setResponseCode(http.FORBIDDEN)
         request.setHeader("Content-Type", "application/json")
         return json.dumps({"status": "error", "message": "refused: a POST sent by another "
-                           "site's page (Sec-Fetch-Site: cross-site)"}).encode()
+                           f"site's page ({self.why})"}).encode()
 
 
 class SizeLimitedRequest(server.Request):

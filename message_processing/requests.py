@@ -29,8 +29,10 @@ TYPES = ("crawl", "info", "stop", "pause", "resume", "schedule", "stats", "site_
 _HOST = re.compile(r"(?=.{1,253}$)[A-Za-z0-9]([A-Za-z0-9-]{0,61}[A-Za-z0-9])?"
                    r"(\.[A-Za-z0-9]([A-Za-z0-9-]{0,61}[A-Za-z0-9])?)*\.?")
 SC_ZOOKEEPER_ACTIONS = ("domain-update", "domain-remove", "blacklist-update", "blacklist-remove")
-# a JSON string (skipped whole, brackets in it are text) or one bracket
-_STRING_OR_BRACKET = re.compile(r'"[^"\\]*(?:\\.[^"\\]*)*"|[\[\]{}]')
+# a JSON string (skipped whole, brackets in it are text) or one bracket. An unterminated
+# string runs to the end of the text (its closing quote is optional): each character is
+# read by one match only, so a scan is linear in the text, whatever the text is
+_STRING_OR_BRACKET = re.compile(r'"[^"\\]*(?:\\.[^"\\]*)*"?|[\[\]{}]', re.DOTALL)
 
 
 class RequestError(CrawlClusterError):
@@ -73,8 +75,9 @@ def decode(raw: bytes | None, max_bytes: int,
 
 def nested_deeper_than(text: str, limit: int) -> bool:
     """Whether the arrays and objects in JSON ``text`` nest more than ``limit`` deep (read
-    up to the first bracket past it). Text with no more brackets than ``limit`` is not
-    scanned at all: it cannot nest deeper."""
+    up to the first bracket past it), in one pass linear in the text's length: a string,
+    even one never closed, is skipped whole, so brackets in it are not counted. Text with
+    no more brackets than ``limit`` is not scanned at all: it cannot nest deeper."""
     if text.count("[") + text.count("{") <= limit:
         return False
     depth = 0

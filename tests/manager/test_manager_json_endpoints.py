@@ -144,6 +144,17 @@ def test_a_cross_site_browser_post_is_refused(managers):
         code, reply, _ = post(manager, "schedule.json", form, kind,
                               headers={"Sec-Fetch-Site": site} if site else {})
         assert "project 'no-such-project' not found" in reply["message"], (site, reply)
+    # browsers send no Sec-Fetch-* to a plain-HTTP LAN address, but do send Origin
+    own = f"http://{manager.host}:{manager.port}"
+    for origin in ("http://evil.example", f"http://{manager.host}:1", "null",
+                   f"https://{manager.host}:{manager.port}", own + "/path"):
+        code, reply, _ = post(manager, "schedule.json", form, kind,
+                              headers={"Origin": origin})
+        assert code == 403 and f"Origin {origin} is not" in reply["message"], (origin, reply)
+    for origin in (own, own.upper().replace("HTTP://", "http://")):
+        code, reply, _ = post(manager, "schedule.json", form, kind,
+                              headers={"Origin": origin, "Referer": "http://evil.example/"})
+        assert "project 'no-such-project' not found" in reply["message"], (origin, reply)
 
 
 class SlowSite(http.server.ThreadingHTTPServer):

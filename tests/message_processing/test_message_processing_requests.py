@@ -1,10 +1,17 @@
 """Request routing and validation (pure logic): every type, and malformed ones by name."""
 
 import json
+import time
 
 import pytest
 
-from message_processing.requests import RequestError, crawl_config, decode, validate
+from message_processing.requests import (
+    RequestError,
+    crawl_config,
+    decode,
+    nested_deeper_than,
+    validate,
+)
 from tests.message_processing.samples import MALFORMED as MALFORMED_SAMPLES
 from tests.message_processing.samples import MAX_BYTES
 
@@ -80,6 +87,29 @@ def test_nesting_past_the_depth_limit_is_refused_before_parsing():
     assert decode(b'{"a": "[[[[\\"[[[[", "b": [{}]}', max_bytes=1000, max_depth=3)
     with pytest.raises(RequestError, match="nested deeper than 64 levels"):    # the default
         decode(b"[" * 5000 + b"]" * 5000, max_bytes=100000)
+
+
+# strings never closed, each quote of which a scan that restarts at every quote would
+# read to the end from: quadratic there (seconds at 32 KiB, an hour at 1 MiB), linear here
+HOSTILE = [('', '"\\'), ('{"a": [', '"a\\'), ('"', '\\[')]
+
+
+@pytest.mark.parametrize("start, unit", HOSTILE)
+def test_the_depth_check_is_linear_in_hostile_text(start, unit):
+    """Texts doubling from 16 KiB to 1 MiB are each judged well within 2 s."""
+    judged = []
+    size = 16 << 10
+    while size <= 1 << 20:
+        text = start + (unit * size)[:size - len(start) - 80] + "[" * 80
+        started = time.perf_counter()
+        judged.append(nested_deeper_than(text, 64))
+        elapsed = time.perf_counter() - started
+        assert elapsed < 2, f"{len(text)} characters took {elapsed:.1f} s"
+        size *= 2
+    assert len(text) == 1 << 20
+    assert not any(judged)      # the brackets are all in the string
+    with pytest.raises(RequestError, match="not JSON"):
+        decode(text.encode(), max_bytes=2 << 20)
 
 
 def crawl(**changes):
