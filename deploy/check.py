@@ -75,7 +75,13 @@ class Stack:
         self.env = dict(os.environ, **{name: str(free_port()) for name in PUBLISHED},
                         KAFKA_INTERNAL_PORT=str(KAFKA_INTERNAL_PORT),
                         CRAWLCLUSTER_MANAGER_USERNAME="crawlcluster",
-                        CRAWLCLUSTER_MANAGER_PASSWORD=secrets.token_urlsafe(18))
+                        CRAWLCLUSTER_MANAGER_PASSWORD=secrets.token_urlsafe(18),
+                        # The check's site is served on the network's gateway, whose
+                        # address is known only once the network exists: the private
+                        # ranges a container network takes are allowed for this
+                        # throwaway stack (a user's stack keeps the default, none).
+                        CRAWLCLUSTER_ALLOWED_PRIVATE_NETWORKS=json.dumps(
+                            ["10.0.0.0/8", "172.16.0.0/12", "192.168.0.0/16"]))
 
     def manager_auth(self) -> dict[str, str]:
         """The header the stack's managers ask for (their basic auth)."""
