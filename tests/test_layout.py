@@ -60,6 +60,13 @@ def test_docker_compose_defines_the_servers_with_pinned_images():
             assert port.startswith("127.0.0.1:"), f"{name} publishes {port} beyond loopback"
 
 
+def as_given(service):
+    """A compose service's environment as compose gives it with nothing set in .env:
+    ``${NAME:-default}`` is its default."""
+    return {key: re.sub(r"\$\{\w+:-([^}]*)\}", r"\1", str(value))
+            for key, value in service["environment"].items()}
+
+
 def test_docker_compose_runs_every_role_with_valid_settings():
     compose = yaml.safe_load((ROOT / "docker-compose.yml").read_text())
     services = compose["services"]
@@ -72,8 +79,8 @@ def test_docker_compose_runs_every_role_with_valid_settings():
         assert service["build"] == "." and (ROOT / "Dockerfile").exists()
         assert {"redis", "zookeeper", "kafka", "mongodb"} <= set(service["depends_on"])
         assert service["restart"] == "unless-stopped"
-        environment = {key: str(value) for key, value in service["environment"].items()}
-        settings = load_settings(environ=environment)          # every value parses
+        settings = load_settings(environ=as_given(service))   # every value parses
+        assert settings["CRAWLCLUSTER_ALLOWED_PRIVATE_NETWORKS"] == []   # the guard's default
         assert settings["CRAWLCLUSTER_KAFKA_BOOTSTRAP"] == "kafka:29092"
         assert settings["CRAWLCLUSTER_REDIS_URL"].startswith("redis://redis:")
     ui_ports = [service["ports"][0] for name, service in services.items()
@@ -92,7 +99,7 @@ def test_docker_compose_runs_every_role_with_valid_settings():
     nodes_job = next(job for job in scrapes["scrape_configs"]
                      if job["job_name"] == "crawlcluster-nodes")
     assert nodes_job["basic_auth"]["password_file"] in services["prometheus"]["entrypoint"][-1]
-    node2 = load_settings(environ={k: str(v) for k, v in services["node2"]["environment"].items()})
+    node2 = load_settings(environ=as_given(services["node2"]))
     assert node2["CRAWLCLUSTER_MANAGER_SPIDERS"] == {"universal": 1, "precise": 1}
     assert node2["CRAWLCLUSTER_MANAGER_PUBLIC_URL"] == "http://127.0.0.1:6801/"
 
