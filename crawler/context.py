@@ -86,6 +86,8 @@ class JobContext:
         self.periodic: list[Callable[[], Deferred[Any] | None]] = []
         self.crawl_delays: dict[str, float] = {}   # domain -> robots.txt Crawl-delay (s)
         self.paused = PausedDomains()     # pauses from pushback seen here (crawler/paused.py)
+        # (spider type, crawlid, URL) of pages answered 404/410: marked gone when stored
+        self.gone: list[tuple[str, str, str]] = []
         crawler.signals.connect(self._robots_parsed, signal=signals.robots_parsed)
 
     def _robots_parsed(self, robotparser: Any, request: Request) -> None:

@@ -25,6 +25,14 @@ from twisted.python.failure import Failure
 from crawler.context import ClusterComponent
 from crawler.firehose import Firehose
 from crawler.maintext import extract_main_text
+from crawler.versions import (
+    Stored,
+    VersionLimits,
+    ensure_versions,
+    mark_gone,
+    mark_new,
+    store_again,
+)
 from master.rules import required_fields
 
 logger = logging.getLogger(__name__)
@@ -32,6 +40,9 @@ logger = logging.getLogger(__name__)
 INTERNAL = ("_task", "_body")
 Item = dict[str, Any]        # a spider's item: its fields, url, crawlid, spider_type, ...
 Progress = dict[str, Counter[str]]    # crawlid -> pages, items, failures not yet recorded
+# what a crawl's record counts: pages, items and failures; items new, changed, unchanged, gone
+RECORDED = ("pages", "items", "failures", "items_new", "items_changed", "items_unchanged",
+            "items_gone")
 
 
 def _normalize(value: Any) -> Any:
@@ -80,28 +91,32 @@ def _add_progress(progress: Progress, more: Progress) -> None:
 
 
 def insert_items(database: Any, items: list[Item], ensured: set[str],
-                 stamp: dict[str, Any] | None = None, by_job: bool = False) -> list[Item]:
-    """Insert items into ``items_<spider type>`` in bulk, unordered, each with ``stamp``'s
-    fields (``stored_at``, ``stored_by``); return the documents inserted. The unique
-    index on (crawlid, url) turns a page stored again (a task re-delivered after its
-    lease ran out) into a duplicate-key error, skipped. Inserts cost the server far less
-    than upserts. ``ensured`` remembers the collections whose indexes were created;
-    ``by_job`` adds the index the firehose reads a job's items back by."""
+                 stamp: dict[str, Any] | None = None, by_job: bool = False,
+                 limits: VersionLimits | None = None) -> Stored:
+    """Store items in ``items_<spider type>`` in bulk, each with ``stamp``'s fields
+    (``stored_at``, ``stored_by``) and its version fields (crawler/versions.py); return
+    what to send downstream (new and changed items) and the counts per crawl.
+
+    Pages stored for the first time (nearly all, in a crawl) are one unordered insert:
+    inserts cost the server far less than upserts. The unique index on (crawlid, url)
+    turns a page stored before into a duplicate-key error; only those are read back, in
+    one query, and updated. ``ensured`` remembers the collections whose indexes were
+    created; ``by_job`` adds the index the firehose reads a job's items back by."""
     from pymongo.errors import BulkWriteError
 
     stamp = stamp or {"stored_at": time.time()}
+    limits = limits or VersionLimits(keep=10, ttl=90 * 86400)
     by_type: dict[str, list[Item]] = {}
     for item in items:
         document = {k: v for k, v in item.items() if k not in INTERNAL}
         document.update(stamp)
+        mark_new(document, stamp)
         by_type.setdefault(item["spider_type"], []).append(document)
-    inserted: list[Item] = []
+    stored = Stored()
     for spider_type, documents in by_type.items():
         collection = database[f"items_{spider_type}"]
         if spider_type not in ensured:
-            collection.create_index([("crawlid", 1), ("url", 1)], unique=True)
-            if by_job:
-                collection.create_index([("stored_by", 1), ("stored_at", 1)])
+            _ensure_indexes(database, spider_type, by_job, limits)
             ensured.add(spider_type)
         stored_before: set[int] = set()
         try:
@@ -112,8 +127,24 @@ def insert_items(database: Any, items: list[Item], ensured: set[str],
                                                              for e in errors):
                 raise
             stored_before = {error["index"] for error in errors}
-        inserted += [d for n, d in enumerate(documents) if n not in stored_before]
-    return inserted
+        for n, document in enumerate(documents):
+            if n not in stored_before:
+                stored.downstream.append(document)
+                stored.count(document["crawlid"], "new")
+        again = [d for n, d in enumerate(documents) if n in stored_before]
+        if again:
+            store_again(collection, database[f"versions_{spider_type}"], again, limits,
+                        stored)
+    return stored
+
+
+def _ensure_indexes(database: Any, spider_type: str, by_job: bool,
+                    limits: VersionLimits) -> None:
+    collection = database[f"items_{spider_type}"]
+    collection.create_index([("crawlid", 1), ("url", 1)], unique=True)
+    if by_job:
+        collection.create_index([("stored_by", 1), ("stored_at", 1)])
+    ensure_versions(database[f"versions_{spider_type}"], limits)
 
 
 class MongoPipeline(ClusterComponent):
@@ -171,47 +202,66 @@ class MongoPipeline(ClusterComponent):
             return self.writing
         tracker = self.context.tracker
         record_due = self.closing or time.monotonic() - self.last_record >= self.RECORD_EVERY
-        if not self._batch_due() and not (record_due and tracker.progress):
+        if not self._batch_due() and not (record_due and tracker.progress) \
+                and not self.context.gone:
             return None
         batch, self.batch = self.batch, []
+        gone, self.context.gone = self.context.gone, []
         progress: Progress = {}
         if record_due:
             progress, tracker.progress = tracker.progress, {}
             self.last_record = time.monotonic()
-        self.writing = deferToThread(self._write, batch, progress)
-        self.writing.addBoth(self._written, batch, progress)
+        self.writing = deferToThread(self._write, batch, gone, progress)
+        self.writing.addBoth(self._written, batch, gone, progress)
         return self.writing
 
-    def _write(self, batch: list[Item], progress: Progress) -> list[Item]:
-        """Store the batch, record the crawls; return the documents inserted."""
-        inserted: list[Item] = []
+    def _write(self, batch: list[Item], gone: list[tuple[str, str, str]],
+               progress: Progress) -> Stored:
+        """Store the batch, mark the gone pages, record the crawls (with what was
+        stored); return what to send downstream."""
+        stored = Stored()
         if batch:
             self.stored_at = max(time.time(), self.stored_at + 1e-6)
             stamp = {"stored_at": self.stored_at, "stored_by": self.context.job}
-            inserted = insert_items(self.database, batch, self.ensured, stamp,
-                                    by_job=self.firehose is not None)
+            stored = insert_items(self.database, batch, self.ensured, stamp,
+                                  by_job=self.firehose is not None, limits=self._limits())
+        if gone:
+            mark_gone(self.database, gone, stored)
+        for crawlid, counts in stored.counts.items():
+            progress.setdefault(crawlid, Counter()).update(
+                {f"items_{change}": count for change, count in counts.items()})
         if progress:
             self._record_crawls(progress)
-        return inserted
+        return stored
 
-    def _written(self, result: Any, batch: list[Item], progress: Progress) -> None:
+    def _limits(self) -> VersionLimits:
+        settings = self.context.settings
+        return VersionLimits(keep=settings.getint("CRAWLCLUSTER_VERSIONS_KEEP"),
+                             ttl=settings.getfloat("CRAWLCLUSTER_VERSIONS_TTL"))
+
+    def _written(self, result: Any, batch: list[Item], gone: list[tuple[str, str, str]],
+                 progress: Progress) -> None:
         self.writing = None
         tracker = self.context.tracker
-        if self.firehose is not None and result and not isinstance(result, Failure):
-            self.firehose.put(result, result[0]["stored_at"])
         if isinstance(result, Failure):
             # Kept for the next flush; their tasks stay open, so nothing is acknowledged.
             logger.error("MongoDB write failed, %d items kept for the next try: %s",
                          len(batch), result.getErrorMessage())
             self.batch[:0] = batch
+            self.context.gone[:0] = gone
             self.batch_since = 0.0          # tried again at the next flush
             _add_progress(tracker.progress, progress)
             return
+        if self.firehose is not None and result.downstream:
+            self.firehose.put(result.downstream, self.stored_at)
         for item in batch:
             if "_task" in item:
                 tracker.item_finished(item["_task"])
             tracker.progress.setdefault(item["crawlid"], Counter())["items"] += 1
         self.crawler.stats.inc_value("crawlcluster/items/stored", len(batch))
+        for counts in result.counts.values():
+            for change, count in counts.items():
+                self.crawler.stats.inc_value(f"crawlcluster/items/{change}", count)
 
     async def close_spider(self) -> None:
         """Write what is left (a few tries; unwritten items' tasks stay leased)."""
@@ -243,7 +293,8 @@ class MongoPipeline(ClusterComponent):
         node_field = "pages_by_node." + mongo_field_name(context.node)
         updates: list[UpdateOne] = []
         for crawlid, counts in progress.items():
-            increments = {field: counts[field] for field in ("pages", "items", "failures")}
+            increments = {field: counts[field] for field in RECORDED if field in counts
+                          or field in ("pages", "items", "failures")}
             increments[node_field] = counts["pages"]
             update: dict[str, dict[str, Any]] = {"$setOnInsert": {"started_at": now},
                                                  "$set": {"last_activity_at": now},

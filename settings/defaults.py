@@ -230,6 +230,11 @@ CRAWLCLUSTER_BROWSER_MAX_MB = 600.0
 CRAWLCLUSTER_MONGODB_BATCH = 100
 # Seconds an item waits at most for its batch to fill before it is written.
 CRAWLCLUSTER_MONGODB_FLUSH_AFTER = 0.5
+# Earlier versions kept per stored page when it changes (crawler/versions.py), in
+# versions_<spider type>; the current version is the item itself.
+CRAWLCLUSTER_VERSIONS_KEEP = 10
+# Seconds an earlier version is kept (a TTL index on its archived_at): 90 days.
+CRAWLCLUSTER_VERSIONS_TTL = 7776000
 
 # --- items firehose (crawler/firehose.py, message_processing/firehose.py) -------
 # Produce every item stored in MongoDB to Kafka as well (docs/requests.md, "Items on Kafka").

@@ -214,6 +214,10 @@ def test_pages_a_revisited_sitemap_says_changed_are_crawled_again(
             wait_for(lambda: time.time() - max(e["time"] for e in served.access_log()
                                                if e["path"] == "/latest.xml") > 1.2,
                      every=0.05)
+            page_file = root / "www" / host / edited.split(str(spec.port), 1)[1].lstrip("/")
+            html = page_file.read_bytes()
+            title = b'<h1 class="title">'
+            page_file.write_bytes(html.replace(title, title + b"Corrected: ", 1))
             just_now = time.strftime("%Y-%m-%dT%H:%M:%S+00:00", time.gmtime())
             write_latest(root, spec, host, [old, edited, new],
                          {old: "2026-01-01", edited: just_now, new: "2026-01-02"})
@@ -223,6 +227,16 @@ def test_pages_a_revisited_sitemap_says_changed_are_crawled_again(
         finally:
             crawl.stop()
         assert (fetched(old), fetched(edited), fetched(new)) == (1, 2, 1)
+        # what is stored: the new version in place, the first one kept as a version
+        stored = {item["url"]: item for item in mongo_db["items_universal"].find(
+            {"crawlid": "edited"})}
+        assert stored[edited]["title"].startswith("Corrected: ")
+        assert (stored[edited]["change"], stored[edited]["version"]) == ("changed", 2)
+        earlier = list(mongo_db["versions_universal"].find({"item_id": stored[edited]["_id"]}))
+        assert [v["version"] for v in earlier] == [1]
+        assert not earlier[0]["title"].startswith("Corrected: ")
+        assert stored[edited]["previous_hash"] == earlier[0]["content_hash"]
+        assert (stored[old]["change"], stored[new]["change"]) == ("new", "new")
 
 
 def test_a_revisited_sitemap_with_invalid_entries_keeps_the_scheduler_going(

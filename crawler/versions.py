@@ -1,0 +1,152 @@
+"""Versions of a stored page: what changed since it was last stored.
+
+An item is stored once per (crawl, URL). When its page is fetched again (a revisit, a
+sitemap that says it changed, a task delivered again after its lease ran out), its
+``content_hash`` (what the rule extracted and the main text, not when or how it was
+fetched) says whether anything changed:
+
+- unchanged: only ``last_seen`` is written, and nothing goes downstream;
+- changed: the stored item is replaced in place (same ``_id``) with ``change: changed``,
+  ``previous_hash`` and ``version`` one higher, and the version it replaces is kept in
+  ``versions_<spider type>`` (at most ``CRAWLCLUSTER_VERSIONS_KEEP`` per page, each for
+  ``CRAWLCLUSTER_VERSIONS_TTL`` seconds);
+- a stored page answered 404 or 410 is marked ``change: gone``, not deleted.
+
+``changed_at`` is when an item last became new, changed or gone: what
+``crawlcluster export --changed-since`` reads.
+"""
+
+import hashlib
+import json
+import time
+from collections import Counter
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from typing import Any
+
+Item = dict[str, Any]
+
+# Fields that say how and when a page was fetched or stored, not what it holds.
+NOT_CONTENT = frozenset({
+    "_id", "url", "crawlid", "spider_type", "depth", "status", "fetched_at", "stored_at",
+    "stored_by", "last_seen", "changed_at", "change", "content_hash", "previous_hash",
+    "version", "gone_at", "lastmod", "published", "_task", "_body"})
+GONE_STATUSES = (404, 410)
+
+
+def content_hash(item: Item) -> str:
+    """A hash of the item's content: its fields but those in ``NOT_CONTENT``, in a
+    canonical JSON form (sorted keys), so the same content always hashes the same."""
+    content = {name: value for name, value in item.items() if name not in NOT_CONTENT}
+    text = json.dumps(content, sort_keys=True, ensure_ascii=False, default=str,
+                      separators=(",", ":"))
+    return hashlib.sha256(text.encode("utf-8")).hexdigest()[:32]
+
+
+@dataclass
+class Stored:
+    """What one batch did: the documents to send downstream, and counts per crawl."""
+
+    downstream: list[Item] = field(default_factory=list)
+    counts: dict[str, Counter[str]] = field(default_factory=dict)
+
+    def count(self, crawlid: str, change: str, number: int = 1) -> None:
+        if number:
+            self.counts.setdefault(crawlid, Counter())[change] += number
+
+
+def mark_new(document: Item, stamp: dict[str, Any]) -> None:
+    document["content_hash"] = content_hash(document)
+    document["change"] = "new"
+    document["version"] = 1
+    document["changed_at"] = document["last_seen"] = stamp["stored_at"]
+
+
+def store_again(collection: Any, versions: Any, documents: list[Item],
+                limits: "VersionLimits", stored: Stored) -> None:
+    """Documents whose (crawl, URL) was stored before: compare with what is stored, in
+    one query; write ``last_seen`` for the unchanged and replace the changed, keeping
+    their previous versions."""
+    from pymongo import ReplaceOne, UpdateOne
+
+    before = _stored_before(collection, documents)
+    writes: list[Any] = []
+    archived: list[Item] = []
+    for document in documents:
+        previous = before.get((document["crawlid"], document["url"]))
+        if previous is None:      # deleted meanwhile: counted as unchanged, not lost
+            stored.count(document["crawlid"], "unchanged")
+            continue
+        if previous.get("content_hash") == document["content_hash"] \
+                and previous.get("change") != "gone":
+            writes.append(UpdateOne({"_id": previous["_id"]},
+                                    {"$set": {"last_seen": document["last_seen"]}}))
+            stored.count(document["crawlid"], "unchanged")
+            continue
+        document.update(_id=previous["_id"], change="changed",
+                        previous_hash=previous.get("content_hash"),
+                        version=previous.get("version", 1) + 1)
+        writes.append(ReplaceOne({"_id": previous["_id"]}, document))
+        archived.append(_archived(previous))
+        stored.downstream.append(document)
+        stored.count(document["crawlid"], "changed")
+    if archived:
+        versions.insert_many(archived, ordered=False)
+        _prune(versions, archived, limits.keep)
+    if writes:
+        collection.bulk_write(writes, ordered=False)
+
+
+def _stored_before(collection: Any, documents: list[Item]) -> dict[tuple[str, str], Item]:
+    by_crawl: dict[str, list[str]] = {}
+    for document in documents:
+        by_crawl.setdefault(document["crawlid"], []).append(document["url"])
+    found: dict[tuple[str, str], Item] = {}
+    for crawlid, urls in by_crawl.items():
+        for previous in collection.find({"crawlid": crawlid, "url": {"$in": urls}}):
+            found[(crawlid, previous["url"])] = previous
+    return found
+
+
+def _archived(previous: Item) -> Item:
+    version = {name: value for name, value in previous.items() if name != "_id"}
+    version.update(item_id=previous["_id"], version=previous.get("version", 1),
+                   archived_at=datetime.now(UTC))
+    return version
+
+
+def _prune(versions: Any, archived: list[Item], keep: int) -> None:
+    """Keep the newest ``keep`` versions of each page."""
+    from pymongo import DeleteMany
+
+    deletes = [DeleteMany({"item_id": version["item_id"],
+                           "version": {"$lte": version["version"] - keep}})
+               for version in archived if version["version"] > keep]
+    if deletes:
+        versions.bulk_write(deletes, ordered=False)
+
+
+@dataclass
+class VersionLimits:
+    keep: int         # versions kept per page (the current one not counted)
+    ttl: float        # seconds a version is kept
+
+
+def ensure_versions(versions: Any, limits: VersionLimits) -> None:
+    versions.create_index([("item_id", 1), ("version", 1)])
+    versions.create_index("archived_at", expireAfterSeconds=int(limits.ttl))
+
+
+def mark_gone(database: Any, gone: list[tuple[str, str, str]], stored: Stored) -> None:
+    """Mark stored pages answered 404/410 as gone: ``(spider type, crawlid, URL)``."""
+    now = time.time()
+    for spider_type, crawlid, url in gone:
+        collection = database[f"items_{spider_type}"]
+        document = collection.find_one_and_update(
+            {"crawlid": crawlid, "url": url, "change": {"$ne": "gone"}},
+            {"$set": {"change": "gone", "gone_at": now, "changed_at": now}},
+            return_document=True)
+        if document is not None:
+            document["previous_hash"] = document.get("content_hash")
+            stored.downstream.append(document)
+            stored.count(crawlid, "gone")
