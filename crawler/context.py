@@ -183,6 +183,8 @@ class TaskTracker:
         # crawlid -> Counter(pages=, items=, failures=) not yet recorded
         self.progress: dict[str, Counter[str]] = {}
         self.links: dict[str, Counter[str]] = {}   # crawlid -> link counts not yet reported
+        # crawlid -> items new, changed, unchanged, gone not yet reported (Keys.crawl_changes)
+        self.changes: dict[str, Counter[str]] = {}
         self.throttled: Counter[str] = Counter()   # domain -> takes the throttle refused
         self.done_uncounted = 0                    # pages done not yet in the WRR counter
         self.counted_at = 0.0                      # when the counts were last sent
@@ -234,15 +236,19 @@ class TaskTracker:
         (statuses, throttle refusals, pages done) once every ``COUNTS_EVERY`` seconds or
         when ``force``d; return how many outcomes were done."""
         counts_due = force or time.monotonic() - self.counted_at >= COUNTS_EVERY
-        if not self.outcomes and not self.links and not (counts_due and self._counts_pending()):
+        if not self.outcomes and not self.links and not self.changes \
+                and not (counts_due and self._counts_pending()):
             return 0
         outcomes, self.outcomes = self.outcomes, []
         links, self.links = self.links, {}
+        changes, self.changes = self.changes, {}
         done = sum(1 for _, outcome, _ in outcomes if outcome == "done")
         pipe = self.context.redis.pipeline(transaction=False)
-        for crawlid, counts in links.items():
-            for field, count in counts.items():
-                pipe.hincrby(self.context.keys.crawl_links(crawlid), field, count)
+        keys = self.context.keys
+        for key, per_crawl in ((keys.crawl_links, links), (keys.crawl_changes, changes)):
+            for crawlid, counts in per_crawl.items():
+                for field, count in counts.items():
+                    pipe.hincrby(key(crawlid), field, count)
         codes = self.context.frontier.finish_many(outcomes, pipe=pipe) if outcomes else None
         counted = self._queue_counts(pipe, done) if counts_due else None
         try:
@@ -250,8 +256,9 @@ class TaskTracker:
         except Exception:
             # Reported again next round: a lease finished twice is counted once.
             self.outcomes = outcomes + self.outcomes
-            for crawlid, counts in links.items():
-                self.links.setdefault(crawlid, Counter()).update(counts)
+            for kept, per_crawl in ((self.links, links), (self.changes, changes)):
+                for crawlid, counts in per_crawl.items():
+                    kept.setdefault(crawlid, Counter()).update(counts)
             if counted is not None:
                 self._restore_counts(*counted)
             raise

@@ -40,9 +40,6 @@ logger = logging.getLogger(__name__)
 INTERNAL = ("_task", "_body")
 Item = dict[str, Any]        # a spider's item: its fields, url, crawlid, spider_type, ...
 Progress = dict[str, Counter[str]]    # crawlid -> pages, items, failures not yet recorded
-# what a crawl's record counts: pages, items and failures; items new, changed, unchanged, gone
-RECORDED = ("pages", "items", "failures", "items_new", "items_changed", "items_unchanged",
-            "items_gone")
 
 
 def _normalize(value: Any) -> Any:
@@ -217,8 +214,8 @@ class MongoPipeline(ClusterComponent):
 
     def _write(self, batch: list[Item], gone: list[tuple[str, str, str]],
                progress: Progress) -> Stored:
-        """Store the batch, mark the gone pages, record the crawls (with what was
-        stored); return what to send downstream."""
+        """Store the batch, mark the gone pages, record the crawls; return what was
+        stored (what to send downstream, the counts)."""
         stored = Stored()
         if batch:
             self.stored_at = max(time.time(), self.stored_at + 1e-6)
@@ -227,9 +224,6 @@ class MongoPipeline(ClusterComponent):
                                   by_job=self.firehose is not None, limits=self._limits())
         if gone:
             mark_gone(self.database, gone, stored)
-        for crawlid, counts in stored.counts.items():
-            progress.setdefault(crawlid, Counter()).update(
-                {f"items_{change}": count for change, count in counts.items()})
         if progress:
             self._record_crawls(progress)
         return stored
@@ -259,7 +253,8 @@ class MongoPipeline(ClusterComponent):
                 tracker.item_finished(item["_task"])
             tracker.progress.setdefault(item["crawlid"], Counter())["items"] += 1
         self.crawler.stats.inc_value("crawlcluster/items/stored", len(batch))
-        for counts in result.counts.values():
+        for crawlid, counts in result.counts.items():
+            tracker.changes.setdefault(crawlid, Counter()).update(counts)
             for change, count in counts.items():
                 self.crawler.stats.inc_value(f"crawlcluster/items/{change}", count)
 
@@ -293,8 +288,7 @@ class MongoPipeline(ClusterComponent):
         node_field = "pages_by_node." + mongo_field_name(context.node)
         updates: list[UpdateOne] = []
         for crawlid, counts in progress.items():
-            increments = {field: counts[field] for field in RECORDED if field in counts
-                          or field in ("pages", "items", "failures")}
+            increments = {field: counts[field] for field in ("pages", "items", "failures")}
             increments[node_field] = counts["pages"]
             update: dict[str, dict[str, Any]] = {"$setOnInsert": {"started_at": now},
                                                  "$set": {"last_activity_at": now},

@@ -12,7 +12,8 @@ collection, in the order they were stored) in constant memory, whatever the size
 
 Every item has ``id`` (its MongoDB ``_id``), then its stored fields; a value that is not
 a string, a number or a boolean (a list, an object) is written as JSON in CSV and
-Parquet. ``--since`` keeps the items stored at or after a time (``stored_at``).
+Parquet. ``--since`` keeps the items stored at or after a time (``stored_at``);
+``--changed-since`` those that became new, changed or gone at or after it (``changed_at``).
 """
 
 import csv
@@ -74,11 +75,14 @@ def export_client(settings: Settings, role: str) -> Any:
 class CrawlItems:
     """The stored items of one crawl (since a time), read with a cursor."""
 
-    def __init__(self, database: Any, crawlid: str, since: float | None = None) -> None:
+    def __init__(self, database: Any, crawlid: str, since: float | None = None,
+                 changed_since: float | None = None) -> None:
         self.database = database
         self.query: dict[str, Any] = {"crawlid": crawlid}
         if since is not None:
             self.query["stored_at"] = {"$gte": since}
+        if changed_since is not None:      # new, changed or gone since (crawler/versions.py)
+            self.query["changed_at"] = {"$gte": changed_since}
         self.collections = sorted(name for name in database.list_collection_names()
                                   if name.startswith("items_"))
 

@@ -243,7 +243,8 @@ class NodeMetrics(MetricsPage):
 
 
 class Export(resource.Resource):
-    """``GET export?crawlid=ID&format=jsonl|csv|parquet[&since=TIME]``: the crawl's stored
+    """``GET export?crawlid=ID&format=jsonl|csv|parquet[&since=TIME][&changed_since=TIME]``:
+    the crawl's stored
     items as a file (``manager/export.py``), streamed as it is made. The export runs in a
     thread that waits while the client reads slower than MongoDB is read, so memory
     stays bounded however many items there are."""
@@ -265,7 +266,8 @@ class Export(resource.Resource):
                 raise ExportError(f"crawlid {crawlid!r} is not a crawl id")
             if fmt not in FORMATS:
                 raise ExportError(f"format {fmt!r}: choose from {', '.join(FORMATS)}")
-            since = parse_since(args["since"]) if args.get("since") else None
+            since = {name: parse_since(args[name]) if args.get(name) else None
+                     for name in ("since", "changed_since")}
         except ExportError as exc:
             txrequest.setResponseCode(http.BAD_REQUEST)
             txrequest.setHeader("Content-Type", "text/plain; charset=utf-8")
@@ -278,13 +280,15 @@ class Export(resource.Resource):
         deferred.addBoth(sink.finish)
         return server.NOT_DONE_YET
 
-    def _export(self, crawlid: str, fmt: str, since: float | None, sink: "ResponseSink") -> int:
+    def _export(self, crawlid: str, fmt: str, since: dict[str, float | None],
+                sink: "ResponseSink") -> int:
         from manager.export import CrawlItems, export_client, export_items
 
         settings = self.root.crawlcluster["settings"]
         if self._mongo is None:
             self._mongo = export_client(settings, "manager")
-        items = CrawlItems(self._mongo[settings["CRAWLCLUSTER_MONGODB_DATABASE"]], crawlid, since)
+        items = CrawlItems(self._mongo[settings["CRAWLCLUSTER_MONGODB_DATABASE"]], crawlid,
+                           since["since"], since["changed_since"])
         count = export_items(items, fmt, sink)
         sink.flush()
         return count

@@ -121,11 +121,12 @@ class CrawlStore:
         pipe.hexists(self.keys.paused_crawls(0), crawlid)
         pipe.hgetall(self.keys.crawl_links(crawlid))
         pipe.hgetall(self.keys.crawl_render(crawlid))
+        pipe.hgetall(self.keys.crawl_changes(crawlid))
         for shard in shards:
             pipe.hgetall(self.keys.crawl_pending(crawlid, shard))
             pipe.hgetall(self.keys.crawl_counts(crawlid, shard))
             pipe.zcard(self.keys.crawl_parked(crawlid, shard))
-        stopped, paused, links, render, *per_shard = pipe.execute()
+        stopped, paused, links, render, changes, *per_shard = pipe.execute()
         pending: dict[str, int] = {}
         counts: dict[str, int] = {}
         parked = 0
@@ -138,7 +139,8 @@ class CrawlStore:
             parked += per_shard[n + 2]
         return {"pending": pending, "total_pending": sum(pending.values()), "counts": counts,
                 "stopped": bool(stopped), "paused": bool(paused), "parked": parked,
-                "links": link_counts(links), "render": render_counts(render)}
+                "links": link_counts(links), "render": render_counts(render),
+                "changes": change_counts(changes)}
 
     def pending_totals(self, crawlids: list[str]) -> dict[str, int]:
         """``{crawlid: tasks pending}`` over each crawl's shards, in two round trips."""
@@ -244,6 +246,12 @@ def link_counts(fields: dict[str, str]) -> dict[str, Any]:
         else:
             counts[kind] = int(count)
     return counts
+
+
+def change_counts(fields: dict[str, str]) -> dict[str, int]:
+    """The ``crawl_changes`` hash as ``{"new", "changed", "unchanged", "gone"}``."""
+    return {change: int(fields.get(change, 0))
+            for change in ("new", "changed", "unchanged", "gone")}
 
 
 def render_patterns(fields: dict[str, str]) -> dict[str, tuple[int, int]]:

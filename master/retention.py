@@ -169,6 +169,7 @@ class Retention:
         progress = self.crawls.progress(crawlid)
         config = self.crawls.load(crawlid) or {}
         final = {"counts": progress["counts"], "links": progress["links"],
+                 "changes": progress["changes"],
                  "stopped": progress["stopped"], "pending": progress["total_pending"],
                  "failed_urls": sum(len(urls) for urls in self._failed(crawlid))}
         now = self.clock()
@@ -214,6 +215,7 @@ class Retention:
         for url in _hub_urls(config):
             pipe.hdel(keys.hub_state(keys.shard_of(domain_of(url))), url)
         pipe.delete(keys.crawl_links(crawlid))
+        pipe.delete(keys.crawl_changes(crawlid))
         pipe.delete(keys.crawl_render(crawlid))          # one key a call: Redis Cluster
         pipe.delete(keys.crawl_render_variables(crawlid))
         pipe.execute()

@@ -26,14 +26,17 @@ def cmd_export(args: argparse.Namespace, settings: Settings) -> int:
     )
 
     since = parse_since(args.since) if args.since else None
+    changed_since = parse_since(args.changed_since) if args.changed_since else None
     client = export_client(settings, "export")
     try:
         items = CrawlItems(client[settings["CRAWLCLUSTER_MONGODB_DATABASE"]], args.crawlid,
-                           since)
+                           since, changed_since)
         total = items.count()
         if not total:
             print(f"crawlcluster export: crawl {args.crawlid} has no items stored"
-                  + (f" since {args.since}" if args.since else ""), file=sys.stderr)
+                  + (f" since {args.since}" if args.since else "")
+                  + (f" changed since {args.changed_since}" if args.changed_since else ""),
+                  file=sys.stderr)
             return EXIT_FAILED
 
         def progress(done: int) -> None:
@@ -117,6 +120,8 @@ def add_commands(commands: Any) -> None:
     export.add_argument("--since", metavar="TIME",
                         help="only items stored since TIME (epoch seconds or ISO 8601, UTC "
                              "unless it names a zone)")
+    export.add_argument("--changed-since", metavar="TIME",
+                        help="only items new, changed or gone since TIME (as --since)")
     export.add_argument("-o", "--output", metavar="FILE",
                         help="where to write (- for stdout; default <crawlid>.<format>)")
     export.set_defaults(func=cmd_export)

@@ -55,6 +55,16 @@ class CrawlKeys(KeySpace):
         """
         return f"{self.shard_tag(self.shard_of(crawlid))}:crawl:{crawlid}:links"
 
+    def crawl_changes(self, crawlid: str) -> str:
+        """hash new / changed / unchanged / gone -> the crawl's items stored for the first
+        time, stored again with a new content, fetched again unchanged, and marked gone
+        (a stored page answered 404 or 410; crawler/versions.py).
+
+        Written by: spider (its item pipeline's counts, sent with its task outcomes)
+        Read by: monitor (`info`), `crawlcluster watch`
+        """
+        return f"{self.shard_tag(self.shard_of(crawlid))}:crawl:{crawlid}:changes"
+
     def crawl_render(self, crawlid: str) -> str:
         """hash `<URL template> compared` / `<URL template> needed` -> pages of the
         template fetched both plain and rendered, and how many of them needed rendering (a

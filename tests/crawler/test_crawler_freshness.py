@@ -237,6 +237,9 @@ def test_pages_a_revisited_sitemap_says_changed_are_crawled_again(
         assert not earlier[0]["title"].startswith("Corrected: ")
         assert stored[edited]["previous_hash"] == earlier[0]["content_hash"]
         assert (stored[old]["change"], stored[new]["change"]) == ("new", "new")
+        changes = CrawlStore.from_settings(redis, settings).progress("edited")["changes"]
+        assert (changes["changed"], changes["gone"]) == (1, 0)    # what `info` counts
+        assert changes["new"] == len(stored)
 
 
 def test_a_revisited_sitemap_with_invalid_entries_keeps_the_scheduler_going(

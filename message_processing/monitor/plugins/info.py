@@ -3,7 +3,8 @@
 what became of the links its pages yielded: ``links: {found, new, duplicate,
 refused: {reason: count}}`` (reasons: rule, scope, depth, robots, blacklist,
 domain_max_pages, scheme, url_length, invalid), and its rendering: ``render: {rendered,
-needed, patterns_learnt, patterns_rendered, looks_scripted}`` (``master.crawls.render_counts``).
+needed, patterns_learnt, patterns_rendered, looks_scripted}`` (``master.crawls.render_counts``),
+and its items: ``changes: {new, changed, unchanged, gone}`` (crawler/versions.py).
 Without a crawl id (scrapy-cluster only) every crawl of the app is reported. A crawl
 retired from Redis (``CRAWLCLUSTER_CRAWL_RETENTION`` after it ended) is answered from
 its MongoDB crawl record, with ``retired: true``. ``pushback`` gives the crawl's pending
@@ -58,6 +59,7 @@ class InfoPlugin(MonitorPlugin):
             "parked": progress["parked"],
             "links": progress["links"],
             "render": progress["render"],
+            "changes": progress["changes"],
             "pushback": pushback,
             "known": known,
         }
@@ -72,5 +74,6 @@ def retired_info(record: dict[str, Any]) -> Message:
             **{field: counts.get(field, 0)
                for field in ("queued", "done", "failed", "dropped", "purged")},
             "stopped": final["stopped"], "paused": False, "parked": 0, "links": final["links"],
-            "known": True, "retired": True, "retired_at": record["retired_at"],
+            "changes": final.get("changes", {}), "known": True, "retired": True,
+            "retired_at": record["retired_at"],
             "pages": record.get("pages", 0), "items": record.get("items", 0)}
