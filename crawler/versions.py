@@ -67,11 +67,12 @@ def store_again(collection: Any, versions: Any, documents: list[Item],
     """Documents whose (crawl, URL) was stored before: compare with what is stored, in
     one query; write ``last_seen`` for the unchanged and replace the changed, keeping
     their previous versions."""
-    from pymongo import ReplaceOne, UpdateOne
+    from pymongo import ReplaceOne, UpdateMany
 
     before = _stored_before(collection, documents)
     writes: list[Any] = []
     archived: list[Item] = []
+    unchanged: list[Any] = []        # their _ids: one update for all (one last_seen)
     for document in documents:
         previous = before.get((document["crawlid"], document["url"]))
         if previous is None:      # deleted meanwhile: counted as unchanged, not lost
@@ -79,8 +80,7 @@ def store_again(collection: Any, versions: Any, documents: list[Item],
             continue
         if previous.get("content_hash") == document["content_hash"] \
                 and previous.get("change") != "gone":
-            writes.append(UpdateOne({"_id": previous["_id"]},
-                                    {"$set": {"last_seen": document["last_seen"]}}))
+            unchanged.append(previous["_id"])
             stored.count(document["crawlid"], "unchanged")
             continue
         document.update(_id=previous["_id"], change="changed",
@@ -93,6 +93,9 @@ def store_again(collection: Any, versions: Any, documents: list[Item],
     if archived:
         versions.insert_many(archived, ordered=False)
         _prune(versions, archived, limits.keep)
+    if unchanged:
+        writes.append(UpdateMany({"_id": {"$in": unchanged}},
+                                 {"$set": {"last_seen": documents[0]["last_seen"]}}))
     if writes:
         collection.bulk_write(writes, ordered=False)
 

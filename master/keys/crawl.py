@@ -61,7 +61,7 @@ class CrawlKeys(KeySpace):
         (a stored page answered 404 or 410; crawler/versions.py).
 
         Written by: spider (its item pipeline's counts, sent with its task outcomes)
-        Read by: monitor (`info`), `crawlcluster watch`
+        Read by: monitor (`info`), retention (the retired crawl's record)
         """
         return f"{self.shard_tag(self.shard_of(crawlid))}:crawl:{crawlid}:changes"
 

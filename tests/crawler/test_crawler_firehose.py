@@ -96,6 +96,7 @@ def test_a_crawls_items_arrive_on_kafka_exactly_as_stored(test_settings, redis, 
     assert all(key == value["url"] and value["resent"] is False for key, value in records)
     first = next(iter(on_kafka.values()))
     assert first["status"] == 200 and first["stored_by"] == "job0"
+    assert (first["change"], first["version"]) == ("new", 1)    # what became of the page
     assert first["stored_at"] >= first["fetched_at"] > time.time() - 600
     assert len({v["id"] for _, v in records if v["crawlid"] == "firehose-plain"}) == \
         len(stored(mongo_db, "firehose-plain"))

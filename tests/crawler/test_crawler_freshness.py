@@ -184,16 +184,17 @@ def test_pages_a_revisited_sitemap_says_changed_are_crawled_again(
         test_settings, mongo_db, redis, tmp_path_factory, tmp_path):
     """With the Bloom filter in counting mode, a page whose lastmod in a revisited
     sitemap is newer than the sitemap's last visit is taken out of the filter and
-    crawled again; an unchanged one is not."""
+    crawled again; an unchanged one is not. What is stored: the changed page's new version
+    in place and its first kept, a page gone (404) marked gone, and `info`'s counts."""
     settings = test_settings.copy_with(CRAWLCLUSTER_BLOOM_COUNTING=True)
     root = tmp_path_factory.mktemp("lastmod")
     spec = SiteSpec(port=free_port(DEFAULT_HOSTS), details_per_host=4, seed=3,
                     gbk_page=False)
     manifest = generate_site(root, spec)
     host = spec.hosts[0]
-    old, edited, new = [p["url"] for p in manifest["pages"]
-                        if p["kind"] == "detail" and p["host"] == host][:3]
-    _, sitemap = write_latest(root, spec, host, [old, edited], "2026-01-01")
+    old, removed, edited, new = [p["url"] for p in manifest["pages"]
+                                 if p["kind"] == "detail" and p["host"] == host][:4]
+    _, sitemap = write_latest(root, spec, host, [old, removed, edited], "2026-01-01")
     with StaticSite(root / "www", spec.hosts, spec.port, root / "run") as served:
         submit(settings, {"crawlid": "edited", "spider_type": "universal",
                           "url": f"{spec.base(host)}/robots.txt", "rule": UNIVERSAL_RULE,
@@ -208,25 +209,30 @@ def test_pages_a_revisited_sitemap_says_changed_are_crawled_again(
             def sitemap_visits():
                 return sum(e["path"] == "/latest.xml" for e in served.access_log())
 
-            wait_for(lambda: fetched(old) == fetched(edited) == 1 and sitemap_visits() >= 2)
+            wait_for(lambda: fetched(old) == fetched(removed) == fetched(edited) == 1
+                     and sitemap_visits() >= 2)
             # edited now, in a second after the old version's last visit (lastmod has
             # whole seconds)
             wait_for(lambda: time.time() - max(e["time"] for e in served.access_log()
                                                if e["path"] == "/latest.xml") > 1.2,
                      every=0.05)
-            page_file = root / "www" / host / edited.split(str(spec.port), 1)[1].lstrip("/")
-            html = page_file.read_bytes()
+            def page_file(url):
+                return root / "www" / host / url.split(str(spec.port), 1)[1].lstrip("/")
+
+            page_file(removed).unlink()                   # gone: answered 404
+            html = page_file(edited).read_bytes()
             title = b'<h1 class="title">'
-            page_file.write_bytes(html.replace(title, title + b"Corrected: ", 1))
+            page_file(edited).write_bytes(html.replace(title, title + b"Corrected: ", 1))
             just_now = time.strftime("%Y-%m-%dT%H:%M:%S+00:00", time.gmtime())
-            write_latest(root, spec, host, [old, edited, new],
-                         {old: "2026-01-01", edited: just_now, new: "2026-01-02"})
-            wait_for(lambda: fetched(edited) == 2 and fetched(new) == 1)
+            write_latest(root, spec, host, [old, removed, edited, new],
+                         {old: "2026-01-01", removed: just_now, edited: just_now,
+                          new: "2026-01-02"})
+            wait_for(lambda: fetched(edited) == fetched(removed) == 2 and fetched(new) == 1)
             visits = sitemap_visits()
             wait_for(lambda: sitemap_visits() >= visits + 2)   # and revisited since
         finally:
             crawl.stop()
-        assert (fetched(old), fetched(edited), fetched(new)) == (1, 2, 1)
+        assert (fetched(old), fetched(removed), fetched(edited), fetched(new)) == (1, 2, 2, 1)
         # what is stored: the new version in place, the first one kept as a version
         stored = {item["url"]: item for item in mongo_db["items_universal"].find(
             {"crawlid": "edited"})}
@@ -237,8 +243,9 @@ def test_pages_a_revisited_sitemap_says_changed_are_crawled_again(
         assert not earlier[0]["title"].startswith("Corrected: ")
         assert stored[edited]["previous_hash"] == earlier[0]["content_hash"]
         assert (stored[old]["change"], stored[new]["change"]) == ("new", "new")
+        assert stored[removed]["change"] == "gone"               # marked, not deleted
         changes = CrawlStore.from_settings(redis, settings).progress("edited")["changes"]
-        assert (changes["changed"], changes["gone"]) == (1, 0)    # what `info` counts
+        assert (changes["changed"], changes["gone"]) == (1, 1)    # what `info` counts
         assert changes["new"] == len(stored)
 
 
