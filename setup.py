@@ -43,6 +43,8 @@ setup(
         "prometheus-client>=0.20",  # /metrics of the managers and the exporter
         "croniter>=2.0",  # recurring crawls' cron expressions (master/schedules.py)
         "feedparser>=6.0",  # RSS and Atom feeds as a crawl's sources (crawler/sources.py)
+        "dateparser>=1.2",  # a rule's dates in any language (crawler/fields.py)
+        "price-parser>=0.3",  # a rule's numbers and prices (crawler/fields.py)
         # a scrapy-redis project's spiders run on the cluster unchanged (crawler/startkeys.py)
         "scrapy-redis>=0.9",
     ],

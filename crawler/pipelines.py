@@ -68,8 +68,11 @@ class CleaningPipeline(ClusterComponent):
             self.crawler.stats.inc_value("crawlcluster/items/incomplete")
             if "_task" in item:
                 self.context.tracker.item_finished(item["_task"])
+            reasons = item.get("field_errors", {})      # a processor's (crawler/fields.py)
             raise DropItem(f"incomplete item dropped: crawl {item['crawlid']}, "
-                           f"{item['url']}, missing {', '.join(missing)}")
+                           f"{item['url']}, missing " + ", ".join(
+                               f"{name} ({reasons[name]})" if name in reasons else name
+                               for name in missing))
         return item
 
 

@@ -15,11 +15,13 @@ A crawl names a spider type and gives a rule for it.
 
     {"rules": [{"allow": ["/list/"], "follow": true},
                {"allow": ["/news/\\\\d+\\\\.html"], "follow": false,
-                "fields": {"title": "//h1/text()", "body": {"css": "div.content"}}}],
+                "fields": {"title": "//h1/text()", "body": {"css": "div.content"},
+                           "date": {"xpath": "//time/@datetime", "as": "date"}}}],
      "required": ["title"]}
 
 ``validate_rule`` checks a rule against its JSON Schema and compiles every
-XPath, CSS selector and regular expression in it; a ``RuleError`` names the
+XPath, CSS selector and regular expression in it (a field may be a selector with
+processors: crawler/fields.py); a ``RuleError`` names the
 field that is wrong (``rule.rules[1].allow[0]: ...``). The intake validates crawl
 requests with it, the spiders read rules by it: it sits below both
 (crawler/rules.py compiles a rule's link rules for the spiders).
@@ -92,9 +94,9 @@ def _expressions(spider_type: str, rule: Rule) -> Iterator[tuple[str, str, str]]
     """Every ``(field path, kind, expression)`` a rule holds."""
     if spider_type == "precise":
         for section in ("first_page_xpath", "second_page_xpath"):
-            for name, expression in rule.get(section, {}).items():
+            for name, spec in rule.get(section, {}).items():
                 if name != "continue":
-                    yield f"rule.{section}.{name}", "xpath", expression
+                    yield from _field_expressions(f"rule.{section}.{name}", spec)
         if "next_page_xpath" in rule:
             yield "rule.next_page_xpath", "xpath", rule["next_page_xpath"]
         return
@@ -105,8 +107,14 @@ def _expressions(spider_type: str, rule: Rule) -> Iterator[tuple[str, str, str]]
             for j, expression in enumerate(as_list(link_rule.get(key))):
                 yield f"{base}.{key}[{j}]", kind, expression
         for name, spec in link_rule.get("fields", {}).items():
-            kind, expression = field_selector(spec)
-            yield f"{base}.fields.{name}", kind, expression
+            yield from _field_expressions(f"{base}.fields.{name}", spec)
+
+
+def _field_expressions(path: str, spec: str | dict[str, str]) -> Iterator[tuple[str, str, str]]:
+    kind, expression = field_selector(spec)
+    yield path, kind, expression
+    if isinstance(spec, dict) and "re" in spec:
+        yield f"{path}.re", "regex", spec["re"]
 
 
 def field_selector(spec: str | dict[str, str]) -> tuple[str, str]:

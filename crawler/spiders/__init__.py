@@ -90,15 +90,18 @@ def _as_string(match: Any, method: str) -> str:
     return etree.tostring(match, method=method, encoding="unicode", with_tail=False)
 
 
-def css_value(selector: Readable, expression: str) -> str:
-    """``first_value`` of a CSS selector."""
+def css_strings(selector: Readable, expression: str) -> list[str]:
+    """``selector.css(expression).getall()``, as ``xpath_strings`` does it."""
     if isinstance(selector, TextResponse):
         selector = selector.selector
     if isinstance(selector, Selector) and selector.type == "html":
-        found = xpath_strings(selector, css2xpath(expression))   # parsel's own translation
-    else:
-        found = selector.css(expression).getall()
-    values = [value.strip() for value in found]
+        return xpath_strings(selector, css2xpath(expression))   # parsel's own translation
+    return selector.css(expression).getall()
+
+
+def css_value(selector: Readable, expression: str) -> str:
+    """``first_value`` of a CSS selector."""
+    values = [value.strip() for value in css_strings(selector, expression)]
     return "\n".join(value for value in values if value)
 
 
@@ -214,14 +217,17 @@ class ClusterSpider(scrapy.Spider):
     def crawl_info(response: Response) -> dict[str, Any]:
         return response.meta["crawlcluster"]
 
-    def item(self, response: TextResponse, fields: dict[str, str], url: str | None = None,
-             page: bool = False) -> dict[str, Any]:
+    def item(self, response: TextResponse, fields: dict[str, Any], url: str | None = None,
+             page: bool = False, field_errors: dict[str, str] | None = None
+             ) -> dict[str, Any]:
         info = self.crawl_info(response)
         # what a sitemap or feed said of the page (lastmod, published), unless a rule says
         item = {**info["task"].get("entry", {}), **fields}
         item.update(url=url or response.url, crawlid=info["task"]["crawlid"],
                     spider_type=self.name, depth=info["task"].get("depth", 0),
                     status=response.status, fetched_at=time.time())
+        if field_errors:          # fields a processor could not make (crawler/fields.py)
+            item["field_errors"] = field_errors
         if page and info["config"]["rule"].get("main_text", True):
             item["_body"] = response.selector.root     # parsed already: not parsed again
         return item

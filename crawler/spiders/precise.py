@@ -8,14 +8,16 @@ the item travels with that page's task and is completed there with the
 layer (seed 003). A sitemap's or feed's pages are taken as detail pages.
 """
 
+import time
 from collections.abc import Iterator, Mapping
 from typing import Any
 
 from scrapy.http import Response, TextResponse
 from w3lib.url import safe_url_string
 
+from crawler.fields import read_fields
 from crawler.sources import Entry
-from crawler.spiders import SOURCE_CALLBACKS, ClusterSpider, Follow, first_value
+from crawler.spiders import SOURCE_CALLBACKS, ClusterSpider, Follow
 from master.rules import PRECISE_KEYWORDS
 
 
@@ -35,9 +37,11 @@ class PreciseSpider(ClusterSpider):
         goes_on = first.get("continue", True) in (True, "true") and bool(
             rule.get("second_page_xpath"))
         links = []
+        specs = {name: spec for name, spec in first.items() if name not in PRECISE_KEYWORDS}
         for position, element in enumerate(response.xpath(first["list_from"])):
-            fields = {name: first_value(element, expression) for name, expression in first.items()
-                      if name not in PRECISE_KEYWORDS}
+            fields, errors = read_fields(element, specs, response, time.time())
+            if errors:
+                fields["field_errors"] = errors
             link = (element.xpath(first["second_page_url"]).get() or "").strip() \
                 if "second_page_url" in first else ""
             if link and goes_on:
@@ -53,9 +57,11 @@ class PreciseSpider(ClusterSpider):
     def parse_detail(self, response: TextResponse) -> Iterator[dict[str, Any]]:
         info = self.crawl_info(response)
         fields = dict(info["task"].get("item", {}))
-        for name, expression in info["config"]["rule"].get("second_page_xpath", {}).items():
-            fields[name] = first_value(response, expression)
-        yield self.item(response, fields, page=True)
+        errors = fields.pop("field_errors", {})
+        more, more_errors = read_fields(response, info["config"]["rule"].get(
+            "second_page_xpath", {}), response, time.time())
+        fields.update(more)
+        yield self.item(response, fields, page=True, field_errors={**errors, **more_errors})
 
 
 def absolute(response: TextResponse, link: str) -> str:

@@ -9,6 +9,7 @@ or not matched by the rules' patterns (``rule``). A sitemap's or feed's pages go
 the first rule that admits them, as links would.
 """
 
+import time
 from collections import Counter
 from collections.abc import Iterator, Mapping
 from typing import Any
@@ -17,10 +18,10 @@ from urllib.parse import urlparse
 from scrapy.crawler import Crawler
 from scrapy.http import Response, TextResponse
 
+from crawler.fields import read_fields
 from crawler.rules import LinkRule, compile_universal, every_url
 from crawler.sources import Entry
-from crawler.spiders import ClusterSpider, Follow, css_value, first_value
-from master.rules import field_selector
+from crawler.spiders import ClusterSpider, Follow
 
 
 class UniversalSpider(ClusterSpider):
@@ -43,7 +44,8 @@ class UniversalSpider(ClusterSpider):
         index = info["task"].get("rule_index")
         matched = rules[index] if index is not None and index < len(rules) else None
         if matched is not None and matched.fields:
-            yield self.item(response, self._fields(response, matched.fields), page=True)
+            fields, errors = read_fields(response, matched.fields, response, time.time())
+            yield self.item(response, fields, page=True, field_errors=errors)
         if matched is None or matched.follow:
             urls = every_url(response, self.lean_links)
             links = self._links(response, rules, urls, self.lean_links)
@@ -67,13 +69,6 @@ class UniversalSpider(ClusterSpider):
                 refused["scope"] += 1
         return links, refused
 
-    @staticmethod
-    def _fields(response: TextResponse, specs: dict[str, Any]) -> dict[str, str]:
-        fields = {}
-        for name, spec in specs.items():
-            kind, expression = field_selector(spec)
-            fields[name] = (css_value if kind == "css" else first_value)(response, expression)
-        return fields
 
     @staticmethod
     def _links(response: TextResponse, rules: list[LinkRule], urls: list[str],

@@ -26,7 +26,7 @@ def test_valid_rules_pass():
     ("precise", {"first_page_xpath": {"title": "a"}}, "rule.first_page_xpath",
      "'list_from' is a required property"),
     ("precise", {"first_page_xpath": {"list_from": "//li", "title": 5}},
-     "rule.first_page_xpath.title", "not of type 'string'"),
+     "rule.first_page_xpath.title", "is not valid under any of the given schemas"),
     ("precise", {**PRECISE, "next_page_xpath": "//a[@"}, "rule.next_page_xpath", "invalid xpath"),
     ("precise", {**PRECISE, "extra": 1}, "rule", "Additional properties"),
     ("universal", {"rules": [{"allow": "/ok/"}, {"deny": ["(unclosed"]}]}, "rule.rules[1].deny[0]",
