@@ -36,7 +36,7 @@ fi
 # 2. Wheels of crawlcluster and everything it needs, built on this machine (its pip
 #    reaches PyPI; a container's may not), for the images to install with no index.
 WHEELS=deploy/wheels
-stamp=$(digest setup.py deploy/images/requirements-servers.txt)
+stamp=$(digest pyproject.toml setup.py deploy/images/requirements-servers.txt)
 if [ "$(cat "$WHEELS/.inputs" 2>/dev/null)" != "$stamp" ]; then
   say "wheels for crawlcluster and the stand-in servers"
   rm -f "$WHEELS"/*.whl
