@@ -2,9 +2,8 @@
 so pip installs through the standard build backend, not the legacy path."""
 
 import ast
-from pathlib import Path
-
 import tomllib
+from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 

@@ -2,7 +2,7 @@
 and scales its limits by the factor; reports lower the factor, pages raise it."""
 
 import json
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from email.utils import format_datetime
 
 import pytest
@@ -150,9 +150,9 @@ def test_retry_after_reads_seconds_and_http_dates():
     now = START
     assert retry_after_seconds("120", now) == 120.0
     assert retry_after_seconds(b" 3 ", now) == 3.0
-    date = format_datetime(datetime.fromtimestamp(now + 30, timezone.utc), usegmt=True)
+    date = format_datetime(datetime.fromtimestamp(now + 30, UTC), usegmt=True)
     assert retry_after_seconds(date, now) == pytest.approx(30.0)
-    past = format_datetime(datetime.fromtimestamp(now - 30, timezone.utc), usegmt=True)
+    past = format_datetime(datetime.fromtimestamp(now - 30, UTC), usegmt=True)
     assert retry_after_seconds(past, now) == 0.0
     assert retry_after_seconds("soon", now) is None
     assert retry_after_seconds("-5", now) is None
