@@ -17,6 +17,7 @@ import unicodedata
 from collections import Counter
 from typing import Any
 
+from lxml import etree, html
 from scrapy.crawler import Crawler
 from scrapy.exceptions import DropItem
 from twisted.internet.defer import Deferred
@@ -25,6 +26,7 @@ from twisted.python.failure import Failure
 from crawler.context import ClusterComponent
 from crawler.firehose import Firehose
 from crawler.maintext import extract_main_text
+from crawler.pagemeta import page_meta
 from crawler.versions import (
     Stored,
     VersionLimits,
@@ -77,11 +79,37 @@ class CleaningPipeline(ClusterComponent):
 
 
 class MainTextPipeline:
+    """``main_text`` and ``meta`` (crawler/pagemeta.py) of pages with fields."""
+
+    def __init__(self, meta: bool = True, guess_date: bool = True) -> None:
+        self.meta, self.guess_date = meta, guess_date
+
+    @classmethod
+    def from_crawler(cls, crawler: Crawler) -> "MainTextPipeline":
+        settings = crawler.settings
+        return cls(settings.getbool("CRAWLCLUSTER_PAGE_META", True),
+                   settings.getbool("CRAWLCLUSTER_PAGE_META_DATE_GUESS", True))
+
     def process_item(self, item: Item) -> Item:
         body = item.pop("_body", None)     # the page's HTML, or its parsed lxml tree
-        if body is not None:               # (a tree's truth value is its child count)
-            item["main_text"] = extract_main_text(body)
+        if body is None:                   # (a tree's truth value is its child count)
+            return item
+        if self.meta:
+            root = _tree(body)
+            if root is not None:
+                item["meta"] = page_meta(root, item["url"], self.guess_date)
+        item["main_text"] = extract_main_text(body)
         return item
+
+
+def _tree(body: Any) -> Any:
+    """A page's lxml tree, from its HTML or the tree itself; None if it has none."""
+    if not isinstance(body, str):
+        return body
+    try:
+        return html.fromstring(body)
+    except (etree.ParserError, ValueError):
+        return None
 
 
 def _add_progress(progress: Progress, more: Progress) -> None:

@@ -230,6 +230,13 @@ CRAWLCLUSTER_BROWSER_MAX_MB = 600.0
 CRAWLCLUSTER_MONGODB_BATCH = 100
 # Seconds an item waits at most for its batch to fill before it is written.
 CRAWLCLUSTER_MONGODB_FLUSH_AFTER = 0.5
+# Give every page with fields a `meta` (title, dates, author, description, language,
+# canonical URL, image) from its JSON-LD, OpenGraph, meta tags and microdata
+# (crawler/pagemeta.py).
+CRAWLCLUSTER_PAGE_META = True
+# When a page's markup has no publication date, guess it from its text and URL
+# (htmldate).
+CRAWLCLUSTER_PAGE_META_DATE_GUESS = True
 # Earlier versions kept per stored page when it changes (crawler/versions.py), in
 # versions_<spider type>; the current version is the item itself.
 CRAWLCLUSTER_VERSIONS_KEEP = 10

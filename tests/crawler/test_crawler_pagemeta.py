@@ -1,0 +1,70 @@
+"""A page's metadata without a rule (crawler/pagemeta.py): JSON-LD first (an article
+before the site's own blocks), then OpenGraph and meta tags, microdata, the page itself;
+each with its source; a page whose markup has no date gets htmldate's guess."""
+
+import json
+
+import lxml.html
+
+from crawler.pagemeta import page_meta
+
+JSONLD = {"@context": "https://schema.org", "@graph": [
+    {"@type": "WebSite", "name": "Daily Example", "url": "https://news.example/"},
+    {"@type": "NewsArticle", "headline": "Council approves budget",
+     "datePublished": "2026-11-03T09:30:00+01:00", "dateModified": "2026-11-04T10:00:00+01:00",
+     "author": [{"@type": "Person", "name": "A. Writer"}],
+     "image": {"@type": "ImageObject", "url": "https://news.example/img/1.jpg"}}]}
+
+ARTICLE = f"""<html lang="en"><head><title>Budget | Daily Example</title>
+<script type="application/ld+json">{json.dumps(JSONLD)}</script>
+<script type="application/ld+json">{{not json</script>
+<meta property="og:title" content="OG title"><meta property="og:description" content="The
+council voted."><link rel="canonical" href="https://news.example/2026/budget"></head>
+<body><h1>Council approves budget</h1><p>Text.</p></body></html>"""
+
+MICRODATA = """<html><head><title>Ausschreibung</title>
+<meta name="description" content="Neue Ausschreibung der Stadt"></head><body>
+<article itemscope itemtype="https://schema.org/Article">
+<h1 itemprop="headline">Neue Ausschreibung</h1>
+<time itemprop="datePublished" datetime="2026-10-30">30. Oktober 2026</time>
+<span itemprop="author">Redaktion</span></article></body></html>"""
+
+NO_MARKUP = """<html><head><title>公告</title></head><body><h1>关于开展检查的公告</h1>
+<p>发布日期：2026-09-15</p><p>各有关单位：……</p></body></html>"""
+
+
+def meta_of(page, url="https://news.example/2026/budget", guess_date=True):
+    return page_meta(lxml.html.fromstring(page), url, guess_date)
+
+
+def test_json_ld_comes_first_and_an_article_before_the_site():
+    meta = meta_of(ARTICLE)
+    assert meta["title"] == "Council approves budget"
+    assert meta["published"] == "2026-11-03T09:30:00+01:00"
+    assert meta["modified"] == "2026-11-04T10:00:00+01:00"
+    assert meta["author"] == "A. Writer"
+    assert meta["image"] == "https://news.example/img/1.jpg"
+    assert meta["description"] == "The council voted."
+    assert meta["canonical"] == "https://news.example/2026/budget"
+    assert meta["language"] == "en"
+    assert meta["sources"] == {"title": "json-ld", "published": "json-ld",
+                               "modified": "json-ld", "author": "json-ld", "image": "json-ld",
+                               "description": "opengraph", "canonical": "html",
+                               "language": "html"}
+
+
+def test_microdata_and_meta_tags():
+    meta = meta_of(MICRODATA, "https://stadt.example/a/1.html")
+    assert (meta["title"], meta["published"], meta["author"]) == (
+        "Neue Ausschreibung", "2026-10-30", "Redaktion")
+    assert meta["description"] == "Neue Ausschreibung der Stadt"
+    assert meta["sources"]["published"] == "microdata"
+    assert meta["sources"]["description"] == "meta"
+
+
+def test_a_page_without_a_date_in_its_markup_gets_a_guess_from_its_text():
+    meta = meta_of(NO_MARKUP, "https://gov.example/notice/17.html")
+    assert (meta["published"], meta["sources"]["published"]) == ("2026-09-15", "htmldate")
+    assert "published" not in meta_of(NO_MARKUP, "https://gov.example/notice/17.html",
+                                      guess_date=False)
+    assert meta["title"] == "公告"
