@@ -16,7 +16,9 @@ RUN if ls deploy/wheels/*.whl >/dev/null 2>&1; then \
     fi \
  && rm -rf deploy build ./*.egg-info
 COPY . /src
-RUN pip install --no-cache-dir --no-deps . \
+# built with the setuptools installed above: the image has no package index to fetch a
+# build environment from
+RUN pip install --no-cache-dir --no-deps --no-build-isolation . \
  && rm -rf deploy/wheels build \
  && useradd --create-home crawler \
  && mkdir -p /var/lib/crawlcluster && chown crawler /var/lib/crawlcluster

@@ -1,0 +1,159 @@
+"""Metadata benchmark: a page's publication date without a rule, on real news pages.
+
+  python bench/fields.py [--pages DIR]
+
+On the article-extraction benchmark's 181 pages (../shared/benchmarks/article-extraction):
+
+- truth: the publication date the page's markup gives, as extruct (a peer library) reads
+  it: JSON-LD ``datePublished``, OpenGraph ``article:published_time``, microdata
+  ``datePublished``, or the date ``<meta>`` tags; pages whose markup gives none are left
+  out of the scores;
+- ``published_same_day_with_markup``: pages where our ``meta.published``
+  (crawler/pagemeta.py) is on the truth's day, over the pages with a truth;
+- with every JSON-LD block, ``<meta>`` tag, ``itemprop`` and ``<time>`` stripped, the
+  same day found by our fallback against the best library run here on the stripped
+  page (htmldate with its extensive search, and dateparser's search of the visible text):
+  ``fallback_vs_best_library``;
+- ``cpu_meta_on_vs_off``: CPU per page of what the item pipeline does to a page (its
+  main text; with ``meta`` on, its metadata too), on against off.
+
+The last line is one JSON object.
+"""
+
+import argparse
+import copy
+import gzip
+import json
+import re
+import sys
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from bench.common import finish, machine  # noqa: E402
+from crawler.maintext import extract_main_text  # noqa: E402
+from crawler.pagemeta import page_meta  # noqa: E402
+
+PAGES = ROOT.parent / "shared" / "benchmarks" / "article-extraction"
+DAY = re.compile(r"(\d{4})-(\d{2})-(\d{2})")
+DATE_META = ("article:published_time", "datepublished", "date", "pubdate", "publishdate",
+             "dc.date", "dc.date.issued", "dcterms.created", "sailthru.date",
+             "parsely-pub-date")
+
+
+def day(value):
+    """The ``YYYY-MM-DD`` a date string starts with, or None."""
+    found = DAY.search(str(value or ""))
+    return "-".join(found.groups()) if found else None
+
+
+def markup_truth(html, url):
+    """The page's publication day as extruct reads its markup, or None."""
+    import extruct
+
+    data = extruct.extract(html, base_url=url, syntaxes=["json-ld", "microdata", "opengraph"],
+                           uniform=True, errors="ignore")
+    for thing in _flat(data.get("json-ld", [])) + _flat(data.get("microdata", [])):
+        if isinstance(thing, dict) and day(thing.get("datePublished")):
+            return day(thing["datePublished"])
+    for graph in data.get("opengraph", []):
+        if day(graph.get("article:published_time")):
+            return day(graph["article:published_time"])
+    import lxml.html
+
+    for tag in lxml.html.fromstring(html).xpath("//meta[@content]"):
+        name = (tag.get("property") or tag.get("name") or tag.get("itemprop") or "").lower()
+        if name in DATE_META and day(tag.get("content")):
+            return day(tag.get("content"))
+    return None
+
+
+def _flat(things):
+    out = []
+    for thing in things:
+        if isinstance(thing, dict) and "@graph" in thing:
+            out += _flat(thing["@graph"])
+        elif isinstance(thing, list):
+            out += _flat(thing)
+        else:
+            out.append(thing)
+    return out
+
+
+def stripped(root):
+    """The page with its date markup taken out."""
+    root = copy.deepcopy(root)
+    for element in root.xpath('//script[@type="application/ld+json"] | //meta | //time'):
+        element.drop_tree()
+    for element in root.xpath("//*[@itemprop]"):
+        del element.attrib["itemprop"]
+    return root
+
+
+def peers(root, url):
+    """The days the libraries find on a stripped page: {library: day or None}."""
+    from dateparser.search import search_dates
+    from htmldate import find_date
+
+    found = {}
+    try:
+        found["htmldate"] = day(find_date(copy.deepcopy(root), url=url, extensive_search=True,
+                                          original_date=True))
+    except Exception:  # noqa: BLE001 - a library that fails finds nothing
+        found["htmldate"] = None
+    text = " ".join(root.text_content().split())[:5000]
+    dates = search_dates(text, settings={"PREFER_DATES_FROM": "past"}) or []
+    found["dateparser_search"] = day(dates[0][1].isoformat()) if dates else None
+    return found
+
+
+def cpu_per_page(trees, meta):
+    started = time.process_time()
+    for root, url in trees:
+        if meta:
+            page_meta(root, url)
+        extract_main_text(root)
+    return (time.process_time() - started) / len(trees)
+
+
+def main():
+    import lxml.html
+
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--pages", type=Path, default=PAGES)
+    args = parser.parse_args()
+    truth_file = json.loads((args.pages / "ground-truth.json").read_text())
+    with_truth = same_day = 0
+    fallback = {"ours": 0, "htmldate": 0, "dateparser_search": 0}
+    trees = []
+    for n, path in enumerate(sorted((args.pages / "html").glob("*.html.gz")), 1):
+        html = gzip.decompress(path.read_bytes()).decode("utf-8", errors="replace")
+        url = truth_file[path.name.split(".")[0]]["url"]
+        root = lxml.html.fromstring(html)
+        trees.append((root, url))
+        truth = markup_truth(html, url)
+        print(f"\r  page {n}/{len(truth_file)}", end="", flush=True)
+        if truth is None:
+            continue
+        with_truth += 1
+        same_day += day(page_meta(root, url).get("published")) == truth
+        bare = stripped(root)
+        fallback["ours"] += day(page_meta(bare, url).get("published")) == truth
+        for library, found in peers(bare, url).items():
+            fallback[library] += found == truth
+    print()
+    best = max(("htmldate", "dateparser_search"), key=lambda name: fallback[name])
+    off = min(cpu_per_page(trees, False) for _ in range(3))
+    on = min(cpu_per_page(trees, True) for _ in range(3))
+    finish({"pages": len(trees), "pages_with_markup_date": with_truth,
+            "published_same_day_with_markup": same_day / with_truth,
+            "fallback_same_day": fallback, "best_library": best,
+            "fallback_vs_best_library": fallback["ours"] / max(fallback[best], 1),
+            "cpu_ms_per_page_meta_off": off * 1000, "cpu_ms_per_page_meta_on": on * 1000,
+            "cpu_meta_on_vs_off": on / off, "machine": machine()})
+
+
+if __name__ == "__main__":
+    main()
