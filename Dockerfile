@@ -16,9 +16,12 @@ RUN if ls deploy/wheels/*.whl >/dev/null 2>&1; then \
     fi \
  && rm -rf deploy build ./*.egg-info
 COPY . /src
-# built with the setuptools installed above: the image has no package index to fetch a
-# build environment from
-RUN pip install --no-cache-dir --no-deps --no-build-isolation . \
+# its build environment (setuptools) from the wheels too, where they are
+RUN if ls deploy/wheels/*.whl >/dev/null 2>&1; then \
+      pip install --no-cache-dir --no-deps --no-index --find-links deploy/wheels . ; \
+    else \
+      pip install --no-cache-dir --no-deps . ; \
+    fi \
  && rm -rf deploy/wheels build \
  && useradd --create-home crawler \
  && mkdir -p /var/lib/crawlcluster && chown crawler /var/lib/crawlcluster

@@ -40,7 +40,9 @@ stamp=$(digest pyproject.toml setup.py deploy/images/requirements-servers.txt)
 if [ "$(cat "$WHEELS/.inputs" 2>/dev/null)" != "$stamp" ]; then
   say "wheels for crawlcluster and the stand-in servers"
   rm -f "$WHEELS"/*.whl
-  python -m pip wheel -q --wheel-dir "$WHEELS" . -r deploy/images/requirements-servers.txt
+  # setuptools: crawlcluster's build backend (pyproject.toml), for the image's offline build
+  python -m pip wheel -q --wheel-dir "$WHEELS" . "setuptools>=77" \
+    -r deploy/images/requirements-servers.txt
   rm -rf build
   rm -f "$WHEELS"/crawlcluster-*.whl          # built from the source in the image
   echo "$stamp" >"$WHEELS/.inputs"
