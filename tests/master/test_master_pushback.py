@@ -2,9 +2,9 @@
 and scales its limits by the factor and spaces their hits; reports lower the factor, time
 without pushback raises it; a new domain starts slowly."""
 
-import json
 from datetime import datetime, timezone
 from email.utils import format_datetime
+from itertools import pairwise
 
 import pytest
 
@@ -157,7 +157,7 @@ def test_a_slowed_domains_hits_are_spaced_for_the_whole_cluster(redis, setup):
         clock.now += 0.01
         if len(times) == 5:
             clock.now += 1.0             # idle a second: no catching up after it
-    gaps = [later - earlier for earlier, later in zip(times, times[1:])]
+    gaps = [later - earlier for earlier, later in pairwise(times)]
     assert len(times) in range(15, 18) and min(gaps) > 0.1 - 1e-5
 
 
