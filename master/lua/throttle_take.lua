@@ -12,7 +12,8 @@
 -- KEYS[2]  the job's domains in the shard (set)
 -- KEYS[3]  the shard's lease owners (hash task JSON -> job)
 -- KEYS[4]  the shard's throttle windows (hash, Keys.throttle)
--- KEYS[5]  the shard's pushback states (hash domain -> JSON, Keys.pushback), optional: a
+-- KEYS[5]  the shard's pushback states (hash domain -> JSON, Keys.pushback), optional (swept
+--          with the windows, for states past their expiry; its cursor in '~takecursor'): a
 --          paused domain answers "pause:<seconds to its pause's end>"; a domain's rate
 --          factor scales both its limits (fewer hits, or one hit in a longer window), and
 --          a domain with a state has its hits spaced over the window for the whole
@@ -126,7 +127,7 @@ end
 
 -- Pushback state of the domains named (KEYS[5]): domain -> state; states past their
 -- expiry are dropped. ``changed``: states to write back.
-local pushback, changed = {}, {}
+local pushback, changed, created = {}, {}, false
 if KEYS[5] then
   local names = {}
   for i = 10, #ARGV, 5 do names[#names + 1] = ARGV[i] end
@@ -172,6 +173,7 @@ local function started(domain)
                  expires_at = now + ttl}
   pushback[domain.name] = state
   changed[domain.name] = state
+  created = true
   return state
 end
 
@@ -186,6 +188,7 @@ end
 local written, longest = {}, 0            -- windows to write back: field -> value
 local function take(domain)
   local queue = string.format(ARGV[3], ARGV[4], domain.name)
+  local fresh = not pushback[domain.name]
   local state = pushback[domain.name] or started(domain)
   if state and state['until'] > now then
     return 'pause:' .. string.format('%.3f', state['until'] - now)
@@ -224,6 +227,7 @@ local function take(domain)
   if count > 0 then popped = redis.call('ZPOPMIN', queue, count) end
   if domain.wanted >= 0 and #popped == 0 and (count > 0 or redis.call('ZCARD', queue) == 0) then
     redis.call('SREM', KEYS[2], domain.name)
+    if fresh then changed[domain.name] = nil end     -- no state for a domain left
     return 0
   end
   if count <= 0 then return 'wait:' .. string.format('%.3f', math.max(type_wait, ip_wait)) end
@@ -282,15 +286,28 @@ if sweep_due or grew then
 end
 table.insert(replies, 1, redis.call('SMEMBERS', KEYS[2]))
 if KEYS[5] then
-  local states, created = {}, false
+  local states = {}
   for domain, state in pairs(changed) do
     states[#states + 1] = domain
     states[#states + 1] = cjson.encode(state)
-    created = created or state.pushbacks == 0
   end
   if #states > 0 then batched('HSET', KEYS[5], states) end
-  if created and redis.call('PTTL', KEYS[5]) < ttl * 1000 then
-    redis.call('PEXPIRE', KEYS[5], math.ceil(ttl * 1000))
+  if created then redis.call('PEXPIRE', KEYS[5], math.ceil(ttl * 1000)) end
+  if sweep_due and redis.call('EXISTS', KEYS[5]) == 1 then
+    -- States past their expiry, of domains no take names any more: a slice a minute
+    -- (the cursor in field '~takecursor'), or new states would keep the hash for ever.
+    local scan = redis.call('HSCAN', KEYS[5], redis.call('HGET', KEYS[5], '~takecursor') or '0',
+                            'COUNT', SWEEP_SLICE)
+    local stale, found = {}, scan[2]
+    for n = 1, #found, 2 do
+      local ok, old = pcall(cjson.decode, found[n + 1])
+      if string.sub(found[n], 1, 1) ~= '~' and not changed[found[n]]
+          and (not ok or type(old) ~= 'table' or (tonumber(old.expires_at) or 0) <= now) then
+        stale[#stale + 1] = found[n]
+      end
+    end
+    if #stale > 0 then batched('HDEL', KEYS[5], stale) end
+    redis.call('HSET', KEYS[5], '~takecursor', scan[1])
   end
   local factors = {}
   for domain, state in pairs(pushback) do

@@ -245,3 +245,26 @@ def test_reports_sweep_expired_states_so_the_hash_stays_bounded(redis, setup):
     fields = redis.hkeys(keys.pushback(shard))
     assert sorted(field for field in fields if not field.startswith("~")) == ["live.com"]
     assert [state.domain for state in store.states()] == ["live.com"]
+
+
+def test_takes_sweep_expired_slow_start_states_so_the_hash_stays_bounded(redis, setup):
+    """New domains' states (slow start) go once expired, by the takes' own sweep: no
+    report may ever come to sweep them."""
+    clock, keys, _, _ = setup
+    _, queues = with_policy(redis, keys, clock, start_rate=2.0)
+    shard = keys.shard_of("live.com")
+    ours = [domain for domain in (f"old{n}.com" for n in range(400))
+            if keys.shard_of(domain) == shard]
+    for domain in ours:
+        fill_queue(redis, keys, "job", domain, 1)
+    queues.take("job", "universal", "10.0.0.1")          # a state each, slow start
+    clock.now += 1.0
+    queues.take("job", "universal", "10.0.0.1")          # their queues empty: not named again
+    key = keys.pushback(shard)
+    assert len(redis.hkeys(key)) >= len(ours) and 0 < redis.pttl(key) <= 600_000
+    clock.now += POLICY.ttl + 61                          # expired; a sweep is due
+    fill_queue(redis, keys, "job", "live.com", 1)
+    for _ in range(len(ours) // 100 + 3):                # a slice a minute
+        queues.take("job", "universal", "10.0.0.1")
+        clock.now += 61
+    assert [f for f in redis.hkeys(key) if not f.startswith("~")] == ["live.com"]
