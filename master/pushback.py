@@ -37,9 +37,9 @@ PUSHBACK_DOMAINS_COUNTED = 10_000    # domains whose pushbacks are counted (the 
 class PushbackPolicy:
     """How the cluster answers pushback (``CRAWLCLUSTER_PUSHBACK_*``)."""
 
-    decrease: float = 0.7       # the factor is multiplied by this at a pushback
+    decrease: float = 0.8       # the factor is multiplied by this at a pushback
     floor: float = 0.02         # the least factor
-    increase: float = 0.02      # a second, times the factor the last decrease left
+    increase: float = 0.012     # a second, times the factor the last decrease left
     start_rate: float = 0.0     # requests a second a new domain starts at (0: its limit)
     pause: float = 2.0          # seconds paused after a pushback without Retry-After
     max_pause: float = 600.0    # the longest pause a Retry-After may ask for

@@ -122,13 +122,13 @@ CRAWLCLUSTER_MAX_RETRIES = 3
 # Pushback (docs/operations.md): at a 429 or 503 (or a burst of 403s, or a block page) a
 # domain's rate factor (the share of its limit the whole cluster may use) is multiplied
 # by this, at most once per window of its limit.
-CRAWLCLUSTER_PUSHBACK_DECREASE = 0.7
+CRAWLCLUSTER_PUSHBACK_DECREASE = 0.8
 # The least rate factor pushback leaves a domain (share of its configured limit).
 CRAWLCLUSTER_PUSHBACK_FLOOR = 0.02
 # Once its pause is over, a domain's rate factor rises by this share of the factor its
-# last decrease left every second without pushback (additive increase), up to 1: 0.02
-# regains a decrease of 0.7 in about 21 s.
-CRAWLCLUSTER_PUSHBACK_INCREASE = 0.02
+# last decrease left every second without pushback (additive increase), up to 1: 0.012
+# regains a decrease of 0.8 in about 21 s.
+CRAWLCLUSTER_PUSHBACK_INCREASE = 0.012
 # Slow start: requests a second a domain the cluster has no pushback state of begins at
 # (for CRAWLCLUSTER_PUSHBACK_TTL), doubling every second until a pushback or its limit,
 # so a site's hidden rate is found without a burst at it. 0 begins at the limit.

@@ -3,7 +3,7 @@
 -- its limit, so the answers to requests already out count once; never below the floor)
 -- and pause the domain until now + the pause asked for (a pause already longer stays).
 -- The factor decreased is the one in force now (throttle_take.lua's factor_now: the last
--- decrease's, regained since its pause ended); a pushback ends a slow start.
+-- decrease's, regained since its pause ended); a pushback ends a slow start, halving it.
 -- The state is JSON: factor, base (the factor the last decrease left), start (in slow
 -- start), until (pause end), next_at (throttle_take.lua's spacing), pushbacks, reason,
 -- decreased_at, updated_at, expires_at (updated_at + the TTL).
@@ -43,11 +43,17 @@ end
 state.pushbacks = state.pushbacks + 1
 state.reason = ARGV[8]
 state.factor = factor_now(state)
-if state.start or now - state.decreased_at >= window then
-  state.factor = math.max(floor, state.factor * decrease)
+if state.start then
+  -- The end of a slow start: back to the rate of a second ago (it has doubled since),
+  -- the last the site is known to have let through.
+  state.factor = math.max(floor, state.base, state.factor / 2)
   state.base = state.factor
   state.decreased_at = now
   state.start = false
+elseif now - state.decreased_at >= window then
+  state.factor = math.max(floor, state.factor * decrease)
+  state.base = state.factor
+  state.decreased_at = now
 end
 state['until'] = math.max(state['until'], now + pause)
 state.updated_at = now

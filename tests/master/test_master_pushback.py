@@ -112,16 +112,17 @@ def test_the_factor_rises_additively_once_the_pause_is_over(redis, setup):
 
 def test_a_new_domain_starts_slowly_and_its_first_pushback_ends_that(redis, setup):
     """Slow start at 2 a second, doubling every second: 10 a second is reached in
-    about 2.3 s; a pushback decreases the factor in force then, and the state says so."""
+    about 2.3 s; a pushback halves the factor in force then (back to the rate of a
+    second before), and the state says so."""
     clock, keys, _, _ = setup
-    store, queues = with_policy(redis, keys, clock, start_rate=2.0, increase=0.1)
+    store, queues = with_policy(redis, keys, clock, start_rate=2.0, increase=0.1, decrease=0.7)
     fill_queue(redis, keys, "job", "example.com", 200)
     firsts = [takes_in(queues, clock, 1.0) for _ in range(4)]
     assert firsts[0] in range(2, 4) and firsts[1] in range(4, 7) and firsts[3] in range(10, 12)
     assert store.states() == []                 # slow start alone is no pushback
     clock.now += 1.0
     state = store.report("example.com", "429", retry_after=1.0, window=1.0)
-    assert state.factor == 0.5 and state.reason == "429"
+    assert state.factor == 0.5 and state.reason == "429"         # halved, not x 0.7
     clock.now += 1.0
     assert takes_in(queues, clock, 1.0) in range(5, 7)      # no doubling any more
 
