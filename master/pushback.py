@@ -5,7 +5,7 @@ windows, so every spider on every node reads it in the take it already makes
 (``throttle_take.lua``): while the domain is paused no task of it is taken, and its
 rate factor scales its configured limit; its hits are spaced over the window for the
 whole cluster, never taken in a burst. A domain met for the first time starts slowly
-(``start_rate`` requests a second, doubling every second), so a site's hidden rate is
+(at ``start_factor`` of its limit, doubling every second), so a site's hidden rate is
 found without a burst at it. A 429 or 503 (or a burst of 403s, or a block page:
 crawler/pushback.py) is reported at once (``report``: one round trip): it ends the
 slow start, multiplies the factor in force down and pauses the domain (``Retry-After``,
@@ -40,7 +40,7 @@ class PushbackPolicy:
     decrease: float = 0.8       # the factor is multiplied by this at a pushback
     floor: float = 0.02         # the least factor
     increase: float = 0.012     # a second, times the factor the last decrease left
-    start_rate: float = 0.0     # requests a second a new domain starts at (0: its limit)
+    start_factor: float = 0.0   # share of its limit a new domain starts at (0: all of it)
     pause: float = 2.0          # seconds paused after a pushback without Retry-After
     max_pause: float = 600.0    # the longest pause a Retry-After may ask for
     ttl: float = 3600.0         # seconds a state is kept after its last change
@@ -50,7 +50,7 @@ class PushbackPolicy:
         return cls(decrease=settings.getfloat("CRAWLCLUSTER_PUSHBACK_DECREASE"),
                    floor=settings.getfloat("CRAWLCLUSTER_PUSHBACK_FLOOR"),
                    increase=settings.getfloat("CRAWLCLUSTER_PUSHBACK_INCREASE"),
-                   start_rate=settings.getfloat("CRAWLCLUSTER_PUSHBACK_START_RATE"),
+                   start_factor=settings.getfloat("CRAWLCLUSTER_PUSHBACK_START_FACTOR"),
                    pause=settings.getfloat("CRAWLCLUSTER_PUSHBACK_PAUSE"),
                    max_pause=settings.getfloat("CRAWLCLUSTER_PUSHBACK_MAX_PAUSE"),
                    ttl=settings.getfloat("CRAWLCLUSTER_PUSHBACK_TTL"))
@@ -125,7 +125,7 @@ class PushbackStore:
     def take_args(self) -> list[str]:
         """The policy's arguments to ``throttle_take.lua`` (ARGV[7..9])."""
         policy = self.policy
-        return [repr(policy.start_rate), repr(policy.increase), repr(policy.ttl)]
+        return [repr(policy.start_factor), repr(policy.increase), repr(policy.ttl)]
 
     def report(self, domain: str, reason: str, retry_after: float | None,
                window: float) -> DomainPushback:

@@ -129,10 +129,11 @@ CRAWLCLUSTER_PUSHBACK_FLOOR = 0.02
 # last decrease left every second without pushback (additive increase), up to 1: 0.012
 # regains a decrease of 0.8 in about 21 s.
 CRAWLCLUSTER_PUSHBACK_INCREASE = 0.012
-# Slow start: requests a second a domain the cluster has no pushback state of begins at
-# (for CRAWLCLUSTER_PUSHBACK_TTL), doubling every second until a pushback or its limit,
-# so a site's hidden rate is found without a burst at it. 0 begins at the limit.
-CRAWLCLUSTER_PUSHBACK_START_RATE = 2.0
+# Slow start: the share of its limit a domain the cluster has no pushback state of begins
+# at (for CRAWLCLUSTER_PUSHBACK_TTL), doubling every second until a pushback or the limit
+# (1/16: the limit in 4 s), so a site's hidden rate below the limit is found without a
+# burst at it. 0 (or 1) begins at the limit.
+CRAWLCLUSTER_PUSHBACK_START_FACTOR = 0.0625
 # Seconds the whole cluster pauses a domain after a 429/503 without a Retry-After.
 CRAWLCLUSTER_PUSHBACK_PAUSE = 2.0
 # The longest pause (s) a Retry-After may ask for; a longer one is cut to this.

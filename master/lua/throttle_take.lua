@@ -18,15 +18,15 @@
 --          factor scales both its limits (fewer hits, or one hit in a longer window), and
 --          a domain with a state has its hits spaced over the window for the whole
 --          cluster (``next_at``: the earliest time of its next hit), not taken at once.
---          A domain without a state gets one, starting at ARGV[7] requests a second
---          (slow start: its factor doubles every second until a pushback or 1).
+--          A domain without a state gets one, its factor starting at ARGV[7] (slow
+--          start: the factor doubles every second until a pushback or 1).
 -- ARGV[1]  now (seconds)
 -- ARGV[2]  lease expiry time
 -- ARGV[3]  queue key template, string.format(template, job, domain)
 -- ARGV[4]  the job
 -- ARGV[5]  its spider type
 -- ARGV[6]  its host ip
--- ARGV[7]  slow start: requests a second a domain without a state starts at (0: none)
+-- ARGV[7]  slow start: the factor a domain without a state starts at (0 or 1: none)
 -- ARGV[8]  share of its factor after a decrease a domain's factor regains a second
 -- ARGV[9]  seconds a new state is kept (the pushback hash's TTL too)
 -- ARGV[10..] per domain: domain, hits allowed per window by spider type, hits allowed per
@@ -38,7 +38,7 @@
 -- for a hit recorded; then, with KEYS[5], a list: domain, rate factor, ... of the domains
 -- named whose factor is below 1}
 local now = tonumber(ARGV[1])
-local start_rate, increase, ttl = tonumber(ARGV[7]), tonumber(ARGV[8]), tonumber(ARGV[9])
+local start_factor, increase, ttl = tonumber(ARGV[7]), tonumber(ARGV[8]), tonumber(ARGV[9])
 local SLOTS, SWEEP_EVERY, SWEEP_SLICE = 20, 60, 200
 -- Seconds of spacing a spaced domain may make up in one take (at least half its interval):
 -- a take every scheduler tick keeps a fast domain's rate, an idle one gets no burst.
@@ -163,11 +163,10 @@ local values = redis.call('HMGET', KEYS[4], unpack(fields))
 local current = {}
 for n, field in ipairs(fields) do current[field] = values[n] end
 
--- A new domain's state, in slow start (KEYS[5] given and ARGV[7] > 0), or nil.
+-- A new domain's state, in slow start (KEYS[5] given and 0 < ARGV[7] < 1), or nil.
 local function started(domain)
-  if not KEYS[5] or start_rate <= 0 or domain.hits <= 0 then return nil end
-  local factor = start_rate * domain.window_s / domain.hits
-  if factor >= 1 then return nil end
+  local factor = start_factor
+  if not KEYS[5] or factor <= 0 or factor >= 1 or domain.hits <= 0 then return nil end
   local state = {factor = factor, base = factor, start = true, ['until'] = 0, pushbacks = 0,
                  decreased_at = now, reason = 'slow start', updated_at = now,
                  expires_at = now + ttl}

@@ -111,11 +111,11 @@ def test_the_factor_rises_additively_once_the_pause_is_over(redis, setup):
 
 
 def test_a_new_domain_starts_slowly_and_its_first_pushback_ends_that(redis, setup):
-    """Slow start at 2 a second, doubling every second: 10 a second is reached in
+    """Slow start at 0.2 of 10 a second, doubling every second: 10 a second is reached in
     about 2.3 s; a pushback halves the factor in force then (back to the rate of a
     second before), and the state says so."""
     clock, keys, _, _ = setup
-    store, queues = with_policy(redis, keys, clock, start_rate=2.0, increase=0.1, decrease=0.7)
+    store, queues = with_policy(redis, keys, clock, start_factor=0.2, increase=0.1, decrease=0.7)
     fill_queue(redis, keys, "job", "example.com", 200)
     firsts = [takes_in(queues, clock, 1.0) for _ in range(4)]
     assert firsts[0] in range(2, 4) and firsts[1] in range(4, 7) and firsts[3] in range(10, 12)
@@ -252,7 +252,7 @@ def test_takes_sweep_expired_slow_start_states_so_the_hash_stays_bounded(redis, 
     """New domains' states (slow start) go once expired, by the takes' own sweep: no
     report may ever come to sweep them."""
     clock, keys, _, _ = setup
-    _, queues = with_policy(redis, keys, clock, start_rate=2.0)
+    _, queues = with_policy(redis, keys, clock, start_factor=0.2)
     shard = keys.shard_of("live.com")
     ours = [domain for domain in (f"old{n}.com" for n in range(400))
             if keys.shard_of(domain) == shard]
