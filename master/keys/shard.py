@@ -133,8 +133,8 @@ class ShardKeys(KeySpace):
         """hash domain -> JSON of the domain's pushback state (docs/operations.md): its
         rate factor (the share of its configured limit the throttle allows), the factor
         the last decrease left and when (the factor rises from it with time once the
-        pause is over), whether it is in slow start, when its pause ends, the earliest
-        time of its next hit (spacing), its pushbacks, the reason and time of the last,
+        pause is over), whether it is in slow start, when its pause ends, when its last
+        hit was due (spacing), its pushbacks, the reason and time of the last,
         when it last changed. A take writes a new domain's state (slow start) and the
         spacing; the hash expires ``CRAWLCLUSTER_PUSHBACK_TTL`` after a report or a new
         state, and a field that old is ignored and removed (each report sweeps a slice

@@ -5,7 +5,7 @@
 -- The factor decreased is the one in force now (throttle_take.lua's factor_now: the last
 -- decrease's, regained since its pause ended); a pushback ends a slow start, halving it.
 -- The state is JSON: factor, base (the factor the last decrease left), start (in slow
--- start), until (pause end), next_at (throttle_take.lua's spacing), pushbacks, reason,
+-- start), until (pause end), last_at (throttle_take.lua's spacing), pushbacks, reason,
 -- decreased_at, updated_at, expires_at (updated_at + the TTL).
 -- KEYS[1]  the shard's pushback states (hash domain -> JSON, Keys.pushback)
 -- ARGV[1]  now (seconds)

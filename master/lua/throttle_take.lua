@@ -17,7 +17,8 @@
 --          paused domain answers "pause:<seconds to its pause's end>"; a domain's rate
 --          factor scales both its limits (fewer hits, or one hit in a longer window), and
 --          a domain with a state has its hits spaced over the window for the whole
---          cluster (``next_at``: the earliest time of its next hit), not taken at once.
+--          cluster (``last_at``: when its last hit was due; the next is an interval at
+--          the current rate later), not taken at once.
 --          A domain without a state gets one, its factor starting at ARGV[7] (slow
 --          start: the factor doubles every second until a pushback or 1).
 -- ARGV[1]  now (seconds)
@@ -179,7 +180,8 @@ end
 -- Hits the spacing of a state's domain allows now (one per ``interval`` s for the whole
 -- cluster), and the seconds until the next if none.
 local function spacing_room(state, interval)
-  local from = math.max(tonumber(state.next_at) or 0, now - math.max(interval / 2, CATCH_UP))
+  local from = math.max((tonumber(state.last_at) or 0) + interval,
+                       now - math.max(interval / 2, CATCH_UP))
   if from > now then return 0, from - now, from end
   return math.floor((now - from) / interval) + 1, 0, from
 end
@@ -213,7 +215,7 @@ local function take(domain)
     written[#written + 1] = domain.by_ip
     written[#written + 1] = record(ip_slots, hits)
     if state and interval > 0 then
-      state.next_at = spaced_from + hits * interval
+      state.last_at = spaced_from + (hits - 1) * interval
       changed[domain.name] = state
     end
   end
