@@ -9,8 +9,8 @@ spider on every node and pauses it (``Retry-After``, or the default pause). A 42
 attempt and is taken again once the pause is over, so a page is never given up for
 that. A 403 burst's or block page's task is retried with an attempt counted (a site
 that blocks for good must not keep its pages going round for ever). The response goes
-no further (the spider never parses a refusal). Every other page
-fetched credits its domain, raising its rate back slowly. ``pushback_received`` is
+no further (the spider never parses a refusal); the domain's rate rises back slowly
+in the throttle while no more pushback comes. ``pushback_received`` is
 sent for each pushback (the proxy middleware switches proxy on it).
 """
 
@@ -101,8 +101,6 @@ class PushbackMiddleware(ClusterComponent):
         domain = domain_of(request.url)
         reason = self.reason(domain, response)
         if reason is None:
-            if response.status < 400:
-                self.context.queues.pushback.credit(domain)
             return response
         self.report(domain, reason, response)
         self.stats.inc_value("crawlcluster/pushback/count")

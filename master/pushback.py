@@ -3,18 +3,20 @@
 A domain's pushback state lives in its shard (``Keys.pushback``), beside its throttle
 windows, so every spider on every node reads it in the take it already makes
 (``throttle_take.lua``): while the domain is paused no task of it is taken, and its
-rate factor scales its configured limit. A 429 or 503 (or a burst of 403s, or a block
-page: crawler/pushback.py) is reported at once (``report``: one round trip) and
-multiplies the factor down and pauses the domain (``Retry-After``, or the default
-pause); pages fetched without pushback raise the factor again, counted in the
-process and sent with its next take (``credit``, ``queue_credits``: no round trip of
-their own).
+rate factor scales its configured limit; its hits are spaced over the window for the
+whole cluster, never taken in a burst. A domain met for the first time starts slowly
+(at ``start_factor`` of its limit, doubling every second), so a site's hidden rate is
+found without a burst at it. A 429 or 503 (or a burst of 403s, or a block page:
+crawler/pushback.py) is reported at once (``report``: one round trip): it ends the
+slow start, multiplies the factor in force down and pauses the domain (``Retry-After``,
+or the default pause). Once the pause is over the factor rises again by ``increase``
+of its lowered value a second (additive increase) for as long as no pushback comes.
 """
 
 import json
 import math
 import time
-from collections import Counter, defaultdict
+from collections import defaultdict
 from dataclasses import dataclass
 from email.utils import parsedate_to_datetime
 from typing import Any
@@ -35,10 +37,11 @@ PUSHBACK_DOMAINS_COUNTED = 10_000    # domains whose pushbacks are counted (the 
 class PushbackPolicy:
     """How the cluster answers pushback (``CRAWLCLUSTER_PUSHBACK_*``)."""
 
-    decrease: float = 0.7       # the factor is multiplied by this at a pushback
+    decrease: float = 0.8       # the factor is multiplied by this at a pushback
     floor: float = 0.02         # the least factor
-    increase: float = 0.01      # per page fetched, times the factor the last decrease left
-    pause: float = 5.0          # seconds paused after a pushback without Retry-After
+    increase: float = 0.012     # a second, times the factor the last decrease left
+    start_factor: float = 0.0   # share of its limit a new domain starts at (0: all of it)
+    pause: float = 2.0          # seconds paused after a pushback without Retry-After
     max_pause: float = 600.0    # the longest pause a Retry-After may ask for
     ttl: float = 3600.0         # seconds a state is kept after its last change
 
@@ -47,6 +50,7 @@ class PushbackPolicy:
         return cls(decrease=settings.getfloat("CRAWLCLUSTER_PUSHBACK_DECREASE"),
                    floor=settings.getfloat("CRAWLCLUSTER_PUSHBACK_FLOOR"),
                    increase=settings.getfloat("CRAWLCLUSTER_PUSHBACK_INCREASE"),
+                   start_factor=settings.getfloat("CRAWLCLUSTER_PUSHBACK_START_FACTOR"),
                    pause=settings.getfloat("CRAWLCLUSTER_PUSHBACK_PAUSE"),
                    max_pause=settings.getfloat("CRAWLCLUSTER_PUSHBACK_MAX_PAUSE"),
                    ttl=settings.getfloat("CRAWLCLUSTER_PUSHBACK_TTL"))
@@ -99,7 +103,7 @@ def retry_after_seconds(value: str | bytes | None, now: float) -> float | None:
 
 
 class PushbackStore:
-    """The pushback states of the cluster's domains: reports, credits, reads."""
+    """The pushback states of the cluster's domains: reports and reads."""
 
     def __init__(self, client: RedisClient, keys: Keys, policy: PushbackPolicy,
                  clock: Clock = time.time, scripts: LuaScripts | None = None) -> None:
@@ -108,7 +112,6 @@ class PushbackStore:
         self.policy = policy
         self.clock = clock
         self.scripts = scripts or LuaScripts(client)
-        self.credits: Counter[str] = Counter()    # domain -> pages not yet credited
         # domain -> its factor below 1, as the last take of it read it (the take spaces
         # its tasks by the rate the script allows)
         self.factors: LRUCache[str, float] = LRUCache(FACTORS_KEPT)
@@ -119,18 +122,24 @@ class PushbackStore:
         return cls(client, Keys.from_settings(settings), PushbackPolicy.from_settings(settings),
                    **kwargs)
 
+    def take_args(self) -> list[str]:
+        """The policy's arguments to ``throttle_take.lua`` (ARGV[7..9])."""
+        policy = self.policy
+        return [repr(policy.start_factor), repr(policy.increase), repr(policy.ttl)]
+
     def report(self, domain: str, reason: str, retry_after: float | None,
                window: float) -> DomainPushback:
         """Record a pushback of ``domain`` for the whole cluster now: its factor
-        multiplied down (once per ``window`` seconds at most) and a pause of
-        ``retry_after`` seconds (None: the default), capped. One round trip."""
+        multiplied down (once per ``window`` seconds at most, and at the end of a slow
+        start) and a pause of ``retry_after`` seconds (None: the default), capped. One
+        round trip."""
         now, policy = self.clock(), self.policy
-        self.credits.pop(domain, None)        # pages fetched before it do not count
         pipe = self.client.pipeline(transaction=False)
         self.scripts.run(
             "pushback_report", [self.keys.pushback(self.keys.shard_of(domain))],
             [repr(now), domain, repr(policy.pause_for(retry_after)), repr(policy.decrease),
-             repr(policy.floor), repr(window), repr(policy.ttl), reason], pipe=pipe)
+             repr(policy.floor), repr(window), repr(policy.ttl), reason,
+             repr(policy.increase)], pipe=pipe)
         counts = self.keys.pushback_counts()
         pipe.zincrby(counts, 1, domain)
         pipe.zincrby(counts, 1, TOTAL)
@@ -158,27 +167,6 @@ class PushbackStore:
             return math.floor(rate), window
         return 1, window / rate
 
-    def credit(self, domain: str, pages: int = 1) -> None:
-        """Count pages of ``domain`` fetched without pushback (sent with the next take),
-        if its factor is below 1 as last read: a domain not pushing back costs nothing."""
-        if domain in self.factors:
-            self.credits[domain] += pages
-
-    def queue_credits(self, pipe: Any) -> None:
-        """Queue the pages counted so far on ``pipe`` (one script call per shard) and
-        forget them: they raise their domains' factors, where one is below 1."""
-        if not self.credits:
-            return
-        by_shard: defaultdict[int, list[Any]] = defaultdict(list)
-        for domain, pages in self.credits.items():
-            by_shard[self.keys.shard_of(domain)] += [domain, pages]
-        self.credits = Counter()
-        now, policy = self.clock(), self.policy
-        for shard, pairs in by_shard.items():
-            self.scripts.run("pushback_credit", [self.keys.pushback(shard)],
-                             [repr(now), repr(policy.increase), repr(policy.ttl), *pairs],
-                             pipe=pipe)
-
     def states_of(self, domains: list[str]) -> dict[str, DomainPushback]:
         """The live pushback states of ``domains`` that have one (one round trip)."""
         by_shard: defaultdict[int, list[str]] = defaultdict(list)
@@ -193,12 +181,12 @@ class PushbackStore:
             for domain, value in zip(names, values, strict=True):
                 state = json.loads(value) if value else None
                 if state and float(state.get("expires_at") or 0) > now:
-                    found[domain] = domain_pushback(domain, state)
+                    found[domain] = domain_pushback(domain, state, now, self.policy.increase)
         return found
 
     def states(self) -> list[DomainPushback]:
-        """Every domain's live pushback state (one round trip over all shards), the
-        most pushed back first."""
+        """The live pushback state of every domain pushed back (one round trip over all
+        shards; those only in slow start left out), the most pushed back first."""
         pipe = self.client.pipeline(transaction=False)
         for shard in self.keys.all_shards():
             pipe.hgetall(self.keys.pushback(shard))
@@ -208,14 +196,28 @@ class PushbackStore:
                 if domain.startswith("~"):       # the report's sweep cursor
                     continue
                 state = json.loads(value)
-                if float(state.get("expires_at") or 0) > now:
-                    found.append(domain_pushback(domain, state))
+                if float(state.get("expires_at") or 0) > now and state.get("pushbacks"):
+                    found.append(domain_pushback(domain, state, now, self.policy.increase))
         return sorted(found, key=lambda state: (-state.pushbacks, state.domain))
 
 
-def domain_pushback(domain: str, state: dict[str, Any]) -> DomainPushback:
-    """A stored state (JSON decoded) as a ``DomainPushback``."""
-    factor = float(state.get("factor", 1.0))
+def factor_now(state: dict[str, Any], now: float, increase: float) -> float:
+    """A stored state's factor at ``now``, as throttle_take.lua computes it: the factor
+    its last decrease left, regained once its pause is over (doubling a second in slow
+    start, else ``increase`` of it a second), up to 1."""
+    base = float(state.get("base", state.get("factor", 1.0)))
+    since = now - max(float(state.get("decreased_at") or 0), float(state.get("until") or 0))
+    if since <= 0:
+        return base
+    if state.get("start"):
+        return min(1.0, base * 2 ** min(since, 64.0))
+    return min(1.0, base * (1 + increase * since))
+
+
+def domain_pushback(domain: str, state: dict[str, Any], now: float,
+                    increase: float) -> DomainPushback:
+    """A stored state (JSON decoded) as a ``DomainPushback``, its factor as of ``now``."""
+    factor = factor_now(state, now, increase)
     return DomainPushback(domain, factor if math.isfinite(factor) else 1.0,
                           float(state.get("until") or 0.0), int(state.get("pushbacks") or 0),
                           str(state.get("reason") or ""), float(state.get("updated_at") or 0.0))

@@ -7,7 +7,8 @@ shared by every spider on one host. The limits come from the live site config
 (ZooKeeper); blacklisted domains are never handed out. ``take`` tries all of a
 job's domains in one round trip, one script call per shard, and leases what it
 gets. A domain paused by pushback (master/pushback.py) is not taken from until its
-pause ends, and its rate factor scales its limits.
+pause ends (the take says so: ``TakeResult.paused``), its rate factor scales its limits
+and its hits are spaced over the window.
 """
 
 import random
@@ -53,7 +54,13 @@ class TakeResult:
     wait: float | None = None          # seconds until a full window frees up
     blacklisted: list[str] = field(default_factory=list)
     throttled: list[str] = field(default_factory=list)   # domains a full window refused
+    paused: dict[str, float] = field(default_factory=dict)   # domain -> seconds paused yet
     view: JobView | None = None        # the job's shards and domains, read in the same round trip
+
+
+def wait_of(reply: str) -> float:
+    """Seconds of a take's "wait:<s>" (a full window) or "pause:<s>" (pushback)."""
+    return float(reply.partition(":")[2])
 
 
 def job_view(client: RedisClient, keys: Keys, job: str) -> JobView:
@@ -83,7 +90,7 @@ class ThrottledQueues:
         self.send_grace = send_grace
         self.clock = clock
         self.scripts = scripts or LuaScripts(client)
-        # pushback states are read by every take; this store sends the pages' credits
+        # pushback states are read and spaced by every take; this store reports pushback
         self.pushback = pushback or PushbackStore(client, keys, PushbackPolicy(), clock,
                                                   self.scripts)
 
@@ -134,12 +141,12 @@ class ThrottledQueues:
         pipe = self.client.pipeline(transaction=False)
         prune(self.scripts, pipe, self.keys.job_shards(job), view.empty, view.seen_at,
               view.marks)
-        self.pushback.queue_credits(pipe)        # pages fetched since: in this round trip
         now = self.clock()
         start, called = len(pipe), []        # called: (shard, its open domains)
         for shard, domains in sorted(view.domains.items()):
             args: list[Any] = [repr(now), repr(now + self.lease_seconds),
-                               self.keys.queue_template(shard), job, spider_type, ip]
+                               self.keys.queue_template(shard), job, spider_type, ip,
+                               *self.pushback.take_args()]
             open_domains: list[str] = []
             for domain in domains:
                 if self.site_config.is_blacklisted(domain):
@@ -181,7 +188,9 @@ class ThrottledQueues:
         for domain, reply in zip(domains, replies, strict=True):
             if isinstance(reply, str):
                 result.throttled.append(domain)
-                wait = float(reply.removeprefix("wait:"))
+                wait = wait_of(reply)
+                if reply.startswith("pause:"):
+                    result.paused[domain] = wait
                 result.wait = wait if result.wait is None else min(result.wait, wait)
             elif reply:
                 result.tasks.extend((domain, member) for member in reply)
@@ -224,14 +233,15 @@ class ThrottledQueues:
         reply = self.scripts.run(
             "throttle_take", self._take_keys(job, shard),
             [repr(now), repr(now), self.keys.queue_template(shard), job, spider_type, ip,
-             domain, hits, ip_hits, self.window_ms(ip_hits, window), -1])
+             *self.pushback.take_args(), domain, hits, ip_hits,
+             self.window_ms(ip_hits, window), -1])
         self.pushback.factors_read([domain], reply[2])
         reply = reply[1]
         if not isinstance(reply, str):
             return 0.0
         # A window full for less than a millisecond more says "wait:0.000": still a wait,
         # or the caller would send a request no window counted.
-        return max(float(reply.removeprefix("wait:")), MIN_WAIT)
+        return max(wait_of(reply), MIN_WAIT)
 
     def window_ms(self, hits: int, window: float) -> int:
         """The window the windows count ``hits`` in, in ms: for a slow domain (fewer hits

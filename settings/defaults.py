@@ -122,14 +122,20 @@ CRAWLCLUSTER_MAX_RETRIES = 3
 # Pushback (docs/operations.md): at a 429 or 503 (or a burst of 403s, or a block page) a
 # domain's rate factor (the share of its limit the whole cluster may use) is multiplied
 # by this, at most once per window of its limit.
-CRAWLCLUSTER_PUSHBACK_DECREASE = 0.7
+CRAWLCLUSTER_PUSHBACK_DECREASE = 0.8
 # The least rate factor pushback leaves a domain (share of its configured limit).
 CRAWLCLUSTER_PUSHBACK_FLOOR = 0.02
-# Each page fetched without pushback raises a domain's rate factor by this share of the
-# factor its last decrease left (about 1 / this many pages regain a decrease), up to 1.
-CRAWLCLUSTER_PUSHBACK_INCREASE = 0.01
+# Once its pause is over, a domain's rate factor rises by this share of the factor its
+# last decrease left every second without pushback (additive increase), up to 1: 0.012
+# regains a decrease of 0.8 in about 21 s.
+CRAWLCLUSTER_PUSHBACK_INCREASE = 0.012
+# Slow start: the share of its limit a domain the cluster has no pushback state of begins
+# at (for CRAWLCLUSTER_PUSHBACK_TTL), doubling every second until a pushback or the limit
+# (1/16: the limit in 4 s), so a site's hidden rate below the limit is found without a
+# burst at it. 0 (or 1) begins at the limit.
+CRAWLCLUSTER_PUSHBACK_START_FACTOR = 0.0625
 # Seconds the whole cluster pauses a domain after a 429/503 without a Retry-After.
-CRAWLCLUSTER_PUSHBACK_PAUSE = 5.0
+CRAWLCLUSTER_PUSHBACK_PAUSE = 2.0
 # The longest pause (s) a Retry-After may ask for; a longer one is cut to this.
 CRAWLCLUSTER_PUSHBACK_MAX_PAUSE = 600.0
 # Seconds a domain's pushback state is kept after its last pushback or success.

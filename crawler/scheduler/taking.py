@@ -89,6 +89,8 @@ class Taker:
             except Exception as exc:  # noqa: BLE001 - logged and counted there
                 self._refuse_task(member, exc)
         context.tracker.throttled.update(result.throttled)
+        for domain, seconds in result.paused.items():    # requests held here wait too
+            context.paused.pause(domain, seconds)
         if result.wait is not None:      # waiting on a full window is not idle
             self.worked()
         if result.blacklisted:

@@ -131,17 +131,19 @@ class ShardKeys(KeySpace):
 
     def pushback(self, shard: int) -> str:
         """hash domain -> JSON of the domain's pushback state (docs/operations.md): its
-        rate factor (the share of its configured limit the throttle allows now), the
-        factor the last decrease left, when its pause ends, its pushbacks, the reason
-        and time of the last, when it last changed. A field goes once the factor is back
-        to 1 and the pause is over; the hash expires ``CRAWLCLUSTER_PUSHBACK_TTL`` after
-        its last change, and a field unchanged that long is ignored and removed (each
-        report sweeps a slice of the hash for such fields, its cursor in field
-        ``~cursor``).
+        rate factor (the share of its configured limit the throttle allows), the factor
+        the last decrease left and when (the factor rises from it with time once the
+        pause is over), whether it is in slow start, when its pause ends, when its last
+        hit was due (spacing), its pushbacks, the reason and time of the last,
+        when it last changed. A take writes a new domain's state (slow start) and the
+        spacing; the hash expires ``CRAWLCLUSTER_PUSHBACK_TTL`` after a report or a new
+        state, and a field that old is ignored and removed (each report sweeps a slice
+        of the hash for those and for states back at 1 and not paused, its cursor in
+        field ``~cursor``).
 
         Written by: `pushback_report.lua` (a 429/503, a 403 burst, a block page),
-        `pushback_credit.lua` (pages fetched), `throttle_take.lua` (stale fields)
-        Read by: `throttle_take.lua` (pause and factor), `PushbackStore.states` (info,
-        watch, the UI, metrics)
+        `throttle_take.lua` (slow start, spacing, stale fields)
+        Read by: `throttle_take.lua` (pause, factor, spacing), `PushbackStore.states`
+        (info, watch, the UI, metrics)
         """
         return f"{self.shard_tag(shard)}:pushback"

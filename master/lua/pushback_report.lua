@@ -2,8 +2,11 @@
 -- rate factor for the whole cluster (multiplicative decrease, at most once per window of
 -- its limit, so the answers to requests already out count once; never below the floor)
 -- and pause the domain until now + the pause asked for (a pause already longer stays).
--- The state is JSON: factor, base (the factor the last decrease left), until (pause end),
--- pushbacks, reason, decreased_at, updated_at, expires_at (updated_at + the TTL).
+-- The factor decreased is the one in force now (throttle_take.lua's factor_now: the last
+-- decrease's, regained since its pause ended); a pushback ends a slow start, halving it.
+-- The state is JSON: factor, base (the factor the last decrease left), start (in slow
+-- start), until (pause end), last_at (throttle_take.lua's spacing), pushbacks, reason,
+-- decreased_at, updated_at, expires_at (updated_at + the TTL).
 -- KEYS[1]  the shard's pushback states (hash domain -> JSON, Keys.pushback)
 -- ARGV[1]  now (seconds)
 -- ARGV[2]  the domain
@@ -13,6 +16,7 @@
 -- ARGV[6]  the domain's window (seconds): one decrease per window at most
 -- ARGV[7]  seconds the state is kept after its last change (the hash's TTL too)
 -- ARGV[8]  the reason (e.g. "429", "503", "403 burst", "block page")
+-- ARGV[9]  share of its base a factor regains a second once its pause is over
 -- Each call also sweeps a slice of the hash (HSCAN, SWEEP_SLICE fields, from the cursor
 -- kept in its field '~cursor'): states past their expiry, or back at factor 1 with their
 -- pause over, are removed, so the domains of a shard that keeps reporting do not pile up
@@ -20,7 +24,15 @@
 -- Returns: {factor, pause end, pushbacks} as strings
 local now, domain = tonumber(ARGV[1]), ARGV[2]
 local pause, decrease, floor = tonumber(ARGV[3]), tonumber(ARGV[4]), tonumber(ARGV[5])
-local window, ttl = tonumber(ARGV[6]), tonumber(ARGV[7])
+local window, ttl, increase = tonumber(ARGV[6]), tonumber(ARGV[7]), tonumber(ARGV[9])
+
+local function factor_now(state)
+  local since = now - math.max(tonumber(state.decreased_at) or 0, tonumber(state['until']) or 0)
+  local base = tonumber(state.base) or 1
+  if since <= 0 then return base end
+  if state.start then return math.min(1, base * 2 ^ since) end
+  return math.min(1, base * (1 + increase * since))
+end
 
 local state = {factor = 1, base = 1, ['until'] = 0, pushbacks = 0, decreased_at = 0}
 local stored = redis.call('HGET', KEYS[1], domain)
@@ -30,7 +42,15 @@ if stored then
 end
 state.pushbacks = state.pushbacks + 1
 state.reason = ARGV[8]
-if now - state.decreased_at >= window then
+state.factor = factor_now(state)
+if state.start then
+  -- The end of a slow start: back to the rate of a second ago (it has doubled since),
+  -- the last the site is known to have let through.
+  state.factor = math.max(floor, state.base, state.factor / 2)
+  state.base = state.factor
+  state.decreased_at = now
+  state.start = false
+elseif now - state.decreased_at >= window then
   state.factor = math.max(floor, state.factor * decrease)
   state.base = state.factor
   state.decreased_at = now

@@ -12,24 +12,38 @@
 -- KEYS[2]  the job's domains in the shard (set)
 -- KEYS[3]  the shard's lease owners (hash task JSON -> job)
 -- KEYS[4]  the shard's throttle windows (hash, Keys.throttle)
--- KEYS[5]  the shard's pushback states (hash domain -> JSON, Keys.pushback), optional: a
---          paused domain answers "wait:<seconds to its pause's end>"; a domain's rate
---          factor scales both its limits (fewer hits, or one hit in a longer window)
+-- KEYS[5]  the shard's pushback states (hash domain -> JSON, Keys.pushback), optional (swept
+--          with the windows, for states past their expiry; its cursor in '~takecursor'): a
+--          paused domain answers "pause:<seconds to its pause's end>"; a domain's rate
+--          factor scales both its limits (fewer hits, or one hit in a longer window), and
+--          a domain with a state has its hits spaced over the window for the whole
+--          cluster (``last_at``: when its last hit was due; the next is an interval at
+--          the current rate later), not taken at once.
+--          A domain without a state gets one, its factor starting at ARGV[7] (slow
+--          start: the factor doubles every second until a pushback or 1).
 -- ARGV[1]  now (seconds)
 -- ARGV[2]  lease expiry time
 -- ARGV[3]  queue key template, string.format(template, job, domain)
 -- ARGV[4]  the job
 -- ARGV[5]  its spider type
 -- ARGV[6]  its host ip
--- ARGV[7..] per domain: domain, hits allowed per window by spider type, hits allowed per
+-- ARGV[7]  slow start: the factor a domain without a state starts at (0 or 1: none)
+-- ARGV[8]  share of its factor after a decrease a domain's factor regains a second
+-- ARGV[9]  seconds a new state is kept (the pushback hash's TTL too)
+-- ARGV[10..] per domain: domain, hits allowed per window by spider type, hits allowed per
 --          window from the host ip, window length in milliseconds, tasks wanted at most
 --          (-1: no task, one hit made outside the queues, a browser's own request)
 -- Returns: {the job's domains in the shard now, then per domain named: a list of task
--- JSON; or "wait:<seconds>" while a window is full; or 0 if the queue is empty; or 1
+-- JSON; or "wait:<seconds>" while a window is full (or spacing holds the next hit);
+-- "pause:<seconds>" while the domain is paused; or 0 if the queue is empty; or 1
 -- for a hit recorded; then, with KEYS[5], a list: domain, rate factor, ... of the domains
 -- named whose factor is below 1}
 local now = tonumber(ARGV[1])
+local start_factor, increase, ttl = tonumber(ARGV[7]), tonumber(ARGV[8]), tonumber(ARGV[9])
 local SLOTS, SWEEP_EVERY, SWEEP_SLICE = 20, 60, 200
+-- Seconds of spacing a spaced domain may make up in one take (at least half its interval):
+-- a take every scheduler tick keeps a fast domain's rate, an idle one gets no burst.
+local CATCH_UP = 0.1
 
 -- command(key, args...) in pieces small enough for unpack (an even count each).
 local function batched(command, key, args)
@@ -101,17 +115,29 @@ local function scaled(hits, window_s, factor)
   return 1, window_s / rate
 end
 
--- Pushback state of the domains named (KEYS[5]): domain -> {factor, until}; states past
--- their expiry are dropped.
-local pushback = {}
+-- A state's factor now: the factor its last decrease left (base), regained once its pause
+-- is over: doubling a second in slow start, else ``increase`` of base a second; up to 1.
+-- (pushback_report.lua computes the same.)
+local function factor_now(state)
+  local since = now - math.max(tonumber(state.decreased_at) or 0, tonumber(state['until']) or 0)
+  local base = tonumber(state.base) or 1
+  if since <= 0 then return base end
+  if state.start then return math.min(1, base * 2 ^ since) end
+  return math.min(1, base * (1 + increase * since))
+end
+
+-- Pushback state of the domains named (KEYS[5]): domain -> state; states past their
+-- expiry are dropped. ``changed``: states to write back.
+local pushback, changed, created = {}, {}, false
 if KEYS[5] then
   local names = {}
-  for i = 7, #ARGV, 5 do names[#names + 1] = ARGV[i] end
+  for i = 10, #ARGV, 5 do names[#names + 1] = ARGV[i] end
   local states, stale = redis.call('HMGET', KEYS[5], unpack(names)), {}
   for n, value in ipairs(states) do
     if value then
       local state = cjson.decode(value)
       if (tonumber(state.expires_at) or 0) > now then
+        state.factor = factor_now(state)
         pushback[names[n]] = state
       else
         stale[#stale + 1] = names[n]
@@ -123,7 +149,7 @@ end
 
 -- Read every window named, and the sweep's state, in one command.
 local domains, fields = {}, {'~swept', '~cursor', '~window'}
-for i = 7, #ARGV, 5 do
+for i = 10, #ARGV, 5 do
   local domain = ARGV[i]
   domains[#domains + 1] = {name = domain, hits = tonumber(ARGV[i + 1]),
                            ip_hits = tonumber(ARGV[i + 2]),
@@ -138,12 +164,35 @@ local values = redis.call('HMGET', KEYS[4], unpack(fields))
 local current = {}
 for n, field in ipairs(fields) do current[field] = values[n] end
 
+-- A new domain's state, in slow start (KEYS[5] given and 0 < ARGV[7] < 1), or nil.
+local function started(domain)
+  local factor = start_factor
+  if not KEYS[5] or factor <= 0 or factor >= 1 or domain.hits <= 0 then return nil end
+  local state = {factor = factor, base = factor, start = true, ['until'] = 0, pushbacks = 0,
+                 decreased_at = now, reason = 'slow start', updated_at = now,
+                 expires_at = now + ttl}
+  pushback[domain.name] = state
+  changed[domain.name] = state
+  created = true
+  return state
+end
+
+-- Hits the spacing of a state's domain allows now (one per ``interval`` s for the whole
+-- cluster), and the seconds until the next if none.
+local function spacing_room(state, interval)
+  local from = math.max((tonumber(state.last_at) or 0) + interval,
+                       now - math.max(interval / 2, CATCH_UP))
+  if from > now then return 0, from - now, from end
+  return math.floor((now - from) / interval) + 1, 0, from
+end
+
 local written, longest = {}, 0            -- windows to write back: field -> value
 local function take(domain)
   local queue = string.format(ARGV[3], ARGV[4], domain.name)
-  local state = pushback[domain.name]
+  local fresh = not pushback[domain.name]
+  local state = pushback[domain.name] or started(domain)
   if state and state['until'] > now then
-    return 'wait:' .. string.format('%.3f', state['until'] - now)
+    return 'pause:' .. string.format('%.3f', state['until'] - now)
   end
   local factor = state and state.factor or 1
   local hits, window_s = scaled(domain.hits, domain.window_s, factor)
@@ -153,12 +202,22 @@ local function take(domain)
   local ip_slots, ip_used = inside(current[domain.by_ip], ip_window_s)
   local type_room, type_wait = room(type_slots, type_used, hits, window_s)
   local ip_room, ip_wait = room(ip_slots, ip_used, ip_hits, ip_window_s)
+  local interval, spaced_from = hits > 0 and window_s / hits or 0, 0
+  if state and hits > 0 then
+    local spaced, spaced_wait
+    spaced, spaced_wait, spaced_from = spacing_room(state, interval)
+    type_room, type_wait = math.min(type_room, spaced), math.max(type_wait, spaced_wait)
+  end
   -- both windows, with ``hits`` more made now, to be written back
   local function add_hits(hits)
     written[#written + 1] = domain.by_type
     written[#written + 1] = record(type_slots, hits)
     written[#written + 1] = domain.by_ip
     written[#written + 1] = record(ip_slots, hits)
+    if state and interval > 0 then
+      state.last_at = spaced_from + (hits - 1) * interval
+      changed[domain.name] = state
+    end
   end
   if domain.wanted < 0 and math.min(type_room, ip_room) > 0 then
     add_hits(1)
@@ -169,6 +228,7 @@ local function take(domain)
   if count > 0 then popped = redis.call('ZPOPMIN', queue, count) end
   if domain.wanted >= 0 and #popped == 0 and (count > 0 or redis.call('ZCARD', queue) == 0) then
     redis.call('SREM', KEYS[2], domain.name)
+    if fresh then changed[domain.name] = nil end     -- no state for a domain left
     return 0
   end
   if count <= 0 then return 'wait:' .. string.format('%.3f', math.max(type_wait, ip_wait)) end
@@ -227,6 +287,29 @@ if sweep_due or grew then
 end
 table.insert(replies, 1, redis.call('SMEMBERS', KEYS[2]))
 if KEYS[5] then
+  local states = {}
+  for domain, state in pairs(changed) do
+    states[#states + 1] = domain
+    states[#states + 1] = cjson.encode(state)
+  end
+  if #states > 0 then batched('HSET', KEYS[5], states) end
+  if created then redis.call('PEXPIRE', KEYS[5], math.ceil(ttl * 1000)) end
+  if sweep_due and redis.call('EXISTS', KEYS[5]) == 1 then
+    -- States past their expiry, of domains no take names any more: a slice a minute
+    -- (the cursor in field '~takecursor'), or new states would keep the hash for ever.
+    local scan = redis.call('HSCAN', KEYS[5], redis.call('HGET', KEYS[5], '~takecursor') or '0',
+                            'COUNT', SWEEP_SLICE)
+    local stale, found = {}, scan[2]
+    for n = 1, #found, 2 do
+      local ok, old = pcall(cjson.decode, found[n + 1])
+      if string.sub(found[n], 1, 1) ~= '~' and not changed[found[n]]
+          and (not ok or type(old) ~= 'table' or (tonumber(old.expires_at) or 0) <= now) then
+        stale[#stale + 1] = found[n]
+      end
+    end
+    if #stale > 0 then batched('HDEL', KEYS[5], stale) end
+    redis.call('HSET', KEYS[5], '~takecursor', scan[1])
+  end
   local factors = {}
   for domain, state in pairs(pushback) do
     if state.factor < 1 then

@@ -251,11 +251,10 @@ def test_two_spiders_share_one_domain_throttle(test_settings, mongo_db, redis, z
     assert len(times) == sum(1 for p in manifest["pages"]
                              if p["host"] == limited and p["kind"] in ("index", "list", "detail"))
     # Never more than 5 in any second, by nginx's arrival times: a token is taken again
-    # if its request is not sent within half a tick (crawler/token_deadlines.py). One
-    # more is allowed for the way from the downloader to nginx, which on a machine with
-    # a dozen processes to a core took up to 216 ms (docs/performance.md).
+    # if its request is not sent within half a tick (crawler/token_deadlines.py), and the
+    # domain's hits are spaced over the window (throttle_take.lua), not taken together.
     for i, start in enumerate(times):
-        assert sum(1 for t in times[i:i + 8] if t - start < 1.0) <= 5 + 1, times[i:i + 8]
+        assert sum(1 for t in times[i:i + 8] if t - start < 1.0) <= 5, times[i:i + 8]
     assert times[-1] - times[0] >= len(times) / 5 - 2
     record = mongo_db["crawls"].find_one({"crawlid": "throttled"})
     assert sorted(record["jobs"]) == ["job0", "job1"]

@@ -2,6 +2,7 @@
 Retry-After) above a hidden rate, judged by nginx's own log; and the middleware's parts."""
 
 import re
+from dataclasses import dataclass
 
 import pytest
 
@@ -13,6 +14,7 @@ from manager.local.sitegen import DEFAULT_HOSTS, SiteSpec, generate_site
 from manager.local.staticsite import RateLimit, StaticSite
 from master.crawls import CrawlStore
 from master.frontier import Frontier
+from master.pushback import PushbackStore
 from master.siteconfig import SiteConfig
 from settings.errors import ConfigError
 from settings.loader import default_settings
@@ -136,3 +138,52 @@ def test_only_a_small_successful_page_can_be_a_block_page():
     assert not is_block_page(page(block + b" " * BLOCK_PAGE_MAX_BYTES), markers)   # content
     assert not is_block_page(page(block, status=404), markers)
     assert not is_block_page(page(block), [])
+
+
+@dataclass(frozen=True)
+class BlockPageLimit(RateLimit):
+    """Above its rate the host answers 200 with a small "you have been blocked" page,
+    as a site behind a bot filter does, instead of a refusal."""
+
+    def directives(self, name: str) -> str:
+        page = "<html><head><title>You have been blocked</title></head><body></body></html>"
+        return (f"location / {{ limit_req zone={name} burst={self.burst} nodelay; "
+                f"limit_req_status 429; error_page 429 =200 @blocked; }} "
+                f"location @blocked {{ default_type text/html; return 200 '{page}'; }} "
+                f"location = /robots.txt {{ }}")
+
+
+@pytest.mark.parametrize("limit, reason", [
+    (RateLimit(HIDDEN_RATE, 2, None, status=403), "403 burst"),
+    (BlockPageLimit(HIDDEN_RATE, 2), "block page"),
+], ids=["403 burst", "block page"])
+def test_a_burst_of_403s_or_a_block_page_is_pushback_and_its_page_is_fetched_later(
+        test_settings, mongo_db, redis, zookeeper, tmp_path, limit, reason):
+    """A host refusing with 403s, or with a block page answered 200, above its hidden
+    rate: the cluster records pushback of that reason, and every page is fetched in the
+    end (a block page is never stored as the page)."""
+    spec = SiteSpec(port=free_port(DEFAULT_HOSTS), hosts=(LIMITED,), details_per_host=40)
+    manifest = generate_site(tmp_path / "site", spec)
+    with StaticSite(tmp_path / "site" / "www", spec.hosts, spec.port, tmp_path / "run",
+                    rate_limits={LIMITED: limit}) as site:
+        SiteConfig.from_settings(test_settings, zookeeper).set_limit(LIMITED, hits=CONFIGURED,
+                                                                    window=1)
+        submit(test_settings, {"crawlid": "blocked", "spider_type": "universal",
+                               "url": f"http://{LIMITED}:{site.port}/", "rule": UNIVERSAL_RULE})
+        crawl = Crawl(test_settings, "universal", tmp_path, CRAWLCLUSTER_PUSHBACK_403_COUNT=3,
+                      CRAWLCLUSTER_PUSHBACK_PAUSE=DEFAULT_PAUSE)
+        assert crawl.wait(300) == [0]
+        log = [e for e in site.access_log() if not e["path"].endswith("robots.txt")]
+    pages = pages_of(manifest, LIMITED)
+    if limit.status == 403:
+        assert any(e["status"] == 403 for e in log), "never refused: the test shows nothing"
+    states = PushbackStore.from_settings(redis, test_settings).states_of([LIMITED])
+    assert LIMITED in states and states[LIMITED].reason == reason, states
+    assert states[LIMITED].pushbacks >= 1
+    failed = Frontier.from_settings(redis, test_settings).failed("blocked")
+    assert all("robots.txt" in failure["reason"] for failure in failed.values()), failed
+    items = list(mongo_db["items_universal"].find({"crawlid": "blocked"}))
+    assert items and not [item["url"] for item in items if "been blocked" in str(item)]
+    counts = CrawlStore.from_settings(redis, test_settings).progress("blocked")["counts"]
+    assert counts["done"] == len(pages)          # every page, none given up
+    assert pages <= {url_of(e, site.port) for e in log if e["status"] == 200}

@@ -1,9 +1,10 @@
 """Pushback state against a real Redis, in driven time: the take refuses a paused domain
-and scales its limits by the factor; reports lower the factor, pages raise it."""
+and scales its limits by the factor and spaces their hits; reports lower the factor, time
+without pushback raises it; a new domain starts slowly."""
 
-import json
 from datetime import UTC, datetime
 from email.utils import format_datetime
+from itertools import pairwise
 
 import pytest
 
@@ -14,7 +15,7 @@ from master.throttle import ThrottledQueues
 from tests.master.test_master_throttle import fill_queue
 
 START = 1_800_000_000.0
-POLICY = PushbackPolicy(decrease=0.5, floor=0.05, increase=0.1, pause=5.0, max_pause=60.0,
+POLICY = PushbackPolicy(decrease=0.5, floor=0.05, increase=0.0, pause=5.0, max_pause=60.0,
                         ttl=600.0)
 
 
@@ -34,14 +35,25 @@ def setup(redis, test_settings):
     return clock, keys, store, queues
 
 
-def takes_in(queues, clock, seconds, step=0.01, domain="example.com"):
-    """Tasks of ``domain`` taken by a take every ``step`` s for ``seconds`` s."""
+def takes_in(queues, clock, seconds, step=0.01, domain="example.com", times=None):
+    """Tasks of ``domain`` taken by a take every ``step`` s for ``seconds`` s (their
+    times appended to ``times``)."""
     taken = 0
     for _ in range(round(seconds / step)):
-        taken += sum(1 for name, _ in queues.take("job", "universal", "10.0.0.1").tasks
-                     if name == domain)
+        got = sum(1 for name, _ in queues.take("job", "universal", "10.0.0.1").tasks
+                  if name == domain)
+        taken += got
+        if times is not None:
+            times += [clock.now] * got
         clock.now += step
     return taken
+
+
+def with_policy(redis, keys, clock, **changes):
+    """A store and queues of ``POLICY`` with ``changes``."""
+    fields = {name: getattr(POLICY, name) for name in POLICY.__dataclass_fields__}
+    store = PushbackStore(redis, keys, PushbackPolicy(**{**fields, **changes}), clock=clock)
+    return store, ThrottledQueues(redis, keys, SiteConfig(10, 1.0), clock=clock, pushback=store)
 
 
 def test_a_paused_domain_is_refused_until_its_pause_ends(redis, setup):
@@ -51,6 +63,7 @@ def test_a_paused_domain_is_refused_until_its_pause_ends(redis, setup):
     clock.now += 2
     refused = queues.take("job", "universal", "10.0.0.1")
     assert not refused.tasks and refused.wait == pytest.approx(10.0)
+    assert refused.paused == {"example.com": pytest.approx(10.0)}     # a pause, not a window
     assert queues.hit("job", "universal", "10.0.0.1", "example.com") == pytest.approx(10.0)
     clock.now += 9.99
     assert not queues.take("job", "universal", "10.0.0.1").tasks
@@ -82,20 +95,36 @@ def test_the_factor_decreases_once_a_window_and_never_below_the_floor(setup):
     assert state.factor == 0.05 and state.pushbacks == 13
 
 
-def test_pages_raise_the_factor_additively_and_the_state_goes_at_one(redis, setup):
-    _clock, keys, store, queues = setup
-    store.report("example.com", "429", retry_after=0.0, window=1.0)     # factor 0.5
-    shard_key = keys.pushback(keys.shard_of("example.com"))
-    store.credit("example.com", 4)        # each page: + 0.1 x 0.5
-    store.credit("other.org", 3)          # no state: nothing to raise, nothing counted
-    assert dict(store.credits) == {"example.com": 4}
-    queues.take("job", "universal", "10.0.0.1")   # the credits go with the take
-    assert json.loads(redis.hget(shard_key, "example.com"))["factor"] == pytest.approx(0.7)
-    assert redis.hget(keys.pushback(keys.shard_of("other.org")), "other.org") is None
-    store.credit("example.com", 6)
-    queues.take("job", "universal", "10.0.0.1")
-    assert redis.hget(shard_key, "example.com") is None       # back at 1, not paused
-    assert not store.credits
+def test_the_factor_rises_additively_once_the_pause_is_over(redis, setup):
+    clock, keys, _, _ = setup
+    store, queues = with_policy(redis, keys, clock, increase=0.1)
+    fill_queue(redis, keys, "job", "example.com", 200)
+    store.report("example.com", "429", retry_after=2.0, window=1.0)     # factor 0.5
+    clock.now += 2.0                                                   # the pause is over
+    assert takes_in(queues, clock, 1.0) in range(5, 7)                 # 0.5 → 0.55
+    clock.now += 4.0                                                   # 0.5 x (1 + 0.1 x 5)
+    assert store.states()[0].factor == pytest.approx(0.75)
+    assert takes_in(queues, clock, 1.0) in range(7, 9)
+    clock.now += 10.0
+    assert store.states()[0].factor == 1.0
+    assert takes_in(queues, clock, 1.0) in range(10, 12)               # the full rate again
+
+
+def test_a_new_domain_starts_slowly_and_its_first_pushback_ends_that(redis, setup):
+    """Slow start at 0.2 of 10 a second, doubling every second: 10 a second is reached in
+    about 2.3 s; a pushback halves the factor in force then (back to the rate of a
+    second before), and the state says so."""
+    clock, keys, _, _ = setup
+    store, queues = with_policy(redis, keys, clock, start_factor=0.2, increase=0.1, decrease=0.7)
+    fill_queue(redis, keys, "job", "example.com", 200)
+    firsts = [takes_in(queues, clock, 1.0) for _ in range(4)]
+    assert firsts[0] in range(2, 4) and firsts[1] in range(4, 8) and firsts[3] in range(10, 12)
+    assert store.states() == []                 # slow start alone is no pushback
+    clock.now += 1.0
+    state = store.report("example.com", "429", retry_after=1.0, window=1.0)
+    assert state.factor == 0.5 and state.reason == "429"         # halved, not x 0.7
+    clock.now += 1.0
+    assert takes_in(queues, clock, 1.0) in range(5, 7)      # no doubling any more
 
 
 def test_the_factor_scales_the_limit(redis, setup):
@@ -112,6 +141,37 @@ def test_the_factor_scales_the_limit(redis, setup):
     assert store.states()[0].factor == 0.05
     clock.now += 5
     assert takes_in(queues, clock, 20.0) in range(9, 12)
+
+
+def test_a_slowed_domains_hits_are_spaced_for_the_whole_cluster(redis, setup):
+    """At 5 a second, takes every 10 ms from two nodes get one task each 0.2 s, never
+    the window's five at once: not when the pause ends, not after a second idle."""
+    clock, keys, store, queues = setup
+    other = ThrottledQueues(redis, keys, SiteConfig(10, 1.0), clock=clock, pushback=store)
+    fill_queue(redis, keys, "job", "example.com", 200)
+    store.report("example.com", "429", retry_after=1.0, window=1.0)     # factor 0.5
+    clock.now += 1.0
+    times = []
+    for _ in range(300):
+        for node in (queues, other):
+            times += [clock.now] * len(node.take("job", "universal", "10.0.0.1").tasks)
+        clock.now += 0.01
+        if len(times) == 5:
+            clock.now += 1.0             # idle a second: no catching up after it
+    gaps = [later - earlier for earlier, later in pairwise(times)]
+    assert len(times) in range(15, 18) and min(gaps) > 0.1 - 1e-5
+
+
+def test_spacing_follows_the_rate_as_it_rises(redis, setup):
+    """In a slow start from 1/64 of 10 a second (one hit per 6.4 s), the second hit
+    comes as the doubling rate allows (about 1.2 s later), not 3.2 s later at the
+    spacing of the first."""
+    clock, keys, _, _ = setup
+    _, queues = with_policy(redis, keys, clock, start_factor=1 / 64)
+    fill_queue(redis, keys, "job", "example.com", 50)
+    times = []
+    takes_in(queues, clock, 3.0, times=times)
+    assert len(times) >= 2 and times[1] - times[0] < 2.0, times
 
 
 def test_other_domains_keep_their_rate(redis, setup):
@@ -198,3 +258,26 @@ def test_reports_sweep_expired_states_so_the_hash_stays_bounded(redis, setup):
     fields = redis.hkeys(keys.pushback(shard))
     assert sorted(field for field in fields if not field.startswith("~")) == ["live.com"]
     assert [state.domain for state in store.states()] == ["live.com"]
+
+
+def test_takes_sweep_expired_slow_start_states_so_the_hash_stays_bounded(redis, setup):
+    """New domains' states (slow start) go once expired, by the takes' own sweep: no
+    report may ever come to sweep them."""
+    clock, keys, _, _ = setup
+    _, queues = with_policy(redis, keys, clock, start_factor=0.2)
+    shard = keys.shard_of("live.com")
+    ours = [domain for domain in (f"old{n}.com" for n in range(400))
+            if keys.shard_of(domain) == shard]
+    for domain in ours:
+        fill_queue(redis, keys, "job", domain, 1)
+    queues.take("job", "universal", "10.0.0.1")          # a state each, slow start
+    clock.now += 1.0
+    queues.take("job", "universal", "10.0.0.1")          # their queues empty: not named again
+    key = keys.pushback(shard)
+    assert len(redis.hkeys(key)) >= len(ours) and 0 < redis.pttl(key) <= 600_000
+    clock.now += POLICY.ttl + 61                          # expired; a sweep is due
+    fill_queue(redis, keys, "job", "live.com", 1)
+    for _ in range(len(ours) // 100 + 3):                # a slice a minute
+        queues.take("job", "universal", "10.0.0.1")
+        clock.now += 61
+    assert [f for f in redis.hkeys(key) if not f.startswith("~")] == ["live.com"]

@@ -147,7 +147,6 @@ def exercise_every_script(client, keys, scripts):
     pushed_back = json.loads(taken[2])["domain"]
     queues.pushback.report(pushed_back, "429", None, window=1.0)      # pushback_report
     queues.take("a", "universal", "10.0.0.1", per_domain=1)           # reads its factor
-    queues.pushback.credit(pushed_back)                               # pushback_credit, next take
     queues.steal("a", ["b"], count=10)
     queues.drop_blacklisted("b", ["site3.com"])
     frontier.pause_crawl("c2", ["a", "b"])
