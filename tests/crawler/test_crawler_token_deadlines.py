@@ -26,7 +26,9 @@ def sending(test_settings, redis, zookeeper, mongo_db, monkeypatch):
     only notes when it was called (``sent``), for a domain allowed 2 hits a second."""
     SiteConfig.from_settings(test_settings, zookeeper).set_limit(DOMAIN, hits=2, window=1)
     crawler = get_crawler(UniversalSpider,
-                          settings_dict={**test_settings, "CRAWLCLUSTER_JOB_ID": "job"})
+                          settings_dict={**test_settings, "CRAWLCLUSTER_JOB_ID": "job",
+                                         # the limit from the first hit: no slow start
+                                         "CRAWLCLUSTER_PUSHBACK_START_FACTOR": 0})
     crawler.spider = crawler._create_spider()
     context = JobContext.of(crawler)
     sent: list[float] = []
