@@ -376,6 +376,18 @@ CRAWLCLUSTER_NODE_NAME = ""
 # (links_per_page): a page of a million links costs one page, not the crawl's queues.
 CRAWLCLUSTER_MAX_LINKS_PER_PAGE = 10_000
 
+# --- one page, one URL (crawler/pageurls.py) ------------------------------------
+# Query arguments (shell-style patterns, matched case-insensitively) taken out of every
+# link before it is filtered, queued and stored, and ";name=" path parameters of the same
+# names: tracking and session ids that make one page many URLs. [] keeps every argument.
+CRAWLCLUSTER_STRIPPED_PARAMETERS = [
+    "utm_*", "fbclid", "gclid", "dclid", "msclkid", "mc_cid", "mc_eid", "_ga", "yclid",
+    "igshid", "ref_src", "jsessionid", "phpsessid", "sid", "sessionid",
+]
+# A page whose <link rel="canonical"> (or Link header) names another URL of its own host
+# is stored under that URL, which is then marked seen so it is not fetched again.
+CRAWLCLUSTER_HONOUR_CANONICAL = True
+
 # --- sources: sitemaps, feeds, robots.txt (crawler/sources.py) ------------------
 # Entries taken from one sitemap or feed (the sitemap protocol's limit); the rest are
 # counted as refused (sitemap_limit).

@@ -9,11 +9,13 @@ from typing import TYPE_CHECKING, Any
 
 from scrapy.http import TextResponse
 
+from crawler.pageurls import ParameterStripper
 from crawler.preview.fetch import PageFetcher
 from crawler.rules import compile_universal, every_url
 from crawler.scheduler.admission import refusal
 from crawler.spiders import Follow
 from master.urls import canonical_url
+from settings import defaults
 
 if TYPE_CHECKING:
     from crawler.preview.page import Cluster
@@ -59,10 +61,12 @@ def followed_link(link: Follow, config: dict[str, Any]) -> dict[str, Any]:
 def refused_by_rules(response: TextResponse, config: dict[str, Any],
                      taken: set[str]) -> list[dict[str, Any]]:
     """The page's links no universal rule took: ``scope`` if outside every rule's
-    domains, else ``rule`` (as the spider counts them)."""
+    domains, else ``rule`` (as the spider counts them), each as the URL it becomes
+    without its tracking parameters."""
     rules = compile_universal(config["rule"])
+    stripper = ParameterStripper(defaults.CRAWLCLUSTER_STRIPPED_PARAMETERS)
     refused = []
-    for url in every_url(response):
+    for url in dict.fromkeys(stripper.clean(url) for url in every_url(response)):
         if url in taken:
             continue
         in_scope = any(rule.admits_domain(url) for rule in rules)

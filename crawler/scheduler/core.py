@@ -42,6 +42,7 @@ from crawler.scheduler.taskrequest import TaskRequests
 from crawler.scheduler.userlinks import UserLinks
 from crawler.spiders import ClusterSpider, Follow
 from master.bloomgen import KnownLinks
+from master.urls import canonical_url
 
 logger = logging.getLogger(__name__)
 
@@ -98,6 +99,8 @@ class ClusterScheduler:
     def open(self, spider: Spider) -> None:
         if hasattr(spider, "link_sink"):
             spider.link_sink = self.add_links
+        if hasattr(spider, "seen_sink"):
+            spider.seen_sink = self.mark_seen
         context = self.context
         if not isinstance(spider, ClusterSpider):
             self.user = UserLinks(self.crawler, context, spider, self.admission)
@@ -198,6 +201,14 @@ class ClusterScheduler:
             self.sitemaps.note(RevisitedPage(info, revisit, response.headers, links, admitted))
         if admitted:
             self._round_soon()
+
+    def mark_seen(self, url: str, crawlid: str) -> None:
+        """Mark a page's canonical URL seen by its crawl (it was stored under it), so a
+        link to it is not fetched; added to the filter with the next push."""
+        try:
+            self.push.unadded.append((canonical_url(url), crawlid))
+        except ValueError:
+            logger.info("canonical URL %r is invalid: not marked seen", url[:300])
 
     def next_request(self) -> Request | None:
         while self.ready:

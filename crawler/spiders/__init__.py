@@ -23,6 +23,7 @@ from parsel import Selector, SelectorList, css2xpath
 from scrapy import Request
 from scrapy.http import Response, TextResponse
 
+from crawler.pageurls import ParameterStripper, canonical_link, same_host
 from crawler.sources import Entry, Source, read_feed, read_robots, read_sitemap
 from settings import defaults
 
@@ -125,6 +126,8 @@ class ClusterSpider(scrapy.Spider):
     callbacks: tuple[str, ...] = ("parse", *SOURCE_CALLBACKS)
     # set by the cluster's scheduler: takes (response, [Follow, ...], refused)
     link_sink: Callable[[Response, list[Follow], Mapping[str, int] | None], None] | None = None
+    # set by the cluster's scheduler: takes (URL, crawl id), marks the URL seen
+    seen_sink: Callable[[str, str], None] | None = None
     # CRAWLCLUSTER_MAX_LINKS_PER_PAGE; None: the crawler's settings' (a preview's spider
     # runs without a crawler, so it is given the node's value)
     max_links_per_page: int | None = None
@@ -139,6 +142,9 @@ class ClusterSpider(scrapy.Spider):
         spider, else as Requests (with the fields in ``meta["crawlcluster_extra"]``).
         ``refused`` counts the page's other links by why the rules did not take them
         (``{"rule": n, "scope": n}``), for the crawl's link counts."""
+        stripper = self.parameter_stripper()
+        if stripper:
+            links = [link._replace(url=stripper.clean(link.url)) for link in links]
         links, refused = self._bounded(response, list(links), refused)
         if self.link_sink is not None:
             self.link_sink(response, links, refused)
@@ -146,6 +152,40 @@ class ClusterSpider(scrapy.Spider):
         for link in links:
             yield Request(link.url, callback=getattr(self, link.callback),
                           meta={"crawlcluster_extra": link.extra})
+
+    def _setting(self, name: str) -> Any:
+        """A setting of the crawler, or its default for a spider run without one."""
+        settings = getattr(self, "settings", None)
+        return settings.get(name) if settings is not None else getattr(defaults, name)
+
+    def parameter_stripper(self) -> ParameterStripper:
+        """``CRAWLCLUSTER_STRIPPED_PARAMETERS`` as a ``ParameterStripper``, built once."""
+        if getattr(self, "_stripper", None) is None:
+            patterns = self._setting("CRAWLCLUSTER_STRIPPED_PARAMETERS")
+            if isinstance(patterns, str):         # from the environment: comma-separated
+                patterns = [name.strip() for name in patterns.split(",") if name.strip()]
+            self._stripper = ParameterStripper(patterns or [])
+        return self._stripper
+
+    def page_url(self, response: Response) -> str:
+        """The URL a page is stored under: its same-host ``rel=canonical`` (stripped of
+        tracking parameters) if it names one and ``CRAWLCLUSTER_HONOUR_CANONICAL``,
+        else its own. A canonical on another host is counted and ignored."""
+        honour = self._setting("CRAWLCLUSTER_HONOUR_CANONICAL")
+        canonical = canonical_link(response) if honour not in (False, "0", "False") else None
+        if canonical is None:
+            return response.url
+        stats = getattr(getattr(self, "crawler", None), "stats", None)
+        if not same_host(response.url, canonical):
+            self.logger.info("%s names %s as canonical: another site, ignored",
+                             response.url, canonical[:300])
+            if stats is not None:
+                stats.inc_value("crawlcluster/canonical/cross_site")
+            return response.url
+        canonical = self.parameter_stripper().clean(canonical).partition("#")[0]
+        if canonical != response.url and stats is not None:
+            stats.inc_value("crawlcluster/canonical/honoured")
+        return canonical
 
     def _bounded(self, response: Response, links: list[Follow], refused: Mapping[str, int] | None
                  ) -> tuple[list[Follow], Mapping[str, int] | None]:
@@ -223,6 +263,10 @@ class ClusterSpider(scrapy.Spider):
         info = self.crawl_info(response)
         # what a sitemap or feed said of the page (lastmod, published), unless a rule says
         item = {**info["task"].get("entry", {}), **fields}
+        if url is None and page:
+            url = self.page_url(response)
+            if url != response.url and self.seen_sink is not None:
+                self.seen_sink(url, info["task"]["crawlid"])
         item.update(url=url or response.url, crawlid=info["task"]["crawlid"],
                     spider_type=self.name, depth=info["task"].get("depth", 0),
                     status=response.status, fetched_at=time.time())
