@@ -61,9 +61,11 @@ def test_docker_compose_defines_the_servers_with_pinned_images():
 
 
 def interpolated(text, env=None):
-    """``text`` as compose gives it: ``${NAME:-default}`` is ``env[NAME]``, or its default."""
+    """``text`` as compose gives it: ``${NAME:-default}`` is ``env[NAME]``, or its default;
+    ``${NAME:?error}`` is ``env[NAME]`` (required), or stays as written."""
     env = env or {}
-    return re.sub(r"\$\{(\w+):-([^}]*)\}", lambda m: env.get(m[1], m[2]), str(text))
+    return re.sub(r"\$\{(\w+)(:-|:\?)([^}]*)\}",
+                  lambda m: env.get(m[1], m[3] if m[2] == ":-" else m[0]), str(text))
 
 
 def as_given(service, env=None):
@@ -128,6 +130,22 @@ def test_docker_compose_addresses_and_ports_come_from_the_env_file():
     for name in {m for service in services.values() for text in map(str, service.values())
                  for m in re.findall(r"\$\{(\w+)", text)}:
         assert name in documented, f"{name} is not in .env.example"
+
+
+def test_a_node_apart_reaches_the_servers_at_their_published_addresses():
+    compose = yaml.safe_load((ROOT / "deploy" / "compose.node.yml").read_text())
+    node = compose["services"]["node"]
+    env = {**REMOTE_ENV, "SERVERS_HOST": "198.18.0.1", "PUBLIC_HOST": "198.18.0.2",
+           "NODE_NAME": "node4", "NODE_PORT": "16804"}
+    settings = load_settings(environ=as_given(node, env))
+    assert settings["CRAWLCLUSTER_KAFKA_BOOTSTRAP"] == "198.18.0.1:19092"
+    assert settings["CRAWLCLUSTER_REDIS_URL"] == "redis://198.18.0.1:16379/0"
+    assert settings["CRAWLCLUSTER_MONGODB_URL"].startswith("mongodb://198.18.0.1:27017/")
+    assert settings["CRAWLCLUSTER_MANAGER_PUBLIC_URL"] == "http://198.18.0.2:16804/"
+    assert node["volumes"] == ["node-state:/var/lib/crawlcluster"]
+    documented = (ROOT / ".env.example").read_text()
+    for name in ("SERVERS_HOST", "NODE_NAME", "NODE_PORT"):
+        assert name in documented, name
 
 
 def test_docker_compose_keeps_state_and_checks_the_health_of_every_role():
