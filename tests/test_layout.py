@@ -56,15 +56,21 @@ def test_docker_compose_defines_the_servers_with_pinned_images():
     for name in ("redis", "zookeeper", "kafka", "mongodb"):
         assert services[name]["restart"] == "unless-stopped" and services[name]["healthcheck"]
     for name, service in services.items():
-        for port in service.get("ports", []):
-            assert port.startswith("127.0.0.1:"), f"{name} publishes {port} beyond loopback"
+        for port in service.get("ports", []):    # with nothing set in .env: loopback only
+            assert interpolated(port).startswith("127.0.0.1:"), f"{name} publishes {port}"
 
 
-def as_given(service):
-    """A compose service's environment as compose gives it with nothing set in .env:
-    ``${NAME:-default}`` is its default."""
-    return {key: re.sub(r"\$\{\w+:-([^}]*)\}", r"\1", str(value))
-            for key, value in service["environment"].items()}
+def interpolated(text, env=None):
+    """``text`` as compose gives it: ``${NAME:-default}`` is ``env[NAME]``, or its default;
+    ``${NAME:?error}`` is ``env[NAME]`` (required), or stays as written."""
+    env = env or {}
+    return re.sub(r"\$\{(\w+)(:-|:\?)([^}]*)\}",
+                  lambda m: env.get(m[1], m[3] if m[2] == ":-" else m[0]), str(text))
+
+
+def as_given(service, env=None):
+    """A compose service's environment as compose gives it from ``env`` (.env)."""
+    return {key: interpolated(value, env) for key, value in service["environment"].items()}
 
 
 def test_docker_compose_runs_every_role_with_valid_settings():
@@ -86,8 +92,8 @@ def test_docker_compose_runs_every_role_with_valid_settings():
     ui_ports = [service["ports"][0] for name, service in services.items()
                 if name.startswith("node")]
     # each published port can be moved (deploy/check.py runs beside a local cluster)
-    assert ui_ports == ["127.0.0.1:${NODE1_PORT:-6800}:6800", "127.0.0.1:${NODE2_PORT:-6801}:6800",
-                        "127.0.0.1:${NODE3_PORT:-6802}:6800"]
+    assert [interpolated(port) for port in ui_ports] == [
+        "127.0.0.1:6800:6800", "127.0.0.1:6801:6800", "127.0.0.1:6802:6800"]
     assert services["node3"]["profiles"] == ["node3"]                  # only when asked
     for name in ("node1", "node2", "node3"):      # basic auth on; no password shipped
         environment = services[name]["environment"]
@@ -102,6 +108,58 @@ def test_docker_compose_runs_every_role_with_valid_settings():
     node2 = load_settings(environ=as_given(services["node2"]))
     assert node2["CRAWLCLUSTER_MANAGER_SPIDERS"] == {"universal": 1, "precise": 1}
     assert node2["CRAWLCLUSTER_MANAGER_PUBLIC_URL"] == "http://127.0.0.1:6801/"
+
+
+# .env for a stack other machines' nodes join (docs/containers.md, "Nodes on other machines")
+REMOTE_ENV = {"PUBLISH_ADDRESS": "198.18.0.1", "PUBLIC_HOST": "198.18.0.1",
+              "KAFKA_PORT": "19092", "NODE2_PORT": "16801", "REDIS_PORT": "16379"}
+
+
+def test_docker_compose_addresses_and_ports_come_from_the_env_file():
+    services = yaml.safe_load((ROOT / "docker-compose.yml").read_text())["services"]
+    node2 = load_settings(environ=as_given(services["node2"], REMOTE_ENV))
+    assert node2["CRAWLCLUSTER_MANAGER_PUBLIC_URL"] == "http://198.18.0.1:16801/"
+    assert interpolated(services["node2"]["ports"][0], REMOTE_ENV) == "198.18.0.1:16801:6800"
+    assert interpolated(services["redis"]["ports"][0], REMOTE_ENV) == "198.18.0.1:16379:6379"
+    advertised = as_given(services["kafka"], REMOTE_ENV)["KAFKA_ADVERTISED_LISTENERS"]
+    assert "EXTERNAL://198.18.0.1:19092" in advertised.split(",")
+    assert interpolated(services["kafka"]["ports"][0], REMOTE_ENV) == "198.18.0.1:19092:9092"
+    for name in ("prometheus", "grafana"):      # no auth of their own: loopback always
+        assert interpolated(services[name]["ports"][0], REMOTE_ENV).startswith("127.0.0.1:")
+    documented = (ROOT / ".env.example").read_text()
+    for name in {m for service in services.values() for text in map(str, service.values())
+                 for m in re.findall(r"\$\{(\w+)", text)}:
+        assert name in documented, f"{name} is not in .env.example"
+
+
+def test_a_node_apart_reaches_the_servers_at_their_published_addresses():
+    compose = yaml.safe_load((ROOT / "deploy" / "compose.node.yml").read_text())
+    node = compose["services"]["node"]
+    env = {**REMOTE_ENV, "SERVERS_HOST": "198.18.0.1", "PUBLIC_HOST": "198.18.0.2",
+           "NODE_NAME": "node4", "NODE_PORT": "16804"}
+    settings = load_settings(environ=as_given(node, env))
+    assert settings["CRAWLCLUSTER_KAFKA_BOOTSTRAP"] == "198.18.0.1:19092"
+    assert settings["CRAWLCLUSTER_REDIS_URL"] == "redis://198.18.0.1:16379/0"
+    assert settings["CRAWLCLUSTER_MONGODB_URL"].startswith("mongodb://198.18.0.1:27017/")
+    assert settings["CRAWLCLUSTER_MANAGER_PUBLIC_URL"] == "http://198.18.0.2:16804/"
+    assert node["volumes"] == ["node-state:/var/lib/crawlcluster"]
+    documented = (ROOT / ".env.example").read_text()
+    for name in ("SERVERS_HOST", "NODE_NAME", "NODE_PORT"):
+        assert name in documented, name
+
+
+def test_docker_compose_keeps_state_and_checks_the_health_of_every_role():
+    compose = yaml.safe_load((ROOT / "docker-compose.yml").read_text())
+    services = compose["services"]
+    for name in ("master", "preprocess", "monitor", "exporter", "node1", "node2", "node3"):
+        assert services[name]["healthcheck"]["test"][0] == "CMD", name
+    for name in ("master", "preprocess", "monitor"):    # the role's own heartbeat
+        assert services[name]["healthcheck"]["test"][-1] == name
+    state = "/var/lib/crawlcluster"                     # the image's CRAWLCLUSTER_STATE_DIR
+    assert f"CRAWLCLUSTER_STATE_DIR={state}" in (ROOT / "Dockerfile").read_text()
+    for name in ("node1", "node2", "node3"):     # job database, logs, eggs under it
+        volume = services[name]["volumes"][0]
+        assert volume == f"{name}-state:{state}" and f"{name}-state" in compose["volumes"]
 
 
 RUNTIME = ("settings", "master", "crawler", "message_processing")
