@@ -8,7 +8,8 @@ malformed pages, a decompression bomb, redirect loops, redirects to a file and t
 URL, a page of thousands of links and one of invalid links, an endless calendar), to
 which this adds a page that drips out slowly, one whose script never goes quiet, and
 links, redirects, scripts, images and frames aimed at private addresses: a listener on
-a loopback address none of the sites uses, and the cloud metadata address. One spider
+a loopback address none of the sites uses, and the cloud metadata address (added to
+loopback for the run where this machine lacks it and the run is root's). One spider
 process crawls the normal site alone, then both sites at once, ``render: auto``.
 
 The address guard allows only the sites' own addresses among private networks
@@ -28,7 +29,9 @@ the hostile site over its pages/s alone (first to last fetch).
 
 import argparse
 import contextlib
+import os
 import re
+import subprocess
 import sys
 import tempfile
 import threading
@@ -88,6 +91,23 @@ class Listener:
     def close(self) -> None:
         self.server.shutdown()
         self.server.server_close()
+
+
+@contextlib.contextmanager
+def metadata_address():
+    """The metadata address on loopback for the run, where this machine lacks it and the
+    run may add it (as root): removed again after. Yields whether it was added."""
+    present = subprocess.run(["ip", "-4", "addr", "show", "dev", "lo"], capture_output=True,
+                             text=True, check=False).stdout
+    added = (f"{METADATA_HOST}/" not in present and os.geteuid() == 0
+             and subprocess.run(["ip", "addr", "add", f"{METADATA_HOST}/32", "dev", "lo"],
+                                capture_output=True, check=False).returncode == 0)
+    try:
+        yield added
+    finally:
+        if added:
+            subprocess.run(["ip", "addr", "del", f"{METADATA_HOST}/32", "dev", "lo"],
+                           capture_output=True, check=False)
 
 
 def listeners():
@@ -186,7 +206,12 @@ def main():
     args = parser.parse_args()
     print(machine(), flush=True)
     settings = bench_settings(("redis", "zookeeper", "mongodb"))
-    private = listeners()
+    with metadata_address():
+        run(args, settings, listeners())
+
+
+def run(args, settings, private):
+    """Both crawls of the normal site, the JSON line; ``private``: the listeners."""
     targets = [f"http://{PRIVATE_HOST}:{private['loopback'].port}", f"http://{METADATA_HOST}",
                f"http://{METADATA_HOST}/latest/meta-data", "http://[fd00::1]",
                "http://100.100.100.200", f"http://2130706498:{private['loopback'].port}"]

@@ -32,8 +32,10 @@ from typing import Any
 from scrapy import Request
 from scrapy.crawler import Crawler
 from scrapy.http import HtmlResponse
+from scrapy.utils.httpobj import urlparse_cached
 
 from crawler.render.page_requests import PageRequests
+from crawler.render.siteslots import SiteSlots
 from crawler.render.throttle import RenderThrottle, spent
 from settings import procfs
 from settings.errors import CrawlClusterError
@@ -68,7 +70,7 @@ class Browser:
         self.max_failures = settings.getint("CRAWLCLUSTER_BROWSER_MAX_FAILURES")
         self.over_bound = False                # the browser's memory, as last measured
         self.failures = 0                      # renders failed in a row in this browser
-        self.slots = asyncio.Semaphore(settings.getint("CRAWLCLUSTER_RENDER_PAGES"))
+        self.slots = SiteSlots(settings.getint("CRAWLCLUSTER_RENDER_PAGES"))
         self.playwright: Any = None
         self.browser: Any = None
         self.pages_in_browser = 0
@@ -82,7 +84,7 @@ class Browser:
         slot is free; ``load``: what the rule's ``render_load`` lets load. Raises
         ``RenderTimeout`` past ``CRAWLCLUSTER_RENDER_TIMEOUT`` (the page is closed)."""
         asked = time.monotonic()
-        async with self.slots:
+        async with self.slots.held(urlparse_cached(request).hostname or ""):
             spent(self.crawler, "slot", asked)
             started = time.monotonic()
             browser = await self._browser()
