@@ -5,9 +5,9 @@
 ARG BASE=python:3.11-slim
 FROM ${BASE}
 WORKDIR /src
-# The dependencies first, a layer of their own, built again only when setup.py or the
+# The dependencies first, a layer of their own, built again only when pyproject.toml or the
 # wheels change (a change to the code reinstalls crawlcluster alone).
-COPY setup.py README.md /src/
+COPY pyproject.toml setup.py README.md /src/
 COPY deploy/wheels /src/deploy/wheels
 RUN if ls deploy/wheels/*.whl >/dev/null 2>&1; then \
       pip install --no-cache-dir --no-index --find-links deploy/wheels . ; \
