@@ -1,5 +1,5 @@
-"""The one installable distribution of crawlcluster: its metadata, dependencies and
-extras are in pyproject.toml (PEP 621); this file stays for tools that look for it."""
+"""The one installable distribution of crawlcluster: its metadata, dependencies, extras
+and console script are in pyproject.toml."""
 
 from setuptools import setup
 

