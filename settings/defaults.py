@@ -236,17 +236,13 @@ CRAWLCLUSTER_BROWSER_MAX_MB = 600.0
 CRAWLCLUSTER_MONGODB_BATCH = 100
 # Seconds an item waits at most for its batch to fill before it is written.
 CRAWLCLUSTER_MONGODB_FLUSH_AFTER = 0.5
-# Give every page with fields a `meta` (title, dates, author, description, language,
-# canonical URL, image) from its JSON-LD, OpenGraph, meta tags and microdata
-# (crawler/pagemeta.py).
+# Give every page with fields a `meta` from its markup (crawler/pagemeta.py).
 CRAWLCLUSTER_PAGE_META = True
-# When a page's markup has no publication date, guess it from its text and URL
-# (htmldate).
+# When a page's markup has no publication date, guess it (htmldate).
 CRAWLCLUSTER_PAGE_META_DATE_GUESS = True
-# Earlier versions kept per stored page when it changes (crawler/versions.py), in
-# versions_<spider type>; the current version is the item itself.
+# Earlier versions kept per stored page, in versions_<spider type> (crawler/versions.py).
 CRAWLCLUSTER_VERSIONS_KEEP = 10
-# Seconds an earlier version is kept (a TTL index on its archived_at): 90 days.
+# Seconds an earlier version is kept (a TTL index): 90 days.
 CRAWLCLUSTER_VERSIONS_TTL = 7776000
 
 # --- items firehose (crawler/firehose.py, message_processing/firehose.py) -------
@@ -380,10 +376,9 @@ CRAWLCLUSTER_MAX_LINKS_PER_PAGE = 10_000
 # Query arguments (shell-style patterns, matched case-insensitively) taken out of every
 # link before it is filtered, queued and stored, and ";name=" path parameters of the same
 # names: tracking and session ids that make one page many URLs. [] keeps every argument.
-CRAWLCLUSTER_STRIPPED_PARAMETERS = [
-    "utm_*", "fbclid", "gclid", "dclid", "msclkid", "mc_cid", "mc_eid", "_ga", "yclid",
-    "igshid", "ref_src", "jsessionid", "phpsessid", "sid", "sessionid",
-]
+CRAWLCLUSTER_STRIPPED_PARAMETERS = ["utm_*", "fbclid", "gclid", "dclid", "msclkid", "mc_cid",
+                                    "mc_eid", "_ga", "yclid", "igshid", "ref_src",
+                                    "jsessionid", "phpsessid", "sid", "sessionid"]
 # A page whose <link rel="canonical"> (or Link header) names another URL of its own host
 # is stored under that URL, which is then marked seen so it is not fetched again.
 CRAWLCLUSTER_HONOUR_CANONICAL = True
@@ -438,9 +433,8 @@ CLUSTER_COMPONENTS: dict[str, dict[str, int | None]] = {
         "crawler.middlewares.RedirectTargetMiddleware": 610,
         "scrapy.downloadermiddlewares.robotstxt.RobotsTxtMiddleware": None,
         "crawler.middlewares.BoundedRobotsTxtMiddleware": 100,
-        # The cluster retries a failed download (another job, counted per URL, up to
-        # CRAWLCLUSTER_MAX_RETRIES); Scrapy's own retries on top would fetch a failing
-        # URL three times per attempt.
+        # The cluster retries a failed download (CRAWLCLUSTER_MAX_RETRIES); Scrapy's own
+        # retries on top would fetch a failing URL three times per attempt.
         "scrapy.downloadermiddlewares.retry.RetryMiddleware": None,
         # Scrapy's decompression without its charset guess on the compressed bytes
         "scrapy.downloadermiddlewares.httpcompression.HttpCompressionMiddleware": None,
@@ -453,13 +447,9 @@ CLUSTER_COMPONENTS: dict[str, dict[str, int | None]] = {
         # A link's depth is its task's (maxdepth is enforced by the scheduler).
         "scrapy.spidermiddlewares.depth.DepthMiddleware": None,
     },
-    "EXTENSIONS": {
-        "crawler.extensions.GarbageCollectorTuning": 0,
-        "crawler.metrics.SpiderMetrics": 0,
-        "crawler.extensions.ShutdownGuard": 0,
-        "crawler.extensions.LoopWatchdog": 0,
-        "crawler.extensions.MemoryBound": 0,
-    },
+    "EXTENSIONS": {"crawler.extensions.GarbageCollectorTuning": 0,
+                   "crawler.metrics.SpiderMetrics": 0, "crawler.extensions.ShutdownGuard": 0,
+                   "crawler.extensions.LoopWatchdog": 0, "crawler.extensions.MemoryBound": 0},
 }
 
 SCRAPY = {
@@ -487,19 +477,16 @@ SCRAPY = {
     "DOWNLOAD_MAXSIZE": 20 * 1024 * 1024,
     "SPIDER_MIDDLEWARES": {**CLUSTER_COMPONENTS["SPIDER_MIDDLEWARES"]},
     "EXTENSIONS": {**CLUSTER_COMPONENTS["EXTENSIONS"]},
-    "ITEM_PIPELINES": {
-        "crawler.pipelines.EncodingPipeline": 100,
-        "crawler.pipelines.CleaningPipeline": 200,
-        "crawler.pipelines.MainTextPipeline": 300,
-        "crawler.pipelines.MongoPipeline": 800,
-    },
+    "ITEM_PIPELINES": {"crawler.pipelines.EncodingPipeline": 100,
+                       "crawler.pipelines.CleaningPipeline": 200,
+                       "crawler.pipelines.MainTextPipeline": 300,
+                       "crawler.pipelines.MongoPipeline": 800},
     "SPIDER_MODULES": ["crawler.spiders"],
     "NEWSPIDER_MODULE": "crawler.spiders",
     "COMMANDS_MODULE": "crawler.commands",
     "LOG_LEVEL": "INFO",
     "ROBOTSTXT_OBEY": True,
-    # 100 (Scrapy's default) starts that many asyncio tasks per response;
-    # 4 was measured faster on link-heavy pages.
+    # Scrapy's 100 starts that many asyncio tasks a response; 4 is faster on link-heavy pages
     "CONCURRENT_ITEMS": 4,
     "CONCURRENT_REQUESTS": 16,
     "TWISTED_REACTOR": "twisted.internet.asyncioreactor.AsyncioSelectorReactor",
