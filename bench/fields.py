@@ -148,7 +148,7 @@ def main():
     off = min(cpu_per_page(trees, False) for _ in range(3))
     on = min(cpu_per_page(trees, True) for _ in range(3))
     finish({"pages": len(trees), "pages_with_markup_date": with_truth,
-            "published_same_day_with_markup": same_day / with_truth,
+            "published_same_day_with_markup": same_day / max(with_truth, 1),
             "fallback_same_day": fallback, "best_library": best,
             "fallback_vs_best_library": fallback["ours"] / max(fallback[best], 1),
             "cpu_ms_per_page_meta_off": off * 1000, "cpu_ms_per_page_meta_on": on * 1000,

@@ -22,6 +22,7 @@ SMALLEST = {
     "crawl": ["--pages-per-host", "8", "--rounds", "1"],
     "dispatch": ["--quick"],
     "export": ["--items", "500"],
+    "fields": ["--pages", "{work}/article-extraction"],
     "hostile": ["--pages-per-host", "8"],
     "idle": ["--seconds", "1"],
     "links": ["--pages", "{work}/article-extraction", "--rounds", "1"],
@@ -34,6 +35,7 @@ SMALLEST = {
     "render_plan": ["--variables", "500", "--patterns", "50", "--reads", "5"],
     "scale": ["--pages", "300", "--domains", "20"],
     "soak": ["--pages", "60", "--hosts", "3", "--nodes", "1", "--every", "30"],
+    "versions": ["--items", "500"],
 }
 # bench/ modules that are not benchmarks: the peers' spiders and shared code
 NOT_BENCHMARKS = {"__init__", "common", "crawl_peers", "crawl_user", "crawl_vanilla",
@@ -55,7 +57,7 @@ def mini_benchmarks(work, name):
     them beside the checkout, bench/links.py reads the five real pages the tests keep;
     bench/maintext.py, which needs their ground truth and scorer, is skipped."""
     if not SHARED.is_dir():
-        if name == "maintext":
+        if name in ("maintext", "fields"):
             pytest.skip(f"the main-text benchmarks are not beside the checkout ({SHARED})")
         (work / "article-extraction").mkdir()
         shutil.copytree(VENDORED, work / "article-extraction" / "html",
@@ -76,7 +78,7 @@ def mini_benchmarks(work, name):
 
 @pytest.mark.parametrize("name", sorted(SMALLEST))
 def test_the_benchmark_runs_and_ends_with_its_json_line(name, tmp_path, local_servers):
-    if name in ("links", "maintext"):
+    if name in ("links", "maintext", "fields"):
         mini_benchmarks(tmp_path, name)
     args = [arg.format(work=tmp_path) for arg in SMALLEST[name]]
     run = subprocess.run([sys.executable, str(ROOT / "bench" / f"{name}.py"), *args],
