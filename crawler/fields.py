@@ -8,7 +8,8 @@ newlines, as always) or an object::
 
 applied in that order:
 
-- ``xpath`` or ``css``: the selector; ``attr``: read that attribute of each match;
+- ``xpath`` or ``css``: the selector; ``attr``: read that attribute of each match (at
+  most ``VALUES_MAX`` matches, each cut at ``VALUE_MAX`` characters);
 - ``re``: keep from each value the regular expression's first group (or its whole match);
   a value it does not match is left out;
 - ``take``: ``join`` (the default: the values joined by newlines), ``first`` or ``list``;
@@ -23,7 +24,7 @@ for that reason is dropped with it in the log.
 
 import re
 from datetime import UTC, datetime
-from functools import cache
+from functools import lru_cache
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
@@ -34,6 +35,8 @@ if TYPE_CHECKING:
 FieldSpec = str | dict[str, str]
 PROCESSORS = ("text", "date", "number", "price", "url")
 TAKES = ("join", "first", "list")
+VALUES_MAX = 1000         # matches of one field read at most
+VALUE_MAX = 10_000        # characters of one match kept (what a regex runs over)
 
 
 class FieldError(ValueError):
@@ -54,7 +57,7 @@ def read_field(selector: "Readable", spec: FieldSpec, response: "TextResponse",
     else:
         xpath = spec["xpath"] + (f"/@{spec['attr']}" if spec.get("attr") else "")
         values = xpath_strings(selector, xpath)
-    values = [value.strip() for value in values]
+    values = [value.strip()[:VALUE_MAX] for value in values[:VALUES_MAX]]
     values = [value for value in values if value]
     if spec.get("re"):
         values = _matches(_regex(spec["re"]), values)
@@ -68,7 +71,7 @@ def read_field(selector: "Readable", spec: FieldSpec, response: "TextResponse",
     return process(kind, value, response, fetched_at)
 
 
-@cache
+@lru_cache(maxsize=512)
 def _regex(expression: str) -> re.Pattern[str]:
     return re.compile(expression)
 

@@ -18,6 +18,7 @@ from collections.abc import Iterator
 from typing import Any
 
 Meta = dict[str, Any]
+JSONLD_MAX = 1 << 20      # characters of one JSON-LD block read at most
 JSONLD_KEYS = {"title": ("headline", "name"), "published": ("datePublished", "dateCreated"),
                "modified": ("dateModified",), "author": ("author", "creator"),
                "description": ("description",), "image": ("image", "thumbnailUrl"),
@@ -80,10 +81,12 @@ def _text(value: Any) -> str:
 
 
 def _jsonld(root: Any) -> Iterator[tuple[str, Any]]:
-    for script in root.xpath('//script[@type="application/ld+json"]/text()'):
+    for script in root.xpath('//script[@type="application/ld+json"]/text()')[:20]:
+        if len(script) > JSONLD_MAX:
+            continue
         try:
             data = json.loads(script)
-        except ValueError:
+        except (ValueError, RecursionError):      # a hostile page's nesting costs the block
             continue
         for thing in _things(data):
             for key, names in JSONLD_KEYS.items():

@@ -135,7 +135,9 @@ def insert_items(database: Any, items: list[Item], ensured: set[str],
     stamp = stamp or {"stored_at": time.time()}
     limits = limits or VersionLimits(keep=10, ttl=90 * 86400)
     by_type: dict[str, list[Item]] = {}
-    for item in items:
+    # one document per page a batch: the last fetched (a canonical URL reached twice)
+    latest = {(item["spider_type"], item["crawlid"], item["url"]): item for item in items}
+    for item in latest.values():
         document = {k: v for k, v in item.items() if k not in INTERNAL}
         document.update(stamp)
         mark_new(document, stamp)
@@ -248,13 +250,14 @@ class MongoPipeline(ClusterComponent):
         """Store the batch, mark the gone pages, record the crawls; return what was
         stored (what to send downstream, the counts)."""
         stored = Stored()
-        if batch:
+        if batch or gone:
             self.stored_at = max(time.time(), self.stored_at + 1e-6)
-            stamp = {"stored_at": self.stored_at, "stored_by": self.context.job}
+        stamp = {"stored_at": self.stored_at, "stored_by": self.context.job}
+        if batch:
             stored = insert_items(self.database, batch, self.ensured, stamp,
                                   by_job=self.firehose is not None, limits=self._limits())
         if gone:
-            mark_gone(self.database, gone, stored)
+            mark_gone(self.database, gone, stored, stamp)
         if progress:
             self._record_crawls(progress)
         return stored

@@ -140,14 +140,16 @@ def ensure_versions(versions: Any, limits: VersionLimits) -> None:
     versions.create_index("archived_at", expireAfterSeconds=int(limits.ttl))
 
 
-def mark_gone(database: Any, gone: list[tuple[str, str, str]], stored: Stored) -> None:
-    """Mark stored pages answered 404/410 as gone: ``(spider type, crawlid, URL)``."""
+def mark_gone(database: Any, gone: list[tuple[str, str, str]], stored: Stored,
+              stamp: dict[str, Any] | None = None) -> None:
+    """Mark stored pages answered 404/410 as gone: ``(spider type, crawlid, URL)``, with
+    ``stamp`` (``stored_at``, ``stored_by``: the firehose's catch-up reads them back)."""
     now = time.time()
-    for spider_type, crawlid, url in gone:
+    for spider_type, crawlid, url in dict.fromkeys(gone):
         collection = database[f"items_{spider_type}"]
         document = collection.find_one_and_update(
             {"crawlid": crawlid, "url": url, "change": {"$ne": "gone"}},
-            {"$set": {"change": "gone", "gone_at": now, "changed_at": now}},
+            {"$set": {"change": "gone", "gone_at": now, "changed_at": now, **(stamp or {})}},
             return_document=True)
         if document is not None:
             document["previous_hash"] = document.get("content_hash")

@@ -378,7 +378,7 @@ CRAWLCLUSTER_MAX_LINKS_PER_PAGE = 10_000
 # names: tracking and session ids that make one page many URLs. [] keeps every argument.
 CRAWLCLUSTER_STRIPPED_PARAMETERS = ["utm_*", "fbclid", "gclid", "dclid", "msclkid", "mc_cid",
                                     "mc_eid", "_ga", "yclid", "igshid", "ref_src",
-                                    "jsessionid", "phpsessid", "sid", "sessionid"]
+                                    "jsessionid", "phpsessid", "sessionid"]
 # A page whose <link rel="canonical"> (or Link header) names another URL of its own host
 # is stored under that URL, which is then marked seen so it is not fetched again.
 CRAWLCLUSTER_HONOUR_CANONICAL = True

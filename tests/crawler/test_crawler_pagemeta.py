@@ -68,3 +68,10 @@ def test_a_page_without_a_date_in_its_markup_gets_a_guess_from_its_text():
     assert "published" not in meta_of(NO_MARKUP, "https://gov.example/notice/17.html",
                                       guess_date=False)
     assert meta["title"] == "公告"
+
+
+def test_a_hostile_json_ld_block_costs_that_block_only():
+    nested = "[" * 50_000 + "]" * 50_000
+    page = (f'<html><head><script type="application/ld+json">{nested}</script>'
+            f'<meta property="og:title" content="Still read"></head><body></body></html>')
+    assert meta_of(page, guess_date=False)["title"] == "Still read"

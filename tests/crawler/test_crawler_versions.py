@@ -105,3 +105,19 @@ def test_export_changed_since_gives_what_became_new_changed_or_gone(
         ("1", "changed"), ("2", "gone"), ("9", "new")]
     assert main(["export", "--crawlid", "v", "--changed-since", "4000000000"]) == 1
     assert "changed since 4000000000" in capsys.readouterr().err
+
+
+def test_a_page_twice_in_one_batch_is_stored_once_as_its_last_fetch(mongo_db):
+    stored = store(mongo_db, [item("http://a.example/1", "First"),
+                              item("http://a.example/1", "Last")], 100.0)
+    assert [(d["title"], d["change"]) for d in stored.downstream] == [("Last", "new")]
+    assert mongo_db["versions_universal"].count_documents({}) == 0
+
+
+def test_a_gone_page_carries_the_stamp_the_firehose_reads_back_by(mongo_db):
+    store(mongo_db, [item("http://a.example/1", "One")], 100.0)
+    mark_gone(mongo_db, [("universal", "v", "http://a.example/1")] * 2, Stored(),
+              {"stored_at": 300.0, "stored_by": "job-9"})
+    stored = mongo_db["items_universal"].find_one()
+    assert (stored["change"], stored["stored_at"], stored["stored_by"]) == (
+        "gone", 300.0, "job-9")
