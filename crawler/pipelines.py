@@ -97,7 +97,7 @@ class MainTextPipeline:
         if self.meta:
             root = _tree(body)
             if root is not None:
-                item["meta"] = page_meta(root, item["url"], self.guess_date)
+                item["meta"] = page_meta(root, item.get("url", ""), self.guess_date)
         item["main_text"] = extract_main_text(body)
         return item
 

@@ -88,10 +88,14 @@ def test_the_pipeline_takes_the_page_as_a_tree_or_as_html():
     expected = extract_main_text(source)
     with warnings.catch_warnings():
         warnings.simplefilter("error")      # lxml warns when a tree is truth-tested
-        from_tree = MainTextPipeline().process_item({"_body": Selector(text=source).root})
-    from_html = MainTextPipeline().process_item({"_body": source})
-    assert from_tree == from_html == {"main_text": expected}
-    assert MainTextPipeline().process_item({"_body": ""}) == {"main_text": ""}
+        from_tree = MainTextPipeline().process_item({"url": "http://a.example/",
+                                                     "_body": Selector(text=source).root})
+    from_html = MainTextPipeline().process_item({"url": "http://a.example/", "_body": source})
+    assert from_tree == from_html
+    assert from_tree["main_text"] == expected and from_tree["meta"]["title"]
+    assert MainTextPipeline(meta=False).process_item({"url": "http://a.example/",
+                                                      "_body": ""}) == {
+        "url": "http://a.example/", "main_text": ""}
     assert MainTextPipeline().process_item({"title": "no page"}) == {"title": "no page"}
 
 

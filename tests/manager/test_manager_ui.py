@@ -102,7 +102,7 @@ def test_submit_start_watch_and_stop_in_a_browser(cluster, browser, static_site,
     # A site pushing back shows with its rate factor and its pause.
     PushbackStore.from_settings(redis, test_settings).report("slow.example", "429", 600.0, 1.0)
     page.wait_for_selector("#frontier tbody tr:has(td:text-is('pushback: slow.example'))"
-                           ":has(td:has-text('rate x0.70, paused'))", timeout=30000)
+                           ":has(td:has-text('rate x0.80, paused'))", timeout=30000)
     page.screenshot(path=str(tmp_path / "status.png"), full_page=True)
 
     # Spiders: pause the crawl and resume it; stop the spider, it shows as finished.

@@ -307,7 +307,7 @@ def test_cli_client_submit_info_config_stats_pause_resume_watch_stop(test_settin
     PushbackStore.from_settings(redis, test_settings).report("site1.com", "429", 300.0, 1.0)
     info = run_cli(test_settings, "info", "--crawlid", "c1")
     line = info.stdout.splitlines()[1]
-    assert line.startswith("pushback site1.com x0.70 paused ") and line.endswith("(429, 1)")
+    assert line.startswith("pushback site1.com x0.80 paused ") and line.endswith("(429, 1)")
     raw = json.loads(run_cli(test_settings, "info", "--crawlid", "c1", "--json").stdout)
     assert raw["pushback"]["site1.com"]["pushbacks"] == 1
     config = run_cli(test_settings, "config", "rate", "site1.com", "--hits", "3")
@@ -356,7 +356,7 @@ def test_cli_client_submit_info_config_stats_pause_resume_watch_stop(test_settin
     _, progress = watcher.communicate(timeout=30)
     assert watcher.returncode == 0
     assert "crawl c1: pending 1  done 0  failed 0" in progress
-    assert "pushback site1.com x0.70 paused" in progress
+    assert "pushback site1.com x0.80 paused" in progress
     assert "crawl c1: pending 0" in progress
     assert "links: 0 found, 0 new, 0 seen before, 0 refused" in progress   # a seed only
 
