@@ -105,7 +105,8 @@ Page: TypeAlias = "str | html.HtmlElement"   # HTML, or the page already parsed 
 Mark = tuple[int, int]               # an open marked container: (kind, its number)
 
 
-def _parse(page: Page) -> html.HtmlElement | None:
+def parse_page(page: Page) -> html.HtmlElement | None:
+    """A page's lxml tree, from its HTML or the tree itself; None if it has none."""
     if not isinstance(page, str):
         return page
     try:
@@ -279,7 +280,7 @@ def _resolve_boilerplate(lines: list[Line]) -> None:
 def page_lines(page: Page) -> list[str]:
     """The visible text of an HTML page (a string, or the page already parsed by lxml,
     which is read, not changed), one line per block element, link text included."""
-    root = _parse(page)
+    root = parse_page(page)
     return [] if root is None else [line.text for line in _lines(root)]
 
 
@@ -373,7 +374,7 @@ def extract_main_text(page: Page, k: int = 3, keep_ratio: float = 0.1) -> str:
     if it has none."""
     if not 1 <= k <= 5:
         raise ValueError(f"block size k must be 1..5, got {k}")
-    root = _parse(page)
+    root = parse_page(page)
     if root is None:
         return ""
     text = _main_text(_lines(root), k, keep_ratio)

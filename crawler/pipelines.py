@@ -17,7 +17,6 @@ import unicodedata
 from collections import Counter
 from typing import Any
 
-from lxml import etree, html
 from scrapy.crawler import Crawler
 from scrapy.exceptions import DropItem
 from twisted.internet.defer import Deferred
@@ -25,7 +24,7 @@ from twisted.python.failure import Failure
 
 from crawler.context import ClusterComponent
 from crawler.firehose import Firehose
-from crawler.maintext import extract_main_text
+from crawler.maintext import extract_main_text, parse_page
 from crawler.pagemeta import page_meta
 from crawler.versions import (
     Stored,
@@ -94,22 +93,14 @@ class MainTextPipeline:
         body = item.pop("_body", None)     # the page's HTML, or its parsed lxml tree
         if body is None:                   # (a tree's truth value is its child count)
             return item
+        root = parse_page(body)            # parsed once, for both
+        if root is None:
+            item["main_text"] = ""
+            return item
         if self.meta:
-            root = _tree(body)
-            if root is not None:
-                item["meta"] = page_meta(root, item.get("url", ""), self.guess_date)
-        item["main_text"] = extract_main_text(body)
+            item["meta"] = page_meta(root, item.get("url", ""), self.guess_date)
+        item["main_text"] = extract_main_text(root)
         return item
-
-
-def _tree(body: Any) -> Any:
-    """A page's lxml tree, from its HTML or the tree itself; None if it has none."""
-    if not isinstance(body, str):
-        return body
-    try:
-        return html.fromstring(body)
-    except (etree.ParserError, ValueError):
-        return None
 
 
 def _add_progress(progress: Progress, more: Progress) -> None:
