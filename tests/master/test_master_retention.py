@@ -96,6 +96,7 @@ def test_a_drained_crawl_leaves_redis_and_info_answers_from_its_record(
     cluster.crawl_all()
     frontier_redis.hincrby(cluster.keys.crawl_render("done1"), "~rendered", 1)   # render: auto
     frontier_redis.rpush(cluster.keys.crawl_render_variables("done1"), "h|a")
+    frontier_redis.hincrby(cluster.keys.crawl_changes("done1"), "changed", 2)  # a spider's
     assert cluster.keys_naming("done1")
     cluster.clock.now += FRESH + 1
     assert cluster.retention.run() == {"ended": 1, "retired": 0}
@@ -109,6 +110,7 @@ def test_a_drained_crawl_leaves_redis_and_info_answers_from_its_record(
     assert record["final"]["counts"]["done"] == 1 and record["retired_at"]
     info = InfoPlugin(Context(settings, frontier_redis)).crawl_info("done1")
     assert info["retired"] is True and info["done"] == 1 and info["total_pending"] == 0
+    assert info["changes"]["changed"] == 2          # kept in the record, gone from Redis
 
 
 def test_a_stopped_crawl_takes_its_flags_with_it(redis, small, mongo_db):
