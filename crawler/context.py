@@ -23,6 +23,7 @@ from scrapy.http import Headers
 from scrapy.settings import BaseSettings
 from twisted.internet.defer import Deferred
 
+from crawler.metrics import count_recorded
 from crawler.paused import PausedDomains
 from master.bloomgen import AgingBloomFilter
 from master.counters import WindowCounts
@@ -330,10 +331,14 @@ class TaskTracker:
         the same in the job's stats."""
         stats = self.context.crawler.stats
         assert stats is not None
+        counted: Counter[str] = Counter()
         for (member, _, _), result in zip(outcomes, results, strict=True):
             field = {1: "pages", 3: "failures"}.get(result)
             if field:
                 crawlid = decode_task(member)["crawlid"]
                 self.progress.setdefault(crawlid, Counter())[field] += 1
-                stats.inc_value("crawlcluster/pages/done" if result == 1
-                                else "crawlcluster/pages/failed")
+                counted[field] += 1
+        for field, stat in (("pages", "done"), ("failures", "failed")):
+            if counted[field]:
+                stats.inc_value(f"crawlcluster/pages/{stat}", counted[field])
+        count_recorded(self.context.spider_type, counted)

@@ -7,7 +7,10 @@ hand) they stay in the process, unserved.
 
 Most figures are Scrapy stats the crawler counts anyway: ``SpiderMetrics`` adds
 what the ones listed in ``MIRRORED`` grew by to their counters every second (so
-a page costs nothing more), and observes each response's download time.
+a page costs nothing more), and observes each response's download time. The counts a
+crawl record holds too (pages, failures, items) are added when the record's are
+(``count_recorded``): a process that ends without a last publish (killed, stopped by
+its watchdog) leaves Prometheus level with the record, never behind it.
 """
 
 from typing import Any
@@ -49,11 +52,11 @@ JOB_TASKS = Gauge("crawlcluster_job_tasks", "Tasks a job has taken and not yet d
                   "(its in-memory queue and downloads in flight)", ["spider", "job"],
                   multiprocess_mode="livesum")
 
+# a crawl record's count -> its counter (count_recorded)
+RECORDED: dict[str, Counter] = {"pages": PAGES, "failures": PAGE_FAILURES, "items": ITEMS}
+
 # Scrapy stat (or the start of one) -> (counter, the label the rest of the name fills)
 MIRRORED: dict[str, tuple[Counter, str | None]] = {
-    "crawlcluster/pages/done": (PAGES, None),
-    "crawlcluster/pages/failed": (PAGE_FAILURES, None),
-    "crawlcluster/items/stored": (ITEMS, None),
     "downloader/response_bytes": (RESPONSE_BYTES, None),
     "downloader/response_status_count/": (RESPONSES, "status"),
     "downloader/exception_type_count/": (DOWNLOAD_ERRORS, "kind"),
@@ -66,6 +69,13 @@ MIRRORED: dict[str, tuple[Counter, str | None]] = {
 }
 _PREFIXES = tuple(name for name in MIRRORED if name.endswith("/"))
 PUBLISH_EVERY = 1.0          # seconds between publishing the stats to the counters
+
+
+def count_recorded(spider: str, counts: dict[str, int]) -> None:
+    """Add counts a crawl record holds too (``RECORDED``'s) to their counters now."""
+    for field, count in counts.items():
+        if count and field in RECORDED:
+            RECORDED[field].labels(spider=spider).inc(count)
 
 
 def mirrored(key: str) -> tuple[Counter, dict[str, str]] | None:

@@ -25,6 +25,7 @@ from twisted.python.failure import Failure
 from crawler.context import ClusterComponent
 from crawler.firehose import Firehose
 from crawler.maintext import extract_main_text, parse_page
+from crawler.metrics import count_recorded
 from crawler.pagemeta import page_meta
 from crawler.versions import (
     Stored,
@@ -278,6 +279,7 @@ class MongoPipeline(ClusterComponent):
                 tracker.item_finished(item["_task"])
             tracker.progress.setdefault(item["crawlid"], Counter())["items"] += 1
         self.crawler.stats.inc_value("crawlcluster/items/stored", len(batch))
+        count_recorded(self.context.spider_type, {"items": len(batch)})
         for crawlid, counts in result.counts.items():
             tracker.changes.setdefault(crawlid, Counter()).update(counts)
             for change, count in counts.items():

@@ -6,8 +6,6 @@ from crawler import metrics
 
 
 @pytest.mark.parametrize(("stat", "counter", "labels"), [
-    ("crawlcluster/pages/done", metrics.PAGES, {}),
-    ("crawlcluster/items/stored", metrics.ITEMS, {}),
     ("downloader/response_bytes", metrics.RESPONSE_BYTES, {}),
     ("downloader/response_status_count/404", metrics.RESPONSES, {"status": "404"}),
     ("downloader/exception_type_count/twisted.internet.error.ConnectionRefusedError",
@@ -22,7 +20,9 @@ def test_mirrored_stats(stat, counter, labels):
 
 
 @pytest.mark.parametrize("stat", ["downloader/request_count", "log_count/INFO",
-                                  "crawlcluster/links/new", "downloader/response_count"])
+                                  "crawlcluster/links/new", "downloader/response_count",
+                                  # counted with the crawl record instead (count_recorded)
+                                  "crawlcluster/pages/done", "crawlcluster/items/stored"])
 def test_other_stats_are_not_mirrored(stat):
     assert metrics.mirrored(stat) is None
 
@@ -50,3 +50,12 @@ def test_grown_stats_are_published_per_spider_type():
     crawler.stats.inc_value("downloader/response_status_count/503")
     extension.publish()
     assert child._value.get() == before + 3
+
+
+def test_recorded_counts_reach_their_counters_at_once():
+    child = metrics.PAGES.labels(spider="recordtype")
+    items = metrics.ITEMS.labels(spider="recordtype")
+    before, items_before = child._value.get(), items._value.get()
+    metrics.count_recorded("recordtype", {"pages": 3, "items": 2, "unknown": 5})
+    assert child._value.get() == before + 3
+    assert items._value.get() == items_before + 2
