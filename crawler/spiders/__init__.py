@@ -16,6 +16,7 @@ import time
 from collections import Counter
 from collections.abc import AsyncIterator, Callable, Iterable, Iterator, Mapping
 from typing import Any, NamedTuple
+from urllib.parse import urlsplit
 
 import scrapy
 from lxml import etree
@@ -170,22 +171,34 @@ class ClusterSpider(scrapy.Spider):
     def page_url(self, response: Response) -> str:
         """The URL a page is stored under: its same-host ``rel=canonical`` (stripped of
         tracking parameters) if it names one and ``CRAWLCLUSTER_HONOUR_CANONICAL``,
-        else its own. A canonical on another host is counted and ignored."""
+        else its own. A canonical on another host, or one that is not another spelling
+        of the same kind of page (``canonical_fits``), is counted and ignored."""
         honour = self._setting("CRAWLCLUSTER_HONOUR_CANONICAL")
         canonical = canonical_link(response) if honour not in (False, "0", "False") else None
         if canonical is None:
             return response.url
         stats = getattr(getattr(self, "crawler", None), "stats", None)
-        if not same_host(response.url, canonical):
-            self.logger.info("%s names %s as canonical: another site, ignored",
-                             response.url, canonical[:300])
-            if stats is not None:
-                stats.inc_value("crawlcluster/canonical/cross_site")
-            return response.url
         canonical = self.parameter_stripper().clean(canonical).partition("#")[0]
+        refused = ("another site" if not same_host(response.url, canonical)
+                   else None if self.canonical_fits(response, canonical)
+                   else "another kind of page")
+        if refused:
+            self.logger.info("%s names %s as canonical: %s, ignored",
+                             response.url, canonical[:300], refused)
+            if stats is not None:
+                stats.inc_value("crawlcluster/canonical/" + (
+                    "cross_site" if refused == "another site" else "other_kind"))
+            return response.url
         if canonical != response.url and stats is not None:
             stats.inc_value("crawlcluster/canonical/honoured")
         return canonical
+
+    def canonical_fits(self, response: Response, canonical: str) -> bool:
+        """Whether a same-host canonical can be another spelling of this page. A site's
+        root named by any other page is a template's mistake (every article naming the
+        home page), not an alias: honouring it would store every such page as one."""
+        return urlsplit(canonical).path not in ("", "/") \
+            or urlsplit(response.url).path in ("", "/")
 
     def _bounded(self, response: Response, links: list[Follow], refused: Mapping[str, int] | None
                  ) -> tuple[list[Follow], Mapping[str, int] | None]:

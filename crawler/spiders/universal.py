@@ -51,6 +51,16 @@ class UniversalSpider(ClusterSpider):
             links = self._links(response, rules, urls, self.lean_links)
             yield from self.follow(response, links, self._refused(response, rules, urls, links))
 
+    def canonical_fits(self, response: Response, canonical: str) -> bool:
+        """Besides the site's root: the rule that took this page admits the canonical too
+        (an article naming its list page is not an alias of it)."""
+        if not super().canonical_fits(response, canonical):
+            return False
+        info = self.crawl_info(response)
+        index = info["task"].get("rule_index")
+        rules = compile_universal(info["config"]["rule"])
+        return index is None or index >= len(rules) or rules[index].admits(canonical)
+
     def entry_links(self, response: Response,
                     entries: list[Entry]) -> tuple[list[Follow], Mapping[str, int]]:
         """A source's pages as if a page linked them: each to the first rule that admits

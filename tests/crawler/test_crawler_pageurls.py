@@ -66,3 +66,32 @@ def test_a_canonical_on_another_site_is_ignored() -> None:
 
 def test_a_page_without_canonical_keeps_its_url() -> None:
     assert ClusterSpider(name="s").page_url(page("http://h/c")) == "http://h/c"
+
+
+def test_the_site_root_named_canonical_by_another_page_is_ignored() -> None:
+    """A template naming the home page canonical on every article would store them all
+    as one item."""
+    spider = ClusterSpider(name="s")
+    assert spider.page_url(page("http://h/2026/budget", '<link rel="canonical" href="/">')) \
+        == "http://h/2026/budget"
+    assert spider.page_url(page("http://h/?utm_source=x", '<link rel="canonical" href="/">')) \
+        == "http://h/"
+
+
+def universal_page(url: str, canonical: str, rule_index: int) -> HtmlResponse:
+    rule = {"rules": [{"allow": [r"/list/"], "follow": True},
+                      {"allow": [r"/article/"], "fields": {"title": "//h1/text()"}}]}
+    meta = {"crawlcluster": {"task": {"rule_index": rule_index}, "config": {"rule": rule}}}
+    return HtmlResponse(url, body=f'<html><head><link rel="canonical" href="{canonical}">'
+                        '</head><body>x</body></html>'.encode(), encoding="utf-8",
+                        request=Request(url, meta=meta))
+
+
+def test_a_canonical_the_pages_rule_does_not_admit_is_ignored() -> None:
+    from crawler.spiders.universal import UniversalSpider
+
+    spider = UniversalSpider()
+    assert spider.page_url(universal_page("http://h/article/7?view=print",
+                                          "/article/7", 1)) == "http://h/article/7"
+    assert spider.page_url(universal_page("http://h/article/7", "/list/3", 1)) \
+        == "http://h/article/7"
