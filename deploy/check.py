@@ -148,7 +148,7 @@ def phase_down_up(stack: Stack, settings: Any, sites: Sites, crawls: dict[str, s
                  for kind, crawlid in crawls.items())
     say(f"after down/up: info done {[after[c].get('done') for c in crawls.values()]} "
         f"(before {[before[c].get('done') for c in crawls.values()]}), items kept: {stored}")
-    result = {"down_up_ok": kept and stored}
+    result = {"down_up_ok": kept and stored} if crawls else {}
     if deployed:
         state = project_state(stack)
         say(f"after down/up: node1's projects {state['projects']}, finished jobs "
@@ -220,8 +220,10 @@ def run_steps(stack: Stack, remote: Stack | None, steps: set[str], sites: Sites,
         found.update(phase_nodes(stack, settings, sites, stamp, remote, "nodes" in steps))
     running = {"redis", "zookeeper", "kafka", "mongodb", "node1", "node2", "prometheus"}
     moved = ports_moved(stack, running | ({"node3"} if "nodes" in steps else set()))
-    found["ports_moved_ok"] = moved and (found.pop("crawl_ok", False)
-                                         or found.get("redis_restart_ok", False))
+    crawled = [found.pop("crawl_ok", None), found.get("redis_restart_ok"),
+               found.get("rendered")]
+    if any(done is not None for done in crawled):      # a crawl went through the ports
+        found["ports_moved_ok"] = moved and all(done for done in crawled if done is not None)
     return found
 
 
