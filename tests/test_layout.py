@@ -201,6 +201,19 @@ def test_the_stand_in_override_changes_only_the_servers():
             assert port.startswith("127.0.0.1:"), f"{name} publishes {port} beyond loopback"
 
 
+def test_the_image_renders_as_a_user_other_than_root():
+    """Chromium and the [render] extra in the image, and every role not root, so that
+    Chromium's sandbox stays on (crawler/render/browser.py's launch_args)."""
+    dockerfile = (ROOT / "Dockerfile").read_text()
+    assert "chromium-headless-shell" in dockerfile and "'.[render]'" in dockerfile
+    users = re.findall(r"^USER (\S+)", dockerfile, re.MULTILINE)
+    assert users and users[-1] not in ("root", "0")
+    for path in (ROOT / "docker-compose.yml", ROOT / "deploy" / "compose.node.yml"):
+        services = yaml.safe_load(path.read_text())["services"]
+        assert not [name for name, service in services.items()
+                    if str(service.get("user", "")).split(":")[0] in ("root", "0")], path
+
+
 def test_the_stand_in_broker_advertises_one_address_the_host_and_the_containers_reach():
     """No /etc/hosts entry: the stand-in broker advertises PUBLIC_HOST:KAFKA_PORT (the
     network's gateway on one machine, fixed by LOCAL_SUBNET and LOCAL_GATEWAY), and the
