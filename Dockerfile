@@ -5,14 +5,27 @@
 ARG BASE=python:3.11-slim
 FROM ${BASE}
 WORKDIR /src
+# Chromium for a rule's render (crawler/render/browser.py): Debian's headless shell, which
+# Playwright (the [render] extra) drives with its Node.js driver (which needs libatomic1);
+# no browser is downloaded at run time. A browser
+# needs Debian's security updates: their source is added where the base lacks it.
+ARG DEBIAN_SECURITY=http://deb.debian.org/debian-security
+RUN if ! grep -rqs -- -security /etc/apt/sources.list /etc/apt/sources.list.d/; then \
+      . /etc/os-release \
+      && echo "deb $DEBIAN_SECURITY $VERSION_CODENAME-security main" \
+         >/etc/apt/sources.list.d/security.list; \
+    fi \
+ && apt-get update -q \
+ && apt-get install -y -q --no-install-recommends chromium-headless-shell libatomic1 \
+ && rm -rf /var/lib/apt/lists/*
 # The dependencies first, a layer of their own, built again only when pyproject.toml or the
 # wheels change (a change to the code reinstalls crawlcluster alone).
 COPY pyproject.toml setup.py README.md /src/
 COPY deploy/wheels /src/deploy/wheels
 RUN if ls deploy/wheels/*.whl >/dev/null 2>&1; then \
-      pip install --no-cache-dir --no-index --find-links deploy/wheels . ; \
+      pip install --no-cache-dir --no-index --find-links deploy/wheels '.[render]' ; \
     else \
-      pip install --no-cache-dir . ; \
+      pip install --no-cache-dir '.[render]' ; \
     fi \
  && rm -rf deploy build ./*.egg-info
 COPY . /src
@@ -25,6 +38,7 @@ RUN if ls deploy/wheels/*.whl >/dev/null 2>&1; then \
  && rm -rf deploy/wheels build \
  && useradd --create-home crawler \
  && mkdir -p /var/lib/crawlcluster && chown crawler /var/lib/crawlcluster
+# Not root: Chromium's sandbox (user namespaces) stays on (crawler/render/browser.py).
 USER crawler
 ENV CRAWLCLUSTER_STATE_DIR=/var/lib/crawlcluster \
     CRAWLCLUSTER_SERVICES_INSTALL=false

@@ -54,7 +54,8 @@ WHEELS=${CRAWLCLUSTER_WHEELS:-deploy/wheels}
 mkdir -p "$WHEELS"
 interpreter=$("$ENGINE" run --rm "$PYTHON" python -c \
   'import sys, sysconfig; print(sys.implementation.cache_tag, sysconfig.get_platform())')
-stamp="$interpreter $(digest pyproject.toml setup.py deploy/images/requirements-servers.txt)"
+EXTRAS=render     # the extras the crawlcluster image installs (the Dockerfile's '.[render]')
+stamp="$interpreter $EXTRAS $(digest pyproject.toml setup.py deploy/images/requirements-servers.txt)"
 if [ "$(cat "$WHEELS/.inputs" 2>/dev/null)" != "$stamp" ]; then
   say "wheels for crawlcluster and the stand-in servers, by $interpreter in $PYTHON"
   rm -f "$WHEELS"/*.whl
@@ -63,8 +64,8 @@ if [ "$(cat "$WHEELS/.inputs" 2>/dev/null)" != "$stamp" ]; then
   trust=(); [ -f "$ca" ] && trust=(-v "$ca:/etc/ssl/host-ca.crt:ro" -e PIP_CERT=/etc/ssl/host-ca.crt)
   "$ENGINE" run --rm "${trust[@]}" -v "$PWD:/src:ro" -v "$(realpath "$WHEELS"):/wheels" \
     "$PYTHON" sh -ec 'mkdir /tmp/src && cp /src/pyproject.toml /src/setup.py /src/README.md /tmp/src
-      pip wheel -q --wheel-dir /wheels /tmp/src "setuptools>=77" -r /src/deploy/images/requirements-servers.txt
-      rm -f /wheels/crawlcluster-*.whl'   # crawlcluster itself: from the source in the image
+      pip wheel -q --wheel-dir /wheels "/tmp/src[$0]" "setuptools>=77" -r /src/deploy/images/requirements-servers.txt
+      rm -f /wheels/crawlcluster-*.whl' "$EXTRAS"   # crawlcluster itself: from the source in the image
   echo "$stamp" >"$WHEELS/.inputs"
 fi
 [ "$1" = wheels ] && { say "wheels in $WHEELS ($stamp)"; exit 0; }

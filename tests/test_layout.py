@@ -201,6 +201,44 @@ def test_the_stand_in_override_changes_only_the_servers():
             assert port.startswith("127.0.0.1:"), f"{name} publishes {port} beyond loopback"
 
 
+def test_the_image_renders_as_a_user_other_than_root():
+    """Chromium and the [render] extra in the image, and every role not root, so that
+    Chromium's sandbox stays on (crawler/render/browser.py's launch_args)."""
+    dockerfile = (ROOT / "Dockerfile").read_text()
+    assert "chromium-headless-shell" in dockerfile and "'.[render]'" in dockerfile
+    users = re.findall(r"^USER (\S+)", dockerfile, re.MULTILINE)
+    assert users and users[-1] not in ("root", "0")
+    for path in (ROOT / "docker-compose.yml", ROOT / "deploy" / "compose.node.yml"):
+        services = yaml.safe_load(path.read_text())["services"]
+        assert not [name for name, service in services.items()
+                    if str(service.get("user", "")).split(":")[0] in ("root", "0")], path
+
+
+def test_the_stand_in_broker_advertises_one_address_the_host_and_the_containers_reach():
+    """No /etc/hosts entry: the stand-in broker advertises PUBLIC_HOST:KAFKA_PORT (the
+    network's gateway on one machine, fixed by LOCAL_SUBNET and LOCAL_GATEWAY), and the
+    port docker-compose.yml publishes KAFKA_PORT to is relayed to its one listener."""
+    base = yaml.safe_load((ROOT / "docker-compose.yml").read_text())["services"]["kafka"]
+    local = yaml.load((ROOT / "deploy" / "compose.local.yml").read_text(),
+                      Loader=_ComposeLoader)
+    kafka = local["services"]["kafka"]
+    env = {"PUBLIC_HOST": "10.89.201.1", "PUBLISH_ADDRESS": "10.89.201.1",
+           "KAFKA_PORT": "19092", "LOCAL_SUBNET": "10.89.201.0/24",
+           "LOCAL_GATEWAY": "10.89.201.1"}
+    given = as_given(kafka, env)
+    assert given["ADVERTISED_LISTENER_URL"] == "tcp://10.89.201.1:19092"
+    assert given["LISTENER_URL"].endswith(":29092")     # the roles' kafka:29092
+    assert interpolated(base["ports"][0], env) == f"10.89.201.1:19092:{given['RELAY_PORT']}"
+    assert "${PUBLIC_HOST:?" in kafka["environment"]["ADVERTISED_LISTENER_URL"]  # required
+    subnet = local["networks"]["default"]["ipam"]["config"][0]
+    assert interpolated(subnet["subnet"], env) == "10.89.201.0/24"
+    assert interpolated(subnet["gateway"], env) == "10.89.201.1"
+    assert "/etc/hosts" not in (ROOT / "docs" / "containers.md").read_text().split(
+        "## With podman")[1].split("```")[3]       # the podman commands touch no host file
+    for name in ("LOCAL_SUBNET", "LOCAL_GATEWAY"):
+        assert name in (ROOT / ".env.example").read_text(), name
+
+
 # The layers, lowest first: a package imports only its own floor and those below it.
 FLOORS = {"settings": 0, "master": 1, "message_processing": 2, "crawler": 3, "manager": 4}
 PACKAGE_IMPORT = re.compile(r"^\s*(?:from|import) (\w+)", re.MULTILINE)
