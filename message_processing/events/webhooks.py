@@ -9,7 +9,8 @@ POSTs each body through the URL guard (a private address is refused unless
 (attempts - 1)`` seconds (at most ``backoff_max``). A monitor that dies mid-delivery
 leaves it leased; once the lease runs out another takes it, so a receiver may see an
 event twice, with the same ``id`` (the ``X-Crawlcluster-Delivery`` header). After
-``max_attempts`` a delivery is given up, logged and counted. Each attempt goes into a
+``max_attempts`` (or at once, if the guard refuses the URL) a delivery is given up,
+logged and counted (``monitor:webhooks:given_up``, in ``stats``). Each attempt goes into a
 bounded log (``Keys.webhook_log``; ``crawlcluster webhooks``).
 
 The body is the event's JSON; ``X-Crawlcluster-Signature: sha256=<hex>`` is its
@@ -26,7 +27,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from crawler.urlguard import FetchFailed, RefusedUrl, UrlGuard
-from master.counters import Clock
+from master.counters import Clock, WindowCounts
 from master.keys import Keys
 from master.lua import LuaScripts
 from message_processing.events import Event
@@ -68,6 +69,8 @@ class Webhooks:
         self.log_size = log_size
         self.clock = clock
         self.scripts = scripts or LuaScripts(client)
+        self.given_up = WindowCounts(client, keys.window_counts("monitor:webhooks:given_up"),
+                                     scripts=self.scripts)
 
     @classmethod
     def from_settings(cls, client: RedisClient, settings: Settings,
@@ -110,14 +113,17 @@ class Webhooks:
         return len(members)
 
     def _attempt(self, member: str, delivery: Delivery) -> None:
-        status, error = self._post(delivery["url"], delivery["event"])
+        status, error, refused = self._post(delivery["url"], delivery["event"])
         attempts = delivery["attempts"] + 1
         delivered = error is None
         pipe = self.client.pipeline(transaction=True)
         pipe.zrem(self.keys.webhook_queue(), member)
         outcome = "delivered"
         if not delivered:
-            outcome = "given_up" if attempts >= self.policy.max_attempts else "retry"
+            last = refused or attempts >= self.policy.max_attempts
+            outcome = "given_up" if last else "retry"
+            if last:
+                self.given_up.increment(1, pipe=pipe)
             if outcome == "retry":
                 self.add(delivery["url"], delivery["event"], attempts,
                          due=self.clock() + self.policy.wait(attempts), pipe=pipe)
@@ -127,9 +133,10 @@ class Webhooks:
         log("webhook %s of event %s, attempt %d: %s%s", delivery["url"],
             delivery["event"]["id"], attempts, outcome, f" ({error})" if error else "")
 
-    def _post(self, url: str, event: Event) -> tuple[int | None, str | None]:
-        """POST the event; ``(status, None)`` on a 2xx answer, else the status (None if
-        there was no answer) and why it failed."""
+    def _post(self, url: str, event: Event) -> tuple[int | None, str | None, bool]:
+        """POST the event: ``(status, None, False)`` on a 2xx answer, else the status
+        (None if there was no answer), why it failed, and whether the guard refused the
+        URL (tried no more)."""
         body = json.dumps(event, sort_keys=True, ensure_ascii=False).encode("utf-8")
         headers = {"Content-Type": "application/json", "User-Agent": "crawlcluster-webhook",
                    "X-Crawlcluster-Event": event["type"],
@@ -139,11 +146,13 @@ class Webhooks:
         try:
             reply = self.guard.fetch(url, headers, method="POST", body=body,
                                      max_bytes=64 * 1024, timeout=self.timeout)
-        except (RefusedUrl, FetchFailed) as exc:
-            return None, str(exc)
+        except RefusedUrl as exc:
+            return None, str(exc), True
+        except FetchFailed as exc:
+            return None, str(exc), False
         if 200 <= reply.status < 300:
-            return reply.status, None
-        return reply.status, f"HTTP {reply.status}"
+            return reply.status, None, False
+        return reply.status, f"HTTP {reply.status}", False
 
     def _log(self, pipe: Any, delivery: Delivery, attempts: int, outcome: str,
              status: int | None, error: str | None) -> None:
