@@ -362,6 +362,13 @@ CRAWLCLUSTER_WEBHOOK_MAX_ATTEMPTS = 60
 CRAWLCLUSTER_WEBHOOK_TIMEOUT = 10.0
 # Delivery attempts kept in the delivery log (`crawlcluster webhooks`).
 CRAWLCLUSTER_WEBHOOK_LOG_SIZE = 1000
+# `crawlcluster services up --alerting`: where the local Prometheus and Alertmanager
+# listen, the webhook Alertmanager sends alerts to (empty: none) and the seconds it waits
+# for more alerts of a group before the group's first notification (manager/local/alerting.py).
+CRAWLCLUSTER_PROMETHEUS_ADDRESS = "127.0.0.1:9090"
+CRAWLCLUSTER_ALERTMANAGER_ADDRESS = "127.0.0.1:9093"
+CRAWLCLUSTER_ALERT_WEBHOOK = ""
+CRAWLCLUSTER_ALERT_GROUP_WAIT = 30.0
 # Seconds a role's heartbeat lives; a role silent longer is reported down.
 CRAWLCLUSTER_HEARTBEAT_TTL = 30.0
 # Seconds a role or spider may take to stop after SIGTERM before it ends regardless (a
