@@ -1,18 +1,18 @@
-"""Every default of every crawlcluster role, once.
+"""Every default of every crawlcluster role, once (those of crawl events, webhooks and
+local alerting in ``settings/eventdefaults.py``, imported here, to keep both short).
 
-Names carry the ``CRAWLCLUSTER_`` prefix. Each value's type is the type the
-loader parses an environment override into (bool, int, float, str, list or
-dict; lists and dicts are given as JSON in the environment).
-
-``SCRAPY`` holds the defaults for Scrapy's own (unprefixed) settings used by
-the crawler project; ``crawler/settings.py`` exposes them to Scrapy together
-with every ``CRAWLCLUSTER_`` setting.
+Names carry the ``CRAWLCLUSTER_`` prefix. Each value's type is the type the loader parses
+an environment override into (bool, int, float, str, list or dict; lists and dicts are
+given as JSON in the environment). ``SCRAPY`` holds the defaults for Scrapy's own
+(unprefixed) settings; ``crawler/settings.py`` exposes them to Scrapy with the rest.
 
 The settings table in docs/settings.md is generated from the comments here
 (``crawlcluster settings --markdown``); keep one comment line per setting.
 """
 
 from typing import Any
+
+from settings.eventdefaults import *  # part of these defaults
 
 # --- servers ---------------------------------------------------------------
 # Redis URL (redis:// or rediss://; a password goes in the URL).
@@ -322,53 +322,6 @@ CRAWLCLUSTER_MONITOR_PLUGINS = {
 CRAWLCLUSTER_MONITOR_SLEEP = 0.1
 # Seconds a monitor holds a claimed request before another instance may answer it.
 CRAWLCLUSTER_MONITOR_CLAIM_SECONDS = 60.0
-# --- crawl events and webhooks (message_processing/events/, docs/observability.md) ---
-# Kafka topic of crawl events (started, finished, failed, stalled, site_broken).
-CRAWLCLUSTER_KAFKA_EVENTS_TOPIC = "crawl.events"
-# Seconds between a monitor's looks at the crawls for events (0 = no events).
-CRAWLCLUSTER_EVENTS_INTERVAL = 2.0
-# Newest crawls of the index looked at each time.
-CRAWLCLUSTER_EVENTS_CRAWLS = 200
-# Seconds a drained crawl's counts must stay unchanged before it is taken as ended.
-CRAWLCLUSTER_EVENTS_SETTLE = 5.0
-# Seconds without progress, with work pending, before a crawl is `stalled`.
-CRAWLCLUSTER_EVENTS_STALL_SECONDS = 600.0
-# A field matching on fewer than this share of a site's items makes the site `site_broken`
-# (over its items since the last look, once there are EVENTS_SITE_MIN_ITEMS, and over the
-# whole crawl when it ends).
-CRAWLCLUSTER_EVENTS_COVERAGE_MIN = 0.8
-# Items a site must have (since the last look, or in all) before its coverage is judged.
-CRAWLCLUSTER_EVENTS_SITE_MIN_ITEMS = 10
-# A schedule's run whose site gave fewer than this share of the previous run's items (at
-# least EVENTS_SITE_MIN_ITEMS then) makes the site `site_broken`.
-CRAWLCLUSTER_EVENTS_PREVIOUS_RUN_SHARE = 0.5
-# Seconds an event's claim (and a schedule's last per-site items) live: longer than a
-# crawl stays in Redis after it ended (CRAWLCLUSTER_CRAWL_RETENTION).
-CRAWLCLUSTER_EVENTS_CLAIM_TTL = 8 * 86400.0
-# Secret of the HMAC-SHA256 signature of each webhook body (X-Crawlcluster-Signature);
-# empty: deliveries go unsigned (a warning at start-up).
-CRAWLCLUSTER_WEBHOOK_SECRET = ""
-# Private networks (CIDRs) webhook URLs may reach (crawler/urlguard.py); every other
-# address that is not globally routable is refused.
-CRAWLCLUSTER_WEBHOOK_ALLOWED_NETWORKS: list[str] = []
-# Seconds before the first retry of a failed delivery; each next wait doubles, up to
-# WEBHOOK_BACKOFF_MAX.
-CRAWLCLUSTER_WEBHOOK_BACKOFF = 5.0
-CRAWLCLUSTER_WEBHOOK_BACKOFF_MAX = 3600.0
-# Attempts at one delivery before it is given up (logged and counted): with the defaults,
-# about two days of retries.
-CRAWLCLUSTER_WEBHOOK_MAX_ATTEMPTS = 60
-# Seconds a webhook receiver may take to answer.
-CRAWLCLUSTER_WEBHOOK_TIMEOUT = 10.0
-# Delivery attempts kept in the delivery log (`crawlcluster webhooks`).
-CRAWLCLUSTER_WEBHOOK_LOG_SIZE = 1000
-# `crawlcluster services up --alerting`: where the local Prometheus and Alertmanager
-# listen, the webhook Alertmanager sends alerts to (empty: none) and the seconds it waits
-# for more alerts of a group before the group's first notification (manager/local/alerting.py).
-CRAWLCLUSTER_PROMETHEUS_ADDRESS = "127.0.0.1:9090"
-CRAWLCLUSTER_ALERTMANAGER_ADDRESS = "127.0.0.1:9093"
-CRAWLCLUSTER_ALERT_WEBHOOK = ""
-CRAWLCLUSTER_ALERT_GROUP_WAIT = 30.0
 # Seconds a role's heartbeat lives; a role silent longer is reported down.
 CRAWLCLUSTER_HEARTBEAT_TTL = 30.0
 # Seconds a role or spider may take to stop after SIGTERM before it ends regardless (a

@@ -18,7 +18,7 @@ from master.lua import LuaScripts
 from message_processing.events.outbox import EventOutbox
 from message_processing.events.sitechecks import SiteFigures
 from message_processing.events.watch import CrawlEvents, WatchOptions
-from message_processing.events.webhooks import Webhooks
+from message_processing.events.webhooks import FetchGuard, Webhooks
 from settings.clients import RedisClient
 from settings.loader import Settings
 
@@ -27,14 +27,15 @@ ROUND = 0.5         # seconds between rounds of sending
 
 
 class EventRunner:
-    def __init__(self, settings: Settings, redis: RedisClient, producer: Any) -> None:
+    def __init__(self, settings: Settings, redis: RedisClient, producer: Any,
+                 guard: FetchGuard) -> None:
         keys = Keys.from_settings(settings)
         scripts = LuaScripts(redis)
         crawls = CrawlStore(redis, keys)
         self.redis, self.keys, self.producer = redis, keys, producer
         self.topic = settings["CRAWLCLUSTER_KAFKA_EVENTS_TOPIC"]
         self.interval = settings.getfloat("CRAWLCLUSTER_EVENTS_INTERVAL")
-        self.webhooks = Webhooks.from_settings(redis, settings, scripts=scripts)
+        self.webhooks = Webhooks.from_settings(redis, settings, guard, scripts=scripts)
         self.outbox = EventOutbox(redis, keys, settings.getfloat("CRAWLCLUSTER_EVENTS_CLAIM_TTL"),
                                   self.webhooks, lambda crawlid: notify_urls(crawls, crawlid),
                                   scripts=scripts)

@@ -24,20 +24,29 @@ import json
 import logging
 import time
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Protocol
 
-from crawler.urlguard import FetchFailed, RefusedUrl, UrlGuard
 from master.counters import Clock, WindowCounts
 from master.keys import Keys
 from master.lua import LuaScripts
 from message_processing.events import Event
 from settings.clients import RedisClient
-from settings.errors import ConfigError
+from settings.errors import CrawlClusterError
 from settings.loader import Settings
 
 logger = logging.getLogger(__name__)
 SIGNATURE_HEADER = "X-Crawlcluster-Signature"
 Delivery = dict[str, Any]       # {"url", "event", "attempts"} as queued
+
+
+class FetchGuard(Protocol):
+    """What delivers a webhook: crawler/urlguard.py's ``UrlGuard`` (built by the role that
+    runs the monitor: this package sits below ``crawler``). ``fetch`` raises a
+    CrawlClusterError: with a ``reason`` when the guard refused the URL."""
+
+    def fetch(self, url: str, headers: dict[str, str] | None = None, *, method: str = ...,
+              body: bytes | None = ..., max_redirects: int = ..., max_bytes: int = ...,
+              timeout: float = ...) -> Any: ...
 
 
 def signature(secret: str, body: bytes) -> str:
@@ -57,7 +66,7 @@ class RetryPolicy:
 
 
 class Webhooks:
-    def __init__(self, client: RedisClient, keys: Keys, guard: UrlGuard, secret: str,
+    def __init__(self, client: RedisClient, keys: Keys, guard: FetchGuard, secret: str,
                  policy: RetryPolicy, timeout: float = 10.0, log_size: int = 1000,
                  clock: Clock = time.time, scripts: LuaScripts | None = None) -> None:
         self.client = client
@@ -73,13 +82,9 @@ class Webhooks:
                                      scripts=self.scripts)
 
     @classmethod
-    def from_settings(cls, client: RedisClient, settings: Settings,
+    def from_settings(cls, client: RedisClient, settings: Settings, guard: FetchGuard,
                       **kwargs: Any) -> "Webhooks":
-        networks = settings.getlist("CRAWLCLUSTER_WEBHOOK_ALLOWED_NETWORKS")
-        try:
-            guard = UrlGuard(networks)
-        except (TypeError, ValueError) as exc:
-            raise ConfigError(f"CRAWLCLUSTER_WEBHOOK_ALLOWED_NETWORKS: {exc}") from exc
+        """``guard``: a UrlGuard allowing ``CRAWLCLUSTER_WEBHOOK_ALLOWED_NETWORKS``."""
         secret = settings["CRAWLCLUSTER_WEBHOOK_SECRET"] or ""
         if not secret:
             logger.warning("CRAWLCLUSTER_WEBHOOK_SECRET is empty: webhook deliveries go "
@@ -146,10 +151,8 @@ class Webhooks:
         try:
             reply = self.guard.fetch(url, headers, method="POST", body=body,
                                      max_bytes=64 * 1024, timeout=self.timeout)
-        except RefusedUrl as exc:
-            return None, str(exc), True
-        except FetchFailed as exc:
-            return None, str(exc), False
+        except CrawlClusterError as exc:       # RefusedUrl (with a reason) or FetchFailed
+            return None, str(exc), getattr(exc, "reason", None) is not None
         if 200 <= reply.status < 300:
             return reply.status, None, False
         return reply.status, f"HTTP {reply.status}", False

@@ -27,6 +27,7 @@ from master.pushback import PushbackStore
 from master.registry import Heartbeats, JobRegistry
 from message_processing.delivery import DeliveryFailed
 from message_processing.events.runner import EventRunner
+from message_processing.events.webhooks import FetchGuard
 from message_processing.firehose import FirehoseResender
 from message_processing.plugins import load_plugins, route_table
 from message_processing.replies import encode, reply_to
@@ -133,16 +134,20 @@ class Monitor:
                                          context.registry.live_jobs, context.crawls.load)
 
     @classmethod
-    def from_settings(cls, settings: Settings) -> "Monitor":
+    def from_settings(cls, settings: Settings,
+                      webhook_guard: FetchGuard | None = None) -> "Monitor":
+        """``webhook_guard``: the URL guard webhook deliveries go through (a UrlGuard
+        allowing ``CRAWLCLUSTER_WEBHOOK_ALLOWED_NETWORKS``); without one, no events."""
         from message_processing.delivery import DeliveringProducer
         from settings.clients import ensure_topics, redis_client
 
         redis = redis_client(settings, ROLE)
         ensure_topics(settings, ROLE)
         events = None
-        if settings.getfloat("CRAWLCLUSTER_EVENTS_INTERVAL") > 0:
+        if webhook_guard is not None and settings.getfloat("CRAWLCLUSTER_EVENTS_INTERVAL") > 0:
             ensure_topics(settings, ROLE, {settings["CRAWLCLUSTER_KAFKA_EVENTS_TOPIC"]: 1})
-            events = EventRunner(settings, redis, DeliveringProducer(settings, ROLE))
+            events = EventRunner(settings, redis, DeliveringProducer(settings, ROLE),
+                                 webhook_guard)
         return cls(settings, redis, DeliveringProducer(settings, ROLE), events=events)
 
     def run(self) -> None:
