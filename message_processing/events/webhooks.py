@@ -168,8 +168,12 @@ class Webhooks:
         pipe.ltrim(self.keys.webhook_log(), 0, self.log_size - 1)
 
     def log(self, limit: int = 100, crawlid: str | None = None) -> list[dict[str, Any]]:
-        """The newest delivery attempts (of one crawl if ``crawlid``), newest first."""
-        entries = [json.loads(raw) for raw in
-                   self.client.lrange(self.keys.webhook_log(), 0, self.log_size - 1)]
-        return [entry for entry in entries
-                if crawlid is None or entry["crawlid"] == crawlid][:limit]
+        return delivery_log(self.client, self.keys, limit, crawlid)
+
+
+def delivery_log(client: RedisClient, keys: Keys, limit: int = 100,
+                 crawlid: str | None = None) -> list[dict[str, Any]]:
+    """The newest delivery attempts (of one crawl if ``crawlid``), newest first."""
+    entries = (json.loads(raw) for raw in client.lrange(keys.webhook_log(), 0, -1))
+    return [entry for entry in entries
+            if crawlid is None or entry["crawlid"] == crawlid][:limit]

@@ -2,8 +2,12 @@
 and a monitor's restart, each event delivered once, logged; private addresses refused."""
 
 import hmac
+import json
+import subprocess
+import sys
 
 from crawler.urlguard import UrlGuard
+from manager.local.crawl import cluster_env
 from manager.local.ports import free_port
 from master.keys import Keys
 from message_processing.events.webhooks import RetryPolicy, Webhooks, signature
@@ -61,6 +65,11 @@ def test_deliveries_survive_a_minute_of_receiver_outage_and_a_restart(redis, tes
     assert hmac.compare_digest(first["headers"]["X-Crawlcluster-Signature"],
                                signature(SECRET, first["raw"]))
     assert first["headers"]["X-Crawlcluster-Delivery"] == first["body"]["id"]
+    shown = json.loads(subprocess.run(            # the log, through the CLI
+        [sys.executable, "-m", "manager.cli", "webhooks", "--crawlid", "crawl-0", "--json"],
+        env=cluster_env(test_settings), capture_output=True, check=True).stdout)
+    assert [entry["outcome"] for entry in shown["attempts"]] == ["delivered"] + ["retry"] * 6
+    assert shown["pending"] == 0
 
 
 def test_a_private_address_is_refused_unless_allowed(redis, test_settings):
