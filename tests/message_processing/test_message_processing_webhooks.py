@@ -9,6 +9,7 @@ import sys
 from crawler.urlguard import UrlGuard
 from manager.local.crawl import cluster_env
 from manager.local.ports import free_port
+from master.counters import WindowCounts
 from master.keys import Keys
 from message_processing.events.webhooks import RetryPolicy, Webhooks, signature
 from tests.message_processing.receiver import Receiver
@@ -83,6 +84,8 @@ def test_a_private_address_is_refused_unless_allowed(redis, test_settings):
         assert hooks.pending() == 0             # refused for good: not retried
         [entry] = hooks.log()
         assert entry["outcome"] == "given_up" and "private_address" in entry["error"]
+        given_up = WindowCounts.from_settings(redis, test_settings, "monitor:webhooks:given_up")
+        assert given_up.values()["lifetime"] == 1
     finally:
         receiver.stop()
 
