@@ -15,6 +15,9 @@ from manager.local.ports import free_port
 from manager.local.processes import stop_process
 from manager.local.sitegen import DEFAULT_HOSTS, SiteSpec, generate_site
 from manager.local.staticsite import StaticSite
+from master.keys import Keys
+from message_processing.events import make_event
+from message_processing.events.outbox import EventOutbox
 from message_processing.events.sitechecks import Thresholds, final_checks, recent_coverage
 from settings.clients import kafka_admin
 from settings.jsonschemas import SchemaChecker
@@ -199,3 +202,17 @@ def test_a_field_failing_on_recent_items_is_broken_once_enough_came():
     pages_only.pages = 4
     final = final_checks({"a": Site(30, 30), "b": pages_only}, limits, previous={"c": 40})
     assert [(b.site, b.reason) for b in final] == [("b", "no_items"), ("c", "previous_run")]
+
+
+def test_an_event_is_claimed_once_however_many_monitors_see_it(redis, test_settings):
+    keys = Keys.from_settings(test_settings)
+    outboxes = [EventOutbox(redis, keys, claim_ttl=60, webhooks=None,
+                            notify_of=lambda crawlid: []) for _ in range(2)]
+    event = make_event("finished", {"crawlid": "c1", "userid": "u1"}, {"pages": 3})
+    claims = [outbox.claim("c1:ended", event) for _ in range(3) for outbox in outboxes]
+    assert claims == [True, False, False, False, False, False]
+    sent = []
+    assert outboxes[1].send_due(sent.extend) == 1
+    assert outboxes[0].send_due(sent.extend) == 0          # out of the outbox once sent
+    assert [json.loads(value)["id"] for value in sent] == ["c1:finished"]
+    assert 0 < redis.ttl(keys.event_claim("c1:ended")) <= 60
