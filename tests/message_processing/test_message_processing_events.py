@@ -19,6 +19,7 @@ from master.keys import Keys
 from message_processing.events import make_event
 from message_processing.events.outbox import EventOutbox
 from message_processing.events.sitechecks import Thresholds, final_checks, recent_coverage
+from message_processing.events.watch import CrawlEvents, WatchOptions
 from settings.clients import kafka_admin
 from settings.jsonschemas import SchemaChecker
 from tests.message_processing.receiver import Receiver
@@ -216,3 +217,22 @@ def test_an_event_is_claimed_once_however_many_monitors_see_it(redis, test_setti
     assert outboxes[0].send_due(sent.extend) == 0          # out of the outbox once sent
     assert [json.loads(value)["id"] for value in sent] == ["c1:finished"]
     assert 0 < redis.ttl(keys.event_claim("c1:ended")) <= 60
+
+
+def test_a_crawl_without_progress_with_work_pending_is_stalled_once(redis, test_settings):
+    keys = Keys.from_settings(test_settings)
+    now = [time.time()]
+    outbox = EventOutbox(redis, keys, claim_ttl=60, webhooks=None, notify_of=lambda c: [],
+                         clock=lambda: now[0])
+    watch = CrawlEvents(redis, keys, outbox, lambda crawlid: {},
+                        WatchOptions(stall_seconds=600), clock=lambda: now[0])
+    submit(test_settings, {"crawlid": "idle", "userid": "u1", "spider_type": "universal",
+                           "url": "http://127.0.0.1:9/", "rule": UNIVERSAL_RULE})
+    sent = []
+    for step in (0, 300, 301, 400):      # the seed waits: no spider runs
+        now[0] += step
+        watch.run_once()
+        outbox.send_due(sent.extend)
+    kinds = [json.loads(value)["type"] for value in sent]
+    assert kinds == ["started", "stalled"]
+    assert json.loads(sent[1])["data"]["pending"] == 1
