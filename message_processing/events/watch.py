@@ -76,6 +76,7 @@ class CrawlEvents:
 
     def run_once(self) -> int:
         """Look at the crawls not ended; returns how many were looked at."""
+        self.forget_retired()
         index = self.client.zrevrange(self.keys.crawls(), 0, self.options.crawls - 1,
                                       withscores=True)
         ended = self.outbox.claimed([f"{crawlid}:ended" for crawlid, _ in index])
@@ -89,6 +90,15 @@ class CrawlEvents:
             if config is not None:
                 self.look(config, submitted, json.loads(state) if state else None)
         return len(open_crawls)
+
+    def forget_retired(self) -> None:
+        """Drop the watch entries of crawls no longer in the index (retired unended)."""
+        names = self.client.hkeys(self.keys.event_watch())
+        if names:
+            submitted = self.client.zmscore(self.keys.crawls(), names)
+            gone = [name for name, score in zip(names, submitted, strict=True) if score is None]
+            if gone:
+                self.client.hdel(self.keys.event_watch(), *gone)
 
     def look(self, config: CrawlConfig, submitted: float, state: State | None) -> None:
         crawlid = config["crawlid"]
