@@ -15,6 +15,7 @@ from master.counters import WindowCounts
 from master.crawls import CrawlStore
 from master.keys import Keys
 from master.lua import LuaScripts
+from master.sitehealth import OTHER, read_site_health
 from message_processing.events.outbox import EventOutbox
 from message_processing.events.sitechecks import SiteFigures
 from message_processing.events.watch import CrawlEvents, WatchOptions
@@ -79,5 +80,7 @@ def notify_urls(crawls: CrawlStore, crawlid: str) -> list[str]:
 
 
 def read_sites(redis: RedisClient, keys: Keys, crawlid: str) -> dict[str, SiteFigures]:
-    """The crawl's figures per site (master/sitehealth.py)."""
-    return {}
+    """The crawl's figures per site (master/sitehealth.py), without the sites past its
+    bound counted together (not one site: nothing to call broken)."""
+    return {site: health for site, health in read_site_health(redis, keys, crawlid).items()
+            if site != OTHER}

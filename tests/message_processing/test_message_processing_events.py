@@ -132,7 +132,7 @@ def test_a_layout_change_gives_one_site_broken_then_finished_once_each(
     manifest, _ = changing_site
     submit(test_settings, {"crawlid": "news", "userid": "u1", "spider_type": "universal",
                            "url": manifest["start_url"], "rule": UNIVERSAL_RULE,
-                           "maxdepth": 3, "notify": [receiver.url]})
+                           "maxdepth": 10, "notify": [receiver.url]})
     assert run_crawl(test_settings, "universal", tmp_path) == [0]
     events = topic_events(test_settings, events_topic, lambda found: of_type(found, "finished"))
 
