@@ -1,5 +1,5 @@
-"""Every default of every crawlcluster role, once (those of crawl events, webhooks and
-local alerting in ``settings/eventdefaults.py``, imported here, to keep both short).
+"""Every default of every crawlcluster role, once (those of site health, crawl events,
+webhooks and local alerting in ``settings/observability.py``, imported here).
 
 Names carry the ``CRAWLCLUSTER_`` prefix. Each value's type is the type the loader parses
 an environment override into (bool, int, float, str, list or dict; lists and dicts are
@@ -12,7 +12,7 @@ The settings table in docs/settings.md is generated from the comments here
 
 from typing import Any
 
-from settings.eventdefaults import *  # part of these defaults
+from settings.observability import *  # part of these defaults
 
 # --- servers ---------------------------------------------------------------
 # Redis URL (redis:// or rediss://; a password goes in the URL).
@@ -174,12 +174,6 @@ CRAWLCLUSTER_KNOWN_LINKS = 100_000
 # Seconds an ended crawl (drained, stopped or expired) keeps its state in Redis; then every
 # key it made is deleted, and info answers from its MongoDB crawl record (7 days).
 CRAWLCLUSTER_CRAWL_RETENTION = 7 * 86400.0
-# Sites of a crawl whose health (pages, statuses, items, field coverage, pushback) is kept
-# apart in Redis (master/sitehealth.py); the crawl's further sites are counted as "(other)".
-CRAWLCLUSTER_SITE_HEALTH_SITES = 500
-# Sites of each crawl given their own series in the manager's /metrics (those with the most
-# pages); the rest are summed as site="(other)", so the series stay bounded.
-CRAWLCLUSTER_SITE_HEALTH_METRIC_SITES = 20
 # Crawls of the crawl index a master looks at per retention pass (every 10 s).
 CRAWLCLUSTER_RETENTION_SLICE = 200
 # Retired runs of each schedule whose MongoDB crawl records are kept (older ones deleted).

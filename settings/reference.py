@@ -8,7 +8,7 @@ import inspect
 import json
 import re
 
-from settings import defaults, eventdefaults
+from settings import defaults, observability
 from settings.loader import default_settings
 
 _ASSIGNMENT = re.compile(r"^(CRAWLCLUSTER_\w+)\s*(:[^=]*)?=")
@@ -19,7 +19,7 @@ def setting_descriptions() -> dict[str, str]:
     the modules it imports its settings from)."""
     descriptions = {}
     comment: list[str] = []
-    source = inspect.getsource(defaults) + "\n" + inspect.getsource(eventdefaults)
+    source = inspect.getsource(defaults) + "\n" + inspect.getsource(observability)
     for line in source.splitlines():
         stripped = line.strip()
         match = _ASSIGNMENT.match(line)
