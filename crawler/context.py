@@ -34,6 +34,7 @@ from master.keys import Keys
 from master.lua import LuaScripts
 from master.registry import JobRegistry
 from master.siteconfig import SiteConfig, domain_of
+from master.sitehealth import Measure, SiteCounts, queue_site_counts
 from master.tasks import Task, decode_task
 from master.throttle import ThrottledQueues
 from settings.clients import mongo_client, redis_client, stop_zookeeper, zookeeper_client
@@ -187,6 +188,8 @@ class TaskTracker:
         # crawlid -> items new, changed, unchanged, gone not yet reported (Keys.crawl_changes)
         self.changes: dict[str, Counter[str]] = {}
         self.throttled: Counter[str] = Counter()   # domain -> takes the throttle refused
+        self.sites = SiteCounts()                  # per crawl and site (master/sitehealth.py)
+        self.max_sites = context.settings.getint("CRAWLCLUSTER_SITE_HEALTH_SITES")
         self.done_uncounted = 0                    # pages done not yet in the WRR counter
         self.counted_at = 0.0                      # when the counts were last sent
         self.done_count = 0
@@ -272,16 +275,17 @@ class TaskTracker:
         return done
 
     def _counts_pending(self) -> bool:
-        return bool(self.statuses or self.throttled or self.done_uncounted)
+        return bool(self.statuses or self.throttled or self.done_uncounted or self.sites)
 
-    def _queue_counts(self, pipe: Any, done_now: int) -> tuple[Counter[int | str],
-                                                               Counter[str], int]:
+    def _queue_counts(self, pipe: Any, done_now: int) -> tuple[
+            Counter[int | str], Counter[str], int, dict[str, Counter[Measure]]]:
         """Queue the counts not yet sent, with ``done_now`` pages done by this report, on
         ``pipe`` and clear them; return them without ``done_now`` (put back if the
         pipeline fails: the outcomes are reported again)."""
         statuses, self.statuses = self.statuses, Counter()
         throttled, self.throttled = self.throttled, Counter()
         earlier, self.done_uncounted = self.done_uncounted, 0
+        sites = self.sites.take()
         done = earlier + done_now
         self.counted_at = time.monotonic()
         context = self.context
@@ -297,13 +301,15 @@ class TaskTracker:
                              scripts=context.scripts).increment(count, pipe=pipe)
         if done:
             context.registry.count_done(context.job, done, pipe=pipe)
-        return statuses, throttled, earlier
+        queue_site_counts(pipe, context.scripts, context.keys, sites, self.max_sites)
+        return statuses, throttled, earlier, sites
 
     def _restore_counts(self, statuses: Counter[int | str], throttled: Counter[str],
-                        done: int) -> None:
+                        done: int, sites: dict[str, Counter[Measure]]) -> None:
         self.statuses.update(statuses)
         self.throttled.update(throttled)
         self.done_uncounted += done
+        self.sites.restore(sites)
 
     def _remember(self, outcomes: list[Outcome]) -> None:
         for member, outcome, reason in outcomes:

@@ -66,10 +66,16 @@ def _member(request: Request) -> str | None:
 
 
 class StatusCounterMiddleware(ClusterComponent):
-    """Counts every response's status (next to the downloader, so redirects count too)."""
+    """Counts every response's status (next to the downloader, so redirects count too),
+    and a task's page in its crawl's health of the site fetched (master/sitehealth.py)."""
 
     def process_response(self, request: Request, response: Response) -> Response:
-        self.context.tracker.count_status(response.status)
+        tracker = self.context.tracker
+        tracker.count_status(response.status)
+        info = request.meta.get("crawlcluster")
+        if info:
+            tracker.sites.page(info["task"]["crawlid"], domain_of(request.url),
+                               response.status)
         return response
 
 
@@ -103,6 +109,9 @@ class TaskStatusMiddleware(ClusterComponent):
 
     def process_response(self, request: Request, response: Response) -> Response:
         member = _member(request)
+        if member and "rendered" in response.flags:      # the browser's (crawler/render/)
+            self.tracker.sites.rendered(request.meta["crawlcluster"]["task"]["crawlid"],
+                                        domain_of(request.url))
         outcome, reason = outcome_for_status(response.status)
         if member and outcome != "done":
             location = response.headers.get("Location")

@@ -35,7 +35,8 @@ from crawler.versions import (
     mark_new,
     store_again,
 )
-from master.rules import required_fields
+from master.rules import field_names, required_fields
+from master.siteconfig import domain_of
 
 logger = logging.getLogger(__name__)
 
@@ -66,6 +67,9 @@ class CleaningPipeline(ClusterComponent):
         rule = config.get("rule")
         required = required_fields(config["spider_type"], rule) if rule else []
         missing = [name for name in required if not item.get(name)]
+        fields = field_names(config["spider_type"], rule) if rule else []
+        self.context.tracker.sites.item(item["crawlid"], domain_of(item.get("url", "")),
+                                        fields, item, missing)
         if missing:
             self.crawler.stats.inc_value("crawlcluster/items/incomplete")
             if "_task" in item:

@@ -109,6 +109,7 @@ class PushbackMiddleware(ClusterComponent):
                                             response=response, domain=domain, reason=reason)
         if info is None:
             return response
+        self.context.tracker.sites.pushback(info["task"]["crawlid"], domain, reason)
         outcome = "release" if response.status in PUSHBACK_STATUSES else "retry"
         self.context.tracker.fail(info["member"], outcome, f"pushback: {reason}")
         raise IgnoreRequest(f"pushback from {domain} ({reason}): the task goes back to "

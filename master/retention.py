@@ -10,8 +10,8 @@ back) is taken out, and noted again when it ends again. Once a crawl has been en
 for the retention time it retires, in steps that a master killed anywhere leaves for
 the next pass to finish:
 
-1. its final figures (counts, links, failures, stopped) go to its MongoDB crawl
-   record (``retired_at``), written again if the master dies before step 2;
+1. its final figures (counts, links, failures, stopped, health per site) go to its
+   MongoDB crawl record (``retired_at``), written again if the master dies before step 2;
 2. it moves from ``ended`` to ``retiring`` (one transaction);
 3. every key it made is deleted: its keys in each shard it touched, its flags in
    every shard, its config, link counts, hub states, its place in the indexes;
@@ -34,6 +34,7 @@ from master.keys import Keys
 from master.schedules import schedule_of
 from master.shards import crawl_shards
 from master.siteconfig import domain_of
+from master.sitehealth import read_site_health
 from settings.errors import ServerUnreachable
 from settings.loader import Settings
 
@@ -171,7 +172,9 @@ class Retention:
         final = {"counts": progress["counts"], "links": progress["links"],
                  "changes": progress["changes"],
                  "stopped": progress["stopped"], "pending": progress["total_pending"],
-                 "failed_urls": sum(len(urls) for urls in self._failed(crawlid))}
+                 "failed_urls": sum(len(urls) for urls in self._failed(crawlid)),
+                 "sites": [health.as_json() for health in
+                           read_site_health(self.client, self.keys, crawlid).values()]}
         now = self.clock()
         record: dict[str, Any] = {"final": final, "retired_at": now}
         schedule = schedule_of(crawlid)
@@ -216,6 +219,7 @@ class Retention:
             pipe.hdel(keys.hub_state(keys.shard_of(domain_of(url))), url)
         pipe.delete(keys.crawl_links(crawlid))
         pipe.delete(keys.crawl_changes(crawlid))
+        pipe.delete(keys.crawl_sites(crawlid))
         pipe.delete(keys.crawl_render(crawlid))          # one key a call: Redis Cluster
         pipe.delete(keys.crawl_render_variables(crawlid))
         pipe.execute()

@@ -124,7 +124,7 @@ def validate(message: Message) -> tuple[str, Message]:
         if not is_cluster_spider(crawl_rule(kind, request)[0]) and "maxdepth" not in message:
             request.pop("maxdepth", None)   # a user spider's own DEPTH_LIMIT (preprocess)
         check_url(request["url"])
-        for name in ("sitemaps", "feeds"):
+        for name in ("sitemaps", "feeds", "notify"):
             for n, url in enumerate(request.get(name) or ()):
                 check_url(url, f"{name}.{n}")
         _check_rule(kind, request)

@@ -1,18 +1,18 @@
-"""Every default of every crawlcluster role, once.
+"""Every default of every crawlcluster role, once (those of site health, crawl events,
+webhooks and local alerting in ``settings/observability.py``, imported here).
 
-Names carry the ``CRAWLCLUSTER_`` prefix. Each value's type is the type the
-loader parses an environment override into (bool, int, float, str, list or
-dict; lists and dicts are given as JSON in the environment).
-
-``SCRAPY`` holds the defaults for Scrapy's own (unprefixed) settings used by
-the crawler project; ``crawler/settings.py`` exposes them to Scrapy together
-with every ``CRAWLCLUSTER_`` setting.
+Names carry the ``CRAWLCLUSTER_`` prefix. Each value's type is the type the loader parses
+an environment override into (bool, int, float, str, list or dict; lists and dicts are
+given as JSON in the environment). ``SCRAPY`` holds the defaults for Scrapy's own
+(unprefixed) settings; ``crawler/settings.py`` exposes them to Scrapy with the rest.
 
 The settings table in docs/settings.md is generated from the comments here
 (``crawlcluster settings --markdown``); keep one comment line per setting.
 """
 
 from typing import Any
+
+from settings.observability import *  # part of these defaults
 
 # --- servers ---------------------------------------------------------------
 # Redis URL (redis:// or rediss://; a password goes in the URL).

@@ -8,17 +8,19 @@ import inspect
 import json
 import re
 
-from settings import defaults
+from settings import defaults, observability
 from settings.loader import default_settings
 
 _ASSIGNMENT = re.compile(r"^(CRAWLCLUSTER_\w+)\s*(:[^=]*)?=")
 
 
 def setting_descriptions() -> dict[str, str]:
-    """Map each setting name to the comment line(s) right above it in defaults.py."""
+    """Map each setting name to the comment line(s) right above it in defaults.py (and
+    the modules it imports its settings from)."""
     descriptions = {}
     comment: list[str] = []
-    for line in inspect.getsource(defaults).splitlines():
+    source = inspect.getsource(defaults) + "\n" + inspect.getsource(observability)
+    for line in source.splitlines():
         stripped = line.strip()
         match = _ASSIGNMENT.match(line)
         if match:

@@ -38,10 +38,17 @@ def cmd_exporter(args: argparse.Namespace, settings: Settings) -> int:
 
 
 def cmd_monitor(args: argparse.Namespace, settings: Settings) -> int:
-    """Answer stored queries and commands until SIGTERM/SIGINT."""
+    """Answer stored queries and commands, find crawl events and deliver their webhooks,
+    until SIGTERM/SIGINT."""
+    from crawler.urlguard import UrlGuard
     from message_processing.monitor.service import Monitor
+    from settings.errors import ConfigError
 
-    when_reachable(settings, lambda: Monitor.from_settings(settings)).run()
+    try:
+        guard = UrlGuard(settings.getlist("CRAWLCLUSTER_WEBHOOK_ALLOWED_NETWORKS"))
+    except (TypeError, ValueError) as exc:
+        raise ConfigError(f"CRAWLCLUSTER_WEBHOOK_ALLOWED_NETWORKS: {exc}") from exc
+    when_reachable(settings, lambda: Monitor.from_settings(settings, guard)).run()
     return 0
 
 

@@ -26,6 +26,10 @@ def cmd_services(args: argparse.Namespace, settings: Settings) -> int:
     kinds = args.kinds or SERVER_KINDS
     if args.action == "up":
         servers.up(kinds)
+        if args.alerting:
+            from manager.local.alerting import LocalAlerting
+
+            LocalAlerting(settings).up()
         return 0
     if args.action == "status":
         return 0 if servers.status(kinds) else EXIT_FAILED
@@ -44,6 +48,9 @@ def add_commands(commands: Any) -> None:
     services.add_argument("action", choices=["up", "status", "down"])
     services.add_argument("kinds", nargs="*", metavar="KIND",
                           help=f"only these ({', '.join(SERVER_KINDS)}); down stops all")
+    services.add_argument("--alerting", action="store_true",
+                          help="up: start Prometheus (the alert rules) and Alertmanager too, "
+                               "alerts to CRAWLCLUSTER_ALERT_WEBHOOK")
     services.set_defaults(func=cmd_services, quiet_clients=True)
 
 

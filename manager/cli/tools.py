@@ -107,7 +107,36 @@ def cmd_settings(args: argparse.Namespace, settings: Settings) -> int:
     return 0
 
 
+def cmd_webhooks(args: argparse.Namespace, settings: Settings) -> int:
+    """The webhook delivery log, newest first: one line per attempt, or JSON."""
+    import json
+
+    from master.keys import Keys
+    from message_processing.events.webhooks import delivery_log
+    from settings.clients import redis_client
+
+    client = redis_client(settings, "cli")
+    entries = delivery_log(client, Keys.from_settings(settings), args.limit, args.crawlid)
+    pending = client.zcard(Keys.from_settings(settings).webhook_queue())
+    if args.json:
+        print(json.dumps({"pending": pending, "attempts": entries}, indent=1))
+        return 0
+    for entry in entries:
+        answer = entry["status"] or entry["error"] or ""
+        print(f"{time.strftime('%Y-%m-%d %H:%M:%S', time.gmtime(entry['time']))}  "
+              f"{entry['outcome']:<9} #{entry['attempt']:<3} {entry['event']}  "
+              f"{entry['url']}  {answer}")
+    print(f"{pending} deliveries waiting")
+    return 0
+
+
 def add_commands(commands: Any) -> None:
+    hooks = commands.add_parser("webhooks", help="the webhook delivery log of crawl events "
+                                                 "(newest first) and deliveries waiting")
+    hooks.add_argument("--crawlid", help="only this crawl's")
+    hooks.add_argument("--limit", type=int, default=50, help="attempts shown (default 50)")
+    hooks.add_argument("--json", action="store_true", help="as JSON")
+    hooks.set_defaults(func=cmd_webhooks)
     proxy = commands.add_parser("proxy", help="validate the proxy pool or serve its HTTP API")
     proxy.add_argument("action", choices=["validate", "serve"])
     proxy.add_argument("--every", type=float, metavar="SECONDS",

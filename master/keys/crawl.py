@@ -65,6 +65,22 @@ class CrawlKeys(KeySpace):
         """
         return f"{self.shard_tag(self.shard_of(crawlid))}:crawl:{crawlid}:changes"
 
+    def crawl_sites(self, crawlid: str) -> str:
+        """hash `<site> <measure>` -> count: the crawl's health per site (domain, as the
+        throttle names it; master/sitehealth.py): pages, statuses (`status:<code>`),
+        pushback (`pushback:<reason>`), pages rendered, items, items dropped (and
+        `dropped:<field>` missing), `matched:<field>` items where each rule field
+        matched. At most `CRAWLCLUSTER_SITE_HEALTH_SITES` sites (`<site> ~` marks one,
+        `~sites` counts them), the rest counted as `(other)`; measures bounded by the
+        rule's fields. One key per crawl in the shard its id hashes to; deleted when
+        the crawl is retired.
+
+        Written by: spiders (`site_health_add.lua`, with their counts once a second)
+        Read by: `read_site_health` (`crawlcluster sites`, monitor, manager UI and
+        metrics), retention (the retired crawl's record)
+        """
+        return f"{self.shard_tag(self.shard_of(crawlid))}:crawl:{crawlid}:sites"
+
     def crawl_render(self, crawlid: str) -> str:
         """hash `<URL template> compared` / `<URL template> needed` -> pages of the
         template fetched both plain and rendered, and how many of them needed rendering (a

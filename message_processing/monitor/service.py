@@ -26,6 +26,8 @@ from master.keys import Keys
 from master.pushback import PushbackStore
 from master.registry import Heartbeats, JobRegistry
 from message_processing.delivery import DeliveryFailed
+from message_processing.events.runner import EventRunner
+from message_processing.events.webhooks import FetchGuard
 from message_processing.firehose import FirehoseResender
 from message_processing.plugins import load_plugins, route_table
 from message_processing.replies import encode, reply_to
@@ -112,8 +114,11 @@ class Answer:
 class Monitor:
     def __init__(self, settings: Settings, redis: RedisClient, producer: Any,
                  instance: str | None = None,
-                 zookeeper_factory: Callable[[], Any] | None = None) -> None:
+                 zookeeper_factory: Callable[[], Any] | None = None,
+                 events: EventRunner | None = None) -> None:
         self.settings = settings
+        self.events = events          # crawl events and webhooks, in a thread of their own
+        self.events_thread: threading.Thread | None = None
         self.redis = redis
         self.producer = producer
         self.context = Context(settings, redis, zookeeper_factory)
@@ -129,13 +134,21 @@ class Monitor:
                                          context.registry.live_jobs, context.crawls.load)
 
     @classmethod
-    def from_settings(cls, settings: Settings) -> "Monitor":
+    def from_settings(cls, settings: Settings,
+                      webhook_guard: FetchGuard | None = None) -> "Monitor":
+        """``webhook_guard``: the URL guard webhook deliveries go through (a UrlGuard
+        allowing ``CRAWLCLUSTER_WEBHOOK_ALLOWED_NETWORKS``); without one, no events."""
         from message_processing.delivery import DeliveringProducer
         from settings.clients import ensure_topics, redis_client
 
         redis = redis_client(settings, ROLE)
         ensure_topics(settings, ROLE)
-        return cls(settings, redis, DeliveringProducer(settings, ROLE))
+        events = None
+        if webhook_guard is not None and settings.getfloat("CRAWLCLUSTER_EVENTS_INTERVAL") > 0:
+            ensure_topics(settings, ROLE, {settings["CRAWLCLUSTER_KAFKA_EVENTS_TOPIC"]: 1})
+            events = EventRunner(settings, redis, DeliveringProducer(settings, ROLE),
+                                 webhook_guard)
+        return cls(settings, redis, DeliveringProducer(settings, ROLE), events=events)
 
     def run(self) -> None:
         stop_on_signals(self.stop, self.settings.getfloat("CRAWLCLUSTER_SHUTDOWN_TIMEOUT"),
@@ -143,6 +156,10 @@ class Monitor:
         logger.info("monitor %s: plugins %s; replies on %s", self.instance,
                     ", ".join(plugin.name for plugin in self.plugins), self.replies_topic)
         watchdog = self.context.heartbeats.watchdog(self.settings, ROLE, self.instance)
+        if self.events is not None:
+            self.events_thread = threading.Thread(target=self.events.run, args=(self.stopping,),
+                                                  name="crawl-events", daemon=True)
+            self.events_thread.start()
         try:
             while not self.stopping.is_set():
                 watchdog.beat()
@@ -171,6 +188,10 @@ class Monitor:
         self.context.close()
         self.producer.close()
         self.resender.close()
+        if self.events is not None:
+            if self.events_thread is not None:
+                self.events_thread.join(self.settings.getfloat("CRAWLCLUSTER_SHUTDOWN_TIMEOUT"))
+            self.events.producer.close()
 
     def run_once(self, limit: int = 50) -> int:
         """Answer the entries due now; return how many."""

@@ -10,11 +10,12 @@ from master.counters import WindowCounts
 from master.keys import Keys
 from master.lua import LuaScripts
 from master.registry import JobRegistry
+from master.sitehealth import read_site_health
 
 
 def job_context(redis, settings):
     keys = Keys.from_settings(settings)
-    return SimpleNamespace(redis=redis, keys=keys, scripts=LuaScripts(redis),
+    return SimpleNamespace(redis=redis, keys=keys, scripts=LuaScripts(redis), settings=settings,
                            registry=JobRegistry.from_settings(redis, settings),
                            spider_type="universal", host="node1", job="job1")
 
@@ -50,3 +51,26 @@ def test_counts_go_once_a_second_links_every_report_and_the_rest_at_close(
     tracker.count_status(200)
     tracker.report(force=True)                         # a closing job sends what is left
     assert statuses_counted(redis, test_settings) == 3
+
+
+def test_site_health_goes_with_the_counts_once_a_second_and_the_rest_at_close(
+        redis, test_settings, monkeypatch):
+    now = [1000.0]
+    monkeypatch.setattr(context_module.time, "monotonic", lambda: now[0])
+    context = job_context(redis, test_settings)
+    tracker = TaskTracker(context)
+
+    tracker.sites.page("c1", "a.com", 200)
+    tracker.report()                                   # the first counts go at once
+    now[0] += 0.5
+    tracker.sites.page("c1", "a.com", 404)
+    tracker.report()                                   # the next a second after
+    assert read_site_health(redis, context.keys, "c1")["a.com"].pages == 1
+    now[0] += 0.6
+    tracker.report()
+    assert read_site_health(redis, context.keys, "c1")["a.com"].pages == 2
+
+    tracker.sites.item("c1", "a.com", ["title"], {"title": ""}, ["title"])
+    tracker.report(force=True)                         # a closing job sends what is left
+    health = read_site_health(redis, context.keys, "c1")["a.com"]
+    assert (health.items, health.dropped, health.coverage) == (1, 1, {"title": 0.0})

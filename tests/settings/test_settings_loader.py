@@ -73,16 +73,20 @@ def test_getlist_and_copy_with():
 
 
 def test_no_other_module_carries_a_default():
-    """Only settings/defaults.py assigns CRAWLCLUSTER_ names at module level."""
+    """Only settings/defaults.py (and the modules it imports every name of, to stay under
+    500 lines) assigns CRAWLCLUSTER_ names at module level."""
     import pathlib
     import re
 
     root = pathlib.Path(__file__).resolve().parents[2]
     pattern = re.compile(r"^CRAWLCLUSTER_\w+\s*=", re.MULTILINE)
+    parts = re.findall(r"^from settings\.(\w+) import \*", (
+        root / "settings" / "defaults.py").read_text(encoding="utf-8"), re.MULTILINE)
+    allowed = {"defaults.py", *(f"{part}.py" for part in parts)}
     offenders = [
         str(path.relative_to(root))
         for package in ("crawler", "master", "message_processing", "manager", "settings")
         for path in (root / package).rglob("*.py")
-        if path.name != "defaults.py" and pattern.search(path.read_text(encoding="utf-8"))
+        if path.name not in allowed and pattern.search(path.read_text(encoding="utf-8"))
     ]
     assert offenders == []

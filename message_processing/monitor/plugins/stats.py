@@ -56,7 +56,13 @@ class StatsPlugin(MonitorPlugin):
         return self._role("preprocess")
 
     def monitor(self) -> Section:
-        return self._role("monitor")
+        """The monitor's counts, with the crawl events' rounds that failed and the
+        webhook deliveries given up (message_processing/events/)."""
+        section = self._role("monitor")
+        counts = self.context.window_counts
+        section["event_rounds_failed"] = counts("monitor:events:fail").values()
+        section["webhooks_given_up"] = counts("monitor:webhooks:given_up").values()
+        return section
 
     def _status_counts(self, kind: str) -> dict[str, dict[str, dict[str, int]]]:
         return grouped_window_counts(self.context.redis, self.context.keys, kind)

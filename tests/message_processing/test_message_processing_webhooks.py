@@ -1,0 +1,95 @@
+"""Webhook deliveries: signed, retried with backoff from Redis across a receiver's outage
+and a monitor's restart, each event delivered once, logged; private addresses refused."""
+
+import hmac
+import json
+import subprocess
+import sys
+
+from crawler.urlguard import UrlGuard
+from manager.local.crawl import cluster_env
+from manager.local.ports import free_port
+from master.counters import WindowCounts
+from master.keys import Keys
+from message_processing.events.webhooks import RetryPolicy, Webhooks, signature
+from tests.message_processing.receiver import Receiver
+
+SECRET = "s3cret"
+
+
+class Clock:
+    """The test's time: the backoff is driven by it, not waited for."""
+
+    def __init__(self) -> None:
+        self.now = 1_000_000.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def webhooks(redis, settings, clock, networks=("127.0.0.0/8",)):
+    return Webhooks(redis, Keys.from_settings(settings), UrlGuard(networks), SECRET,
+                    RetryPolicy(backoff=1.0, backoff_max=32.0, max_attempts=20),
+                    timeout=2.0, clock=clock)
+
+
+def event(n):
+    return {"id": f"crawl-{n}:finished", "type": "finished", "crawlid": f"crawl-{n}",
+            "time": 1.0, "data": {"pages": n}}
+
+
+def test_deliveries_survive_a_minute_of_receiver_outage_and_a_restart(redis, test_settings):
+    clock = Clock()
+    receiver = Receiver(free_port())            # down: nothing listens on its port yet
+    hooks = webhooks(redis, test_settings, clock)
+    for n in range(5):
+        hooks.add(receiver.url, event(n))
+    start = clock.now
+    try:
+        while clock.now - start < 90:
+            if clock.now - start >= 60 and receiver.server is None:
+                receiver.start()                # back after a minute
+            if clock.now - start == 30:         # the monitor restarts: state is in Redis
+                hooks = webhooks(redis, test_settings, clock)
+            hooks.deliver_due()
+            clock.now += 1
+    finally:
+        receiver.stop()
+    ids = [body["id"] for body in receiver.bodies()]
+    assert sorted(ids) == [f"crawl-{n}:finished" for n in range(5)]      # each once
+    assert hooks.pending() == 0
+    log = hooks.log()
+    assert {entry["outcome"] for entry in log} == {"delivered", "retry"}
+    tries = sorted(entry["attempt"] for entry in log if entry["event"] == "crawl-0:finished")
+    assert tries == [1, 2, 3, 4, 5, 6, 7]      # at 0, 1, 3, 7, 15, 31 s: down; 63 s: up
+    first = receiver.received[0]
+    assert hmac.compare_digest(first["headers"]["X-Crawlcluster-Signature"],
+                               signature(SECRET, first["raw"]))
+    assert first["headers"]["X-Crawlcluster-Delivery"] == first["body"]["id"]
+    shown = json.loads(subprocess.run(            # the log, through the CLI
+        [sys.executable, "-m", "manager.cli", "webhooks", "--crawlid", "crawl-0", "--json"],
+        env=cluster_env(test_settings), capture_output=True, check=True).stdout)
+    assert [entry["outcome"] for entry in shown["attempts"]] == ["delivered"] + ["retry"] * 6
+    assert shown["pending"] == 0
+
+
+def test_a_private_address_is_refused_unless_allowed(redis, test_settings):
+    clock = Clock()
+    receiver = Receiver(free_port()).start()
+    try:
+        hooks = webhooks(redis, test_settings, clock, networks=())
+        hooks.add(receiver.url, event(1))
+        hooks.deliver_due()
+        assert receiver.received == []
+        assert hooks.pending() == 0             # refused for good: not retried
+        [entry] = hooks.log()
+        assert entry["outcome"] == "given_up" and "private_address" in entry["error"]
+        given_up = WindowCounts.from_settings(redis, test_settings, "monitor:webhooks:given_up")
+        assert given_up.values()["lifetime"] == 1
+    finally:
+        receiver.stop()
+
+
+def test_backoff_doubles_up_to_its_cap():
+    policy = RetryPolicy(backoff=5.0, backoff_max=60.0)
+    assert [policy.wait(n) for n in (1, 2, 3, 4, 5)] == [5.0, 10.0, 20.0, 40.0, 60.0]
