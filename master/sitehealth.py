@@ -25,7 +25,7 @@ OTHER = "(other)"        # the sites past the bound, counted together (never a h
 MARKER = "~"             # measure marking a site admitted to the hash
 SITE_COUNT = "~sites"    # field counting the admitted sites
 # What ``problems`` calls wrong, unless told otherwise.
-LOW_COVERAGE = 0.5       # a field matching on fewer than half of a site's items
+LOW_COVERAGE = 0.8       # a field matching on fewer than 80% of a site's items
 HIGH_ERRORS = 0.5        # more than half of a site's pages answered 4xx/5xx
 HIGH_DROPS = 0.5         # more than half of a site's items dropped as incomplete
 
