@@ -176,7 +176,7 @@ def _crawl_metrics(figures: ClusterFigures) -> Iterator[Metric]:
 
 def _site_metrics(figures: ClusterFigures) -> Iterator[Metric]:
     """A recent crawl's health per site: its sites with the most pages, the rest summed
-    as site="(other)" (CRAWLCLUSTER_SITE_HEALTH_METRIC_SITES), so the series stay bounded."""
+    as site="(other)" (CRAWLCLUSTER_METRICS_TOP_DOMAINS), so the series stay bounded."""
     sites = [(crawlid, health) for crawlid, per_site in figures.sites.items()
              for health in per_site.values()]
     labels = ["crawlid", "site"]

@@ -116,7 +116,7 @@ class FigureReader:
         pipe = self.client.pipeline(transaction=False)
         for crawlid in crawlids:
             pipe.hgetall(self.keys.crawl_sites(crawlid))
-        most = self.settings.getint("CRAWLCLUSTER_SITE_HEALTH_METRIC_SITES")
+        most = self.settings.getint("CRAWLCLUSTER_METRICS_TOP_DOMAINS")
         return {crawlid: top_sites(site_health_of(raw), most)
                 for crawlid, raw in zip(crawlids, pipe.execute(), strict=True) if raw}
 

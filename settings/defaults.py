@@ -174,12 +174,6 @@ CRAWLCLUSTER_KNOWN_LINKS = 100_000
 # Seconds an ended crawl (drained, stopped or expired) keeps its state in Redis; then every
 # key it made is deleted, and info answers from its MongoDB crawl record (7 days).
 CRAWLCLUSTER_CRAWL_RETENTION = 7 * 86400.0
-# Sites of a crawl whose health (pages, statuses, items, field coverage, pushback) is kept
-# apart in Redis (master/sitehealth.py); the crawl's further sites are counted as "(other)".
-CRAWLCLUSTER_SITE_HEALTH_SITES = 500
-# Sites of each crawl given their own series in the manager's /metrics (those with the most
-# pages); the rest are summed as site="(other)", so the series stay bounded.
-CRAWLCLUSTER_SITE_HEALTH_METRIC_SITES = 20
 # Crawls of the crawl index a master looks at per retention pass (every 10 s).
 CRAWLCLUSTER_RETENTION_SLICE = 200
 # Retired runs of each schedule whose MongoDB crawl records are kept (older ones deleted).

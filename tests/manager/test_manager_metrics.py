@@ -332,7 +332,7 @@ def test_site_metrics_show_a_crawls_top_sites_and_the_rest_as_other(redis, test_
 
     submit(test_settings, {"crawlid": "health", "spider_type": "universal",
                            "url": "http://site0.example/", "rule": UNIVERSAL_RULE})
-    most = test_settings.getint("CRAWLCLUSTER_SITE_HEALTH_METRIC_SITES")
+    most = test_settings.getint("CRAWLCLUSTER_METRICS_TOP_DOMAINS")
     counts = SiteCounts()
     for n in range(most + 5):
         for _ in range(most + 5 - n):           # site0 the most pages, then fewer
