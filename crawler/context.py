@@ -189,7 +189,6 @@ class TaskTracker:
         self.changes: dict[str, Counter[str]] = {}
         self.throttled: Counter[str] = Counter()   # domain -> takes the throttle refused
         self.sites = SiteCounts()                  # per crawl and site (master/sitehealth.py)
-        self.max_sites = context.settings.getint("CRAWLCLUSTER_SITE_HEALTH_SITES")
         self.done_uncounted = 0                    # pages done not yet in the WRR counter
         self.counted_at = 0.0                      # when the counts were last sent
         self.done_count = 0
@@ -301,7 +300,7 @@ class TaskTracker:
                              scripts=context.scripts).increment(count, pipe=pipe)
         if done:
             context.registry.count_done(context.job, done, pipe=pipe)
-        queue_site_counts(pipe, context.scripts, context.keys, sites, self.max_sites)
+        queue_site_counts(pipe, context.scripts, context.keys, sites)
         return statuses, throttled, earlier, sites
 
     def _restore_counts(self, statuses: Counter[int | str], throttled: Counter[str],

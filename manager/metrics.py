@@ -105,6 +105,7 @@ class ClusterCollector:
 def cluster_metrics(figures: ClusterFigures) -> Iterator[Metric]:
     yield from _frontier_metrics(figures)
     yield from _crawl_metrics(figures)
+    yield from _site_metrics(figures)
     yield from _job_metrics(figures)
     yield from _role_metrics(figures)
     yield from _bloom_metrics(figures)
@@ -171,6 +172,37 @@ def _crawl_metrics(figures: ClusterFigures) -> Iterator[Metric]:
             links[(crawlid, f"refused:{reason}")] = count
     yield _counter("crawlcluster_crawl_links", "Links a recent crawl's pages yielded, by "
                    "what became of them", ["crawlid", "fate"], links)
+
+
+def _site_metrics(figures: ClusterFigures) -> Iterator[Metric]:
+    """A recent crawl's health per site: its sites with the most pages, the rest summed
+    as site="(other)" (CRAWLCLUSTER_METRICS_TOP_DOMAINS), so the series stay bounded."""
+    sites = [(crawlid, health) for crawlid, per_site in figures.sites.items()
+             for health in per_site.values()]
+    labels = ["crawlid", "site"]
+    for name, about, measure in (
+            ("pages", "Pages a recent crawl fetched from a site", "pages"),
+            ("items", "Items a recent crawl extracted from a site's pages", "items"),
+            ("items_dropped", "Of those, items dropped as missing a required field",
+             "dropped"),
+            ("rendered_pages", "Pages of a site a recent crawl rendered", "rendered")):
+        yield _counter(f"crawlcluster_site_{name}", about, labels,
+                       {(crawlid, health.site): getattr(health, measure)
+                        for crawlid, health in sites})
+    for name, about, label, grouped in (
+            ("responses", "A site's responses to a recent crawl by status", "status",
+             "statuses"),
+            ("pushbacks", "A site's pushback to a recent crawl by reason", "reason",
+             "pushback"),
+            ("dropped_items_by_field", "Items of a site dropped, by missing field", "field",
+             "dropped_by_field")):
+        yield _counter(f"crawlcluster_site_{name}", about, [*labels, label],
+                       {(crawlid, health.site, key): count for crawlid, health in sites
+                        for key, count in getattr(health, grouped).items()})
+    yield _gauge("crawlcluster_site_field_coverage", "Share of a site's items where a rule "
+                 "field matched (0 to 1)", [*labels, "field"],
+                 {(crawlid, health.site, name): share for crawlid, health in sites
+                  for name, share in health.coverage.items()})
 
 
 def _job_metrics(figures: ClusterFigures) -> Iterator[Metric]:

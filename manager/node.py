@@ -132,6 +132,7 @@ SERVICES = {
     "daemonstatus.json": "scrapyd.webservice.DaemonStatus",
     "cluster.json": "manager.web.ClusterView",
     "overview.json": "manager.web.Overview",
+    "sites.json": "manager.web.Sites",
     "validate.json": "manager.json_endpoints.Validate",
     "preview.json": "manager.json_endpoints.Preview",
     "crawl.json": "manager.web.CrawlControl",

@@ -5,7 +5,8 @@
 scrapyd clients know. ``Schedule`` is scrapyd's, but refuses job ids,
 project and spider names that are not plain names, with a message saying
 which (scrapyd would only refuse a path that leaves its logs directory, and
-with a less telling error). ``ClusterView`` answers ``cluster.json``: every
+with a less telling error). ``Sites`` answers ``sites.json`` (a crawl's health per site).
+``ClusterView`` answers ``cluster.json``: every
 node in the registry and the jobs running on each. ``Overview`` serves the web UI
 (``manager/ui/``), as do ``validate.json``, ``submit.json`` and ``preview.json``
 (manager/json_endpoints.py); ``/metrics`` this node's spiders' Prometheus metrics.
@@ -37,6 +38,7 @@ from master.figures import FigureReader
 from master.frontier import Frontier
 from master.keys import Keys
 from master.registry import Heartbeats, JobRegistry
+from master.sitehealth import read_site_health
 
 logger = logging.getLogger(__name__)
 UI_DIR = Path(__file__).parent / "ui"
@@ -211,6 +213,22 @@ class Overview(WsResource):
             clients = self.root.crawlcluster
             self.reader = FigureReader(clients["redis"], clients["settings"])
         return self.reader.read().as_json()
+
+
+class Sites(WsResource):
+    """What the Sites page draws: a crawl's health per site (``?crawlid=``), most pages
+    first, each as ``SiteHealth.as_json()`` (master/sitehealth.py)."""
+
+    @param("crawlid")
+    def render_GET(self, txrequest: Any, crawlid: str) -> dict[str, Any]:
+        if not _NAME.fullmatch(crawlid.encode()):
+            raise error.Error(code=http.OK, message=b"crawlid is not a crawl id")
+        clients = self.root.crawlcluster
+        keys = Keys.from_settings(clients["settings"])
+        sites = read_site_health(clients["redis"], keys, crawlid).values()
+        return {"crawlid": crawlid,
+                "sites": [health.as_json() for health in
+                          sorted(sites, key=lambda health: (-health.pages, health.site))]}
 
 
 class ListJobs(ScrapydListJobs):

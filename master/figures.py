@@ -20,6 +20,7 @@ from master.keys import Keys
 from master.pushback import DomainPushback, PushbackStore
 from master.registry import Heartbeats, JobInfo, JobRegistry, finished_last_minute
 from master.shards import read_index
+from master.sitehealth import SiteHealth, site_health_of, top_sites
 from settings.clients import RedisClient
 from settings.loader import Settings
 
@@ -55,6 +56,8 @@ class ClusterFigures:
     # longest pause left)
     pushback: dict[str, dict[str, Any]] = field(default_factory=dict)
     pushback_counts: dict[str, int] = field(default_factory=dict)  # top domains + other
+    # recent crawl -> its sites with the most pages and "(other)" (master/sitehealth.py)
+    sites: dict[str, dict[str, SiteHealth]] = field(default_factory=dict)
 
     def nodes(self) -> dict[str, dict[str, int]]:
         """``{node: {"jobs": n, "pages_per_min": n}}`` from the live jobs."""
@@ -97,6 +100,7 @@ class FigureReader:
         self._read_frontier(figures)
         figures.crawls = {crawlid: self.crawls.progress(crawlid) for crawlid in
                           self.crawls.recent_crawls(settings.getint("CRAWLCLUSTER_METRICS_CRAWLS"))}
+        figures.sites = self._read_sites(list(figures.crawls))
         _read_counters(figures, client, settings, keys, self.clock)
         top = settings.getint("CRAWLCLUSTER_METRICS_TOP_DOMAINS")
         figures.throttle_refusals = top_with_other(client, keys.throttle_refusals(), top)
@@ -105,6 +109,16 @@ class FigureReader:
         figures.bloom = dict(self.bloom.figures(),
                              capacity=settings.getint("CRAWLCLUSTER_BLOOM_CAPACITY"))
         return figures
+
+    def _read_sites(self, crawlids: list[str]) -> dict[str, dict[str, SiteHealth]]:
+        """Each crawl's health per site: its top sites by pages, the rest as other (one
+        round trip)."""
+        pipe = self.client.pipeline(transaction=False)
+        for crawlid in crawlids:
+            pipe.hgetall(self.keys.crawl_sites(crawlid))
+        most = self.settings.getint("CRAWLCLUSTER_METRICS_TOP_DOMAINS")
+        return {crawlid: top_sites(site_health_of(raw), most)
+                for crawlid, raw in zip(crawlids, pipe.execute(), strict=True) if raw}
 
     def _read_frontier(self, figures: ClusterFigures) -> None:
         """Pool sizes per spider type (only the shards their index names), leases and hubs

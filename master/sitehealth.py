@@ -6,8 +6,8 @@ the items extracted, those dropped (and which required field was missing) and, f
 every field of the crawl's rule, the items where it matched. ``SiteCounts`` gathers a
 job's counts between two sends; they go to Redis with the job's other counts (once a
 second, in the same pipeline: ``site_health_add.lua``, one call per crawl), into one
-hash per crawl (``Keys.crawl_sites``) that keeps at most ``max_sites`` sites apart and
-counts the rest as ``OTHER``.
+hash per crawl (``Keys.crawl_sites``) that keeps at most ``MAX_SITES`` (500) sites
+apart and counts the rest as ``OTHER``.
 
 ``read_site_health(redis, keys, crawlid)`` reads it back as ``{site: SiteHealth}``;
 ``SiteHealth.coverage`` is each field's share of the site's items where it matched,
@@ -21,11 +21,14 @@ from typing import Any
 from master.keys import Keys
 from master.lua import LuaScripts
 
+# Sites of a crawl kept apart (a crawl of more counts the rest as OTHER): at ~30 measures
+# a site, a crawl's hash stays under ~15,000 fields, read whole in a few milliseconds.
+MAX_SITES = 500
 OTHER = "(other)"        # the sites past the bound, counted together (never a host name)
 MARKER = "~"             # measure marking a site admitted to the hash
 SITE_COUNT = "~sites"    # field counting the admitted sites
 # What ``problems`` calls wrong, unless told otherwise.
-LOW_COVERAGE = 0.5       # a field matching on fewer than half of a site's items
+LOW_COVERAGE = 0.8       # a field matching on fewer than 80% of a site's items
 HIGH_ERRORS = 0.5        # more than half of a site's pages answered 4xx/5xx
 HIGH_DROPS = 0.5         # more than half of a site's items dropped as incomplete
 
@@ -80,7 +83,7 @@ class SiteCounts:
 
 
 def queue_site_counts(pipe: Any, scripts: LuaScripts, keys: Keys,
-                      taken: dict[str, Counter[Measure]], max_sites: int) -> None:
+                      taken: dict[str, Counter[Measure]], max_sites: int = MAX_SITES) -> None:
     """Queue ``taken`` counts on ``pipe``: one ``site_health_add.lua`` call per crawl."""
     for crawlid, counts in taken.items():
         args: list[Any] = [max_sites, OTHER]

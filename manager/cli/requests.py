@@ -1,5 +1,5 @@
 """Requests through Kafka, as a client sends them: ``submit``, ``info``, ``stop``,
-``pause``, ``resume``, ``watch``, ``schedule``, ``stats``, ``config``."""
+``pause``, ``resume``, ``watch``, ``schedule``, ``stats``, ``config``, ``sites``."""
 
 import argparse
 import json
@@ -22,6 +22,43 @@ def cmd_submit(args: argparse.Namespace, settings: Settings) -> int:
 
 def cmd_info(args: argparse.Namespace, settings: Settings) -> int:
     return query(args, settings, {"type": "info", "crawlid": args.crawlid})
+
+
+def cmd_sites(args: argparse.Namespace, settings: Settings) -> int:
+    """A crawl's health per site (``info`` with ``sites``): a table, or the JSON."""
+    from message_processing.client import print_reply
+
+    def ask(client: Any) -> int:
+        reply = client.ask({"type": "info", "crawlid": args.crawlid, "sites": True,
+                            "userid": args.user})
+        if reply.get("status") == "error":
+            print_reply(reply, args.json)
+            return 1
+        sites = reply.get("sites", [])
+        print(json.dumps(sites, ensure_ascii=False) if args.json else sites_table(sites))
+        return 0
+
+    return with_client(settings, args, ask)
+
+
+def sites_table(sites: list[dict[str, Any]]) -> str:
+    """One line per site: pages, errors, pushback, rendered, items, dropped, each
+    field's coverage, and what looks wrong (marked ``!``)."""
+    fields = list(dict.fromkeys(name for site in sites for name in site["coverage"]))
+    header = ["", "site", "pages", "errors", "pushback", "rendered", "items", "dropped",
+              *fields, "problems"]
+    rows = [header]
+    for site in sites:
+        rows.append(["!" if site["problems"] else "", site["site"], str(site["pages"]),
+                     str(site["errors"]), str(sum(site["pushback"].values())),
+                     str(site["rendered"]), str(site["items"]), str(site["dropped"]),
+                     *(f"{site['coverage'][name]:.0%}" if name in site["coverage"] else "-"
+                       for name in fields),
+                     "; ".join(site["problems"])])
+    widths = [max(len(row[column]) for row in rows) for column in range(len(header))]
+    return "\n".join("  ".join(cell.ljust(width) for cell, width in zip(row, widths,
+                                                                        strict=True)).rstrip()
+                     for row in rows)
 
 
 def cmd_stop(args: argparse.Namespace, settings: Settings) -> int:
@@ -96,7 +133,10 @@ def add_commands(commands: Any) -> None:
                                   ("pause", "pause a crawl: park its waiting tasks", cmd_pause),
                                   ("resume", "resume a paused crawl", cmd_resume),
                                   ("watch", "live progress of a crawl until it drains",
-                                   cmd_watch)):
+                                   cmd_watch),
+                                  ("sites", ("a crawl's health per site: pages, statuses, "
+                                             "pushback, items, drops, field coverage"),
+                                   cmd_sites)):
         parser = client_parser(commands, name, help_text, func)
         parser.add_argument("--crawlid", required=True)
         if name == "watch":

@@ -48,7 +48,8 @@ function showResult(element, ok, text) {
 
 // --- pages ---------------------------------------------------------------------------
 
-const pages = { submit: null, rules: null, spiders: refreshJobs, status: refreshStatus };
+const pages = { submit: null, rules: null, spiders: refreshJobs, status: refreshStatus,
+                sites: refreshSites };
 let timer = null;
 
 function showPage() {
@@ -418,6 +419,70 @@ async function refreshStatus() {
   fillTable($("#modules"), moduleRows);
 }
 
+// --- Sites -------------------------------------------------------------------------------
+
+const siteSort = { column: "pages", descending: true };
+
+function siteValue(site, column) {
+  if (column.startsWith("coverage:")) return site.coverage[column.slice(9)] ?? -1;
+  if (column === "pushback") return Object.values(site.pushback).reduce((a, b) => a + b, 0);
+  if (column === "problems") return site.problems.length;
+  return site[column];
+}
+
+function siteColumns(sites) {
+  const fields = [...new Set(sites.flatMap((site) => Object.keys(site.coverage)))];
+  return ["site", "pages", "errors", "pushback", "rendered", "items", "dropped",
+          ...fields.map((name) => "coverage:" + name), "problems"];
+}
+
+function siteRow(site, columns) {
+  const row = document.createElement("tr");
+  row.dataset.site = site.site;
+  if (site.problems.length) row.className = "unwell";
+  for (const column of columns) {
+    let value = siteValue(site, column);
+    if (column.startsWith("coverage:")) value = value < 0 ? "-" : Math.round(value * 100) + "%";
+    if (column === "problems") value = site.problems.join("; ");
+    const td = cell(row, String(value));
+    td.dataset.column = column;
+    // what the cluster calls wrong (SiteHealth.problems) marks its cell
+    const named = column.startsWith("coverage:") ? column.slice(9) + " coverage"
+      : { errors: "of pages in errors", dropped: "of items dropped", pushback: "pushback" }[column];
+    if (named && site.problems.some((problem) => problem.includes(named))) td.classList.add("bad");
+  }
+  return row;
+}
+
+async function refreshSites() {
+  const crawlid = $("#sites-crawlid").value.trim();
+  if (!crawlid) return;
+  const answer = await getJSON("../sites.json?crawlid=" + encodeURIComponent(crawlid));
+  const sites = answer.sites || [];
+  const columns = siteColumns(sites);
+  const { column, descending } = siteSort;
+  sites.sort((a, b) => {
+    const x = siteValue(a, column), y = siteValue(b, column);
+    const order = x < y ? -1 : x > y ? 1 : 0;
+    return descending ? -order : order;
+  });
+  const head = $("#sites thead tr");
+  head.replaceChildren(...columns.map((name) => {
+    const th = document.createElement("th");
+    th.textContent = name.replace("coverage:", "") + (name === column ? (descending ? " ▼" : " ▲") : "");
+    th.dataset.column = name;
+    th.addEventListener("click", () => {
+      // a first click shows the worst first: most pages, errors...; least coverage
+      const worstLow = name === "site" || name.startsWith("coverage:");
+      siteSort.descending = siteSort.column === name ? !siteSort.descending : !worstLow;
+      siteSort.column = name;
+      refreshSites();
+    });
+    return th;
+  }));
+  $("#sites tbody").replaceChildren(...sites.map((site) => siteRow(site, columns)));
+}
+
 // --- start ---------------------------------------------------------------------------------
 
 async function start() {
@@ -425,6 +490,9 @@ async function start() {
   $("#node-name").textContent = "node " + status.node_name;
   setUpSubmit();
   setUpSpiders();
+  $("#sites-crawlid").addEventListener("change", refreshSites);
+  const wanted = new URLSearchParams(location.search).get("crawlid");
+  if (wanted) $("#sites-crawlid").value = wanted;
   window.addEventListener("hashchange", showPage);
   showPage();
 }

@@ -70,7 +70,7 @@ class CrawlKeys(KeySpace):
         throttle names it; master/sitehealth.py): pages, statuses (`status:<code>`),
         pushback (`pushback:<reason>`), pages rendered, items, items dropped (and
         `dropped:<field>` missing), `matched:<field>` items where each rule field
-        matched. At most `CRAWLCLUSTER_SITE_HEALTH_SITES` sites (`<site> ~` marks one,
+        matched. At most `MAX_SITES` sites (`<site> ~` marks one,
         `~sites` counts them), the rest counted as `(other)`; measures bounded by the
         rule's fields. One key per crawl in the shard its id hashes to; deleted when
         the crawl is retired.

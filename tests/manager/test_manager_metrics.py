@@ -319,3 +319,41 @@ def test_pushback_metrics_show_the_top_domains_and_the_rest_as_other(redis, test
     assert factors["other"] == pytest.approx(0.8, abs=0.01)     # rising again since
     paused = by_label(samples, "crawlcluster_pushback_paused_seconds", "domain")
     assert 55 < paused["site0.example"] <= 60 and paused["site1.example"] == 0
+
+
+def test_site_metrics_show_a_crawls_top_sites_and_the_rest_as_other(redis, test_settings):
+    """A recent crawl's health per site: pages, statuses, items, drops and each field's
+    coverage for its sites with the most pages, the rest summed as ``(other)``."""
+    from prometheus_client import generate_latest
+
+    from manager.local.crawl import submit
+    from master.lua import LuaScripts
+    from master.sitehealth import OTHER, SiteCounts, queue_site_counts
+
+    submit(test_settings, {"crawlid": "health", "spider_type": "universal",
+                           "url": "http://site0.example/", "rule": UNIVERSAL_RULE})
+    most = test_settings.getint("CRAWLCLUSTER_METRICS_TOP_DOMAINS")
+    counts = SiteCounts()
+    for n in range(most + 5):
+        for _ in range(most + 5 - n):           # site0 the most pages, then fewer
+            counts.page("health", f"site{n}.example", 200)
+            counts.item("health", f"site{n}.example", ["title"], {"title": "T" * (n % 2)},
+                        ["title"] if n % 2 == 0 else [])
+    pipe = redis.pipeline(transaction=False)
+    queue_site_counts(pipe, LuaScripts(redis), Keys.from_settings(test_settings),
+                      counts.take(), 500)
+    pipe.execute()
+    samples = {}
+    text = generate_latest(cluster_registry(redis, test_settings)).decode()
+    for family in text_string_to_metric_families(text):
+        for sample in family.samples:
+            samples[(sample.name, tuple(sorted(sample.labels.items())))] = sample.value
+    pages = by_label(samples, "crawlcluster_site_pages_total", "site")
+    assert len(pages) == most + 1 and pages["site0.example"] == most + 5
+    assert pages[OTHER] == 5 + 4 + 3 + 2 + 1                 # the five with the fewest
+    coverage = by_label(samples, "crawlcluster_site_field_coverage", "site")
+    assert coverage["site0.example"] == 0 and coverage["site1.example"] == 1
+    dropped = by_label(samples, "crawlcluster_site_items_dropped_total", "site")
+    assert dropped["site0.example"] == most + 5 and dropped["site1.example"] == 0
+    responses = by_label(samples, "crawlcluster_site_responses_total", "site")
+    assert responses["site2.example"] == most + 3

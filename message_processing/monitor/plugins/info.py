@@ -9,11 +9,13 @@ Without a crawl id (scrapy-cluster only) every crawl of the app is reported. A c
 retired from Redis (``CRAWLCLUSTER_CRAWL_RETENTION`` after it ended) is answered from
 its MongoDB crawl record, with ``retired: true``. ``pushback`` gives the crawl's pending
 domains that are pushing back now: ``{domain: {factor, paused_for, pushbacks, reason,
-...}}`` (master/pushback.py)."""
+...}}`` (master/pushback.py). With ``sites: true`` the reply has the crawl's health per
+site too: ``sites: [SiteHealth.as_json(), ...]`` (master/sitehealth.py), most pages first."""
 
 import time
 from typing import Any
 
+from master.sitehealth import read_site_health
 from message_processing.monitor.plugins import MonitorPlugin
 from message_processing.replies import reply_to
 from message_processing.requests import Message
@@ -26,7 +28,10 @@ class InfoPlugin(MonitorPlugin):
     def answer(self, entry: Entry) -> Message:
         request = entry["request"]
         if request.get("crawlid"):
-            return reply_to(request, action="info", **self.crawl_info(request["crawlid"]))
+            info = self.crawl_info(request["crawlid"])
+            if request.get("sites"):
+                info["sites"] = self.sites(request["crawlid"], info)
+            return reply_to(request, action="info", **info)
         crawls = {crawlid: self.crawl_info(crawlid)
                   for crawlid in self.context.crawls.user_crawls(request["appid"])}
         domains = {domain for info in crawls.values() for domain in info["domains"]}
@@ -63,6 +68,17 @@ class InfoPlugin(MonitorPlugin):
             "pushback": pushback,
             "known": known,
         }
+
+
+    def sites(self, crawlid: str, info: Message) -> list[dict[str, Any]]:
+        """The crawl's health per site, most pages first (a retired crawl's from its
+        record)."""
+        if info.get("retired"):
+            record = self.context.retired_record(crawlid) or {}
+            return list(record.get("final", {}).get("sites", []))
+        sites = read_site_health(self.context.redis, self.context.keys, crawlid).values()
+        return [health.as_json() for health in
+                sorted(sites, key=lambda health: (-health.pages, health.site))]
 
 
 def retired_info(record: dict[str, Any]) -> Message:
