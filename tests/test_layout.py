@@ -306,3 +306,9 @@ def test_the_module_map_check_sees_a_module_added(tmp_path):
     (tmp_path / "master" / "data").mkdir()
     assert modulemap.entries(tmp_path) == [("master/data/", ""),
                                            ("master/new.py", "Something new")]
+
+
+def test_the_readme_is_a_front_door():
+    """The README says what the project is, its two commands and where to read on; the
+    rest (every benchmark's history, every setting) lives under docs/."""
+    assert (ROOT / "README.md").stat().st_size <= 15 * 1024
