@@ -1,16 +1,9 @@
-"""Defaults of site health, crawl events, their webhooks and local alerting: part of
+"""Defaults of crawl events, their webhooks and local alerting: part of
 ``settings.defaults`` (which imports every name of this module), kept apart only so
 neither module grows past the project's 500 lines. Same rules: the ``CRAWLCLUSTER_``
 prefix, one comment line (or more) right above each setting, read into docs/settings.md.
 """
 
-# --- site health (master/sitehealth.py) ---
-# Sites of a crawl whose health (pages, statuses, items, field coverage, pushback) is kept
-# apart in Redis (master/sitehealth.py); the crawl's further sites are counted as "(other)".
-CRAWLCLUSTER_SITE_HEALTH_SITES = 500
-# Sites of each crawl given their own series in the manager's /metrics (those with the most
-# pages); the rest are summed as site="(other)", so the series stay bounded.
-CRAWLCLUSTER_SITE_HEALTH_METRIC_SITES = 20
 # --- crawl events and webhooks (message_processing/events/, docs/observability.md) ---
 # Kafka topic of crawl events (started, finished, failed, stalled, site_broken).
 CRAWLCLUSTER_KAFKA_EVENTS_TOPIC = "crawl.events"
