@@ -9,8 +9,7 @@ from typing import Any
 from scrapy import Request
 from scrapy.http import HtmlResponse, Response, TextResponse
 
-from crawler.maintext import extract_main_text
-from crawler.pipelines import EncodingPipeline
+from crawler.pipelines import EncodingPipeline, MainTextPipeline
 from crawler.preview.fetch import FetchError, PageFetcher
 from crawler.preview.links import link_fates
 from crawler.preview.render import rendered_page
@@ -166,14 +165,16 @@ def described(item: dict[str, Any], config: dict[str, Any]) -> dict[str, Any]:
     """An item as the pipelines would store it, with each rule field's value or why it
     is missing, and whether the crawl keeps it (its required fields)."""
     item = EncodingPipeline().process_item(dict(item))
-    body = item.pop("_body", None)
-    if body is not None:
-        item["main_text"] = extract_main_text(body)
+    if item.get("_body") is not None:      # main_text and meta, as the pipeline adds them
+        item = MainTextPipeline().process_item(item)
+    item.pop("_body", None)
     item.pop("fetched_at", None)
     names = field_names(config["spider_type"], config["rule"])
-    fields = {name: ({"value": item[name]} if item.get(name)
-                     else {"value": item.get(name, ""), "missing": "matched nothing"})
-              for name in names if name in item}
+    reasons = item.get("field_errors") or {}      # a processor's, by field (crawler/fields.py)
+    fields = {name: ({"value": item[name]} if item.get(name) else
+                     {"value": item.get(name, ""),
+                      "missing": reasons.get(name, "matched nothing")})
+              for name in names if name in item or name in reasons}
     missing = [name for name in required_fields(config["spider_type"], config["rule"])
                if not item.get(name)]
     return {"item": item, "fields": fields, "kept": not missing,

@@ -43,16 +43,26 @@ def readable(result: dict[str, Any]) -> str:
                    f"dropped: required {', '.join(item['dropped_for'])} missing")
         lines.append(f"item {number} ({item['item']['url']}): {verdict}")
         for name, field in item["fields"].items():
-            shown = field["value"].replace("\n", " ")
+            value = field["value"]     # a processor's value may be a number, list or dict
+            shown = value if isinstance(value, str) else json.dumps(value, ensure_ascii=False)
+            shown = shown.replace("\n", " ")
             shown = shown if len(shown) <= 70 else shown[:69] + "…"
             lines.append(f"  {name:<16} {shown!r}" + (f"  ({field['missing']})"
                                                       if "missing" in field else ""))
         if "main_text" in item["item"]:
             lines.append(f"  {'main_text':<16} {len(item['item']['main_text'])} characters")
+        lines += meta_lines(item["item"].get("meta") or {})
     if not result["items"]:
         lines.append("no item")
     lines += link_lines(result)
     return "\n".join(lines)
+
+
+def meta_lines(meta: dict[str, Any]) -> list[str]:
+    """The page's ``meta`` (crawler/pagemeta.py), one key a line with its source."""
+    sources = meta.get("sources", {})
+    return [f"  meta.{key:<11} {str(value)[:69]!r}  ({sources.get(key, '')})"
+            for key, value in meta.items() if key != "sources"]
 
 
 def describe_render(render: dict[str, Any]) -> str:

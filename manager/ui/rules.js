@@ -19,20 +19,30 @@ const splitList = (text) => text.split("\n").map((s) => s.trim()).filter(Boolean
 
 // --- the form and the JSON, kept in step ---------------------------------------------------
 
+const PROCESSORS = ["", "text", "date", "number", "price", "url"];   // a field's "as"
+
 function fieldRow(name, expression) {
+  // a field is an XPath string, or an object: a selector and its processors (its "as"
+  // chosen here; attr, re, take and css kept as the JSON gives them)
+  const spec = typeof expression === "string" ? { xpath: expression } : { ...expression };
   const row = document.createElement("div");
   row.className = "field-row";
   row.innerHTML = '<input class="field-name" placeholder="name"><input class="field-xpath" placeholder="XPath">' +
-                  '<button type="button" class="stop remove-field">×</button>';
+                  '<select class="field-as" title="processor: as">' +
+                  PROCESSORS.map((as) => `<option value="${as}">${as ? "as " + as : "as is"}</option>`).join("") +
+                  '</select><button type="button" class="stop remove-field">×</button>';
   $(".field-name", row).value = name;
-  $(".field-xpath", row).value = expression;
+  $(".field-xpath", row).value = spec.xpath ?? spec.css ?? "";
+  $(".field-as", row).value = spec.as ?? "";
+  delete spec.as;
+  row.dataset.spec = JSON.stringify(spec);
   return row;
 }
 
 function fieldRows(container, fields, skip = []) {
   container.replaceChildren();
   for (const [name, expression] of Object.entries(fields || {})) {
-    if (!skip.includes(name)) container.append(fieldRow(name, String(expression)));
+    if (!skip.includes(name)) container.append(fieldRow(name, expression));
   }
   const add = document.createElement("button");
   add.type = "button";
@@ -41,11 +51,20 @@ function fieldRows(container, fields, skip = []) {
   container.append(add);
 }
 
+function readField(row) {
+  const spec = JSON.parse(row.dataset.spec || "{}");
+  const selector = $(".field-xpath", row).value.trim();
+  spec["css" in spec ? "css" : "xpath"] = selector;
+  const as = $(".field-as", row).value;
+  if (as) spec.as = as;
+  return Object.keys(spec).length === 1 && "xpath" in spec ? selector : spec;
+}
+
 function readFields(container) {
   const fields = {};
   container.querySelectorAll(".field-row").forEach((row) => {
     const name = $(".field-name", row).value.trim();
-    if (name) fields[name] = $(".field-xpath", row).value.trim();
+    if (name) fields[name] = readField(row);
   });
   return fields;
 }
@@ -155,7 +174,7 @@ function setUpRuleForm() {
       formToRule();
     }
   });
-  f.addEventListener("change", (event) => { if (event.target.matches(".follow")) formToRule(); });
+  f.addEventListener("change", (event) => { if (event.target.matches(".follow, .field-as")) formToRule(); });
   f.addEventListener("click", (event) => {
     const target = event.target;
     if (target.matches(".add-field")) target.before(fieldRow("", ""));
@@ -234,7 +253,8 @@ function showFields(shown) {
     const row = document.createElement("tr");
     row.dataset.field = name;
     cell(row, name);
-    const value = cell(row, field.missing ? field.missing : field.value);
+    const shownValue = typeof field.value === "string" ? field.value : JSON.stringify(field.value);
+    const value = cell(row, field.missing ? field.missing : shownValue);
     if (field.missing) value.className = "missing";
     body.append(row);
   }

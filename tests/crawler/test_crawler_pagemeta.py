@@ -75,3 +75,31 @@ def test_a_hostile_json_ld_block_costs_that_block_only():
     page = (f'<html><head><script type="application/ld+json">{nested}</script>'
             f'<meta property="og:title" content="Still read"></head><body></body></html>')
     assert meta_of(page, guess_date=False)["title"] == "Still read"
+
+
+def test_microdata_is_read_only_for_what_the_markup_leaves_unknown():
+    """Microdata fills title, published or author when JSON-LD and meta tags lack one;
+    when they give all three, the page's itemprop elements are not walked at all."""
+    lacking = MICRODATA.replace("<head>", '<head><meta property="og:title" content="OG">')
+    meta = meta_of(lacking, "https://stadt.example/a/1.html")
+    assert (meta["title"], meta["published"]) == ("OG", "2026-10-30")
+    assert meta["sources"]["published"] == "microdata"
+    known = MICRODATA.replace("<head>", '<head><meta property="og:title" content="OG">'
+                              '<meta property="article:published_time" content="2026-10-29">'
+                              '<meta property="article:author" content="Stadt">'
+                              ).replace("</article>", '<i itemprop="dateModified">2026-11-01</i>'
+                                        "</article>")
+    assert meta_of(known.replace('"article:author"', '"x"'))["modified"] == "2026-11-01"
+    meta = meta_of(known, "https://stadt.example/a/1.html")
+    assert "modified" not in meta           # the itemprop elements were not walked
+    assert (meta["title"], meta["published"], meta["author"]) == ("OG", "2026-10-29", "Stadt")
+    assert set(meta["sources"].values()) <= {"opengraph", "meta", "html"}
+
+
+def test_the_date_guess_leaves_the_page_tree_as_it_was():
+    """htmldate copies the tree it cleans (the main text is read from the same tree
+    afterwards); the guess makes no copy of its own."""
+    root = lxml.html.fromstring(NO_MARKUP.replace("</body>", "<script>x()</script></body>"))
+    before = lxml.html.tostring(root)
+    assert page_meta(root, "https://gov.example/notice/17.html")["published"] == "2026-09-15"
+    assert lxml.html.tostring(root) == before

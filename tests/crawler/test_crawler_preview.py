@@ -285,3 +285,40 @@ def test_what_rendering_changes_on_a_scripted_page(servers, scripted_site):
                     servers.cluster(), url=f"{plain_base}/list/1.html", render=True)
     assert plain["render"]["rendered"] == {"needs_rendering": False, "links_added": [],
                                            "fields_filled": [], "items": 0}
+
+
+NOTICE = """<html lang="de"><head><title>Bekanntmachung</title>
+<script type="application/ld+json">{"@type": "NewsArticle", "headline": "Neue Satzung",
+"datePublished": "2026-11-03T09:30:00+01:00", "author": {"name": "Stadt"}}</script></head>
+<body><h1>Neue Satzung</h1><p class="date">3. November 2026</p><p class="fee">1.299,00 €</p>
+<p class="when">irgendwann</p><a class="pdf" href="/files/satzung.pdf">PDF</a></body></html>"""
+
+
+def test_the_preview_shows_processed_values_their_failures_and_the_pages_meta(
+        servers, tmp_path, test_settings):
+    rule = {"rules": [{"allow": [r"/n/"], "follow": False, "fields": {
+        "title": "//h1/text()", "date": {"css": "p.date::text", "as": "date"},
+        "fee": {"css": "p.fee::text", "as": "price"},
+        "file": {"css": "a.pdf", "attr": "href", "as": "url"},
+        "when": {"css": "p.when::text", "as": "date"}}}]}
+    request = universal("http://amt.example/", rule)
+    result = preview(request, servers.cluster(), url="http://amt.example/n/1.html", html=NOTICE)
+    [item] = result["items"]
+    fields = item["fields"]
+    assert fields["date"]["value"].startswith("2026-11-03")
+    assert fields["fee"]["value"] == {"amount": 1299.0, "currency": "€"}
+    assert fields["file"]["value"] == "http://amt.example/files/satzung.pdf"
+    assert "as date" in fields["when"]["missing"]            # the processor names itself
+    meta = item["item"]["meta"]
+    assert (meta["published"], meta["author"], meta["sources"]["published"]) == (
+        "2026-11-03T09:30:00+01:00", "Stadt", "json-ld")
+    (tmp_path / "crawl.json").write_text(json.dumps(request))
+    (tmp_path / "page.html").write_text(NOTICE)
+    shown = subprocess.run([sys.executable, "-m", "manager.cli", "try",
+                            str(tmp_path / "crawl.json"), "http://amt.example/n/1.html",
+                            "--html", str(tmp_path / "page.html")],
+                           capture_output=True, text=True, timeout=120,
+                           env=environment_for(test_settings), check=False)
+    assert shown.returncode == 0, shown.stderr
+    assert '"amount": 1299.0' in shown.stdout and "meta.published" in shown.stdout
+    assert "(json-ld)" in shown.stdout

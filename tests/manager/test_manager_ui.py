@@ -197,3 +197,39 @@ def test_rule_builder_preview_pick_two_fields_and_submit_in_a_browser(
     for row in shown:
         assert (stored[row["url"]]["title"], stored[row["url"]]["date"]) == (
             row["title"], row["date"])
+
+
+def test_rule_builder_offers_processors_and_the_preview_shows_a_date_processors_iso_date(
+        cluster, browser, static_site):
+    """A field reading a news page's date line (its date and its author) shows that line;
+    with the builder's ``as date`` processor chosen, the rule's JSON gains ``"as": "date"``
+    and the preview shows the ISO date alone."""
+    manifest, _ = static_site
+    base = manifest["start_url"].rstrip("/")
+    article = f"{base}/news/2.html"
+    expected = next(p for p in manifest["pages"] if p["url"] == article)
+    page = browser.new_page(viewport={"width": 1300, "height": 1000})
+    page.goto(f"http://127.0.0.1:{cluster.port}/ui/#rules")
+    page.wait_for_selector("#node-name:has-text('ui-node')")
+    page.fill("#rule-form input[name=url]", manifest["start_url"])
+    page.fill("textarea[name=rule_json]", json.dumps({"rules": [
+        {"allow": [r"/$"], "follow": True},
+        {"allow": [r"/news/\d+\.html$"], "follow": False,
+         "fields": {"date": "//div[@class='meta']//text()"}}]}))
+    page.wait_for_selector(".link-rule[data-index='1'] .field-row .field-as")
+    page.fill("input[name=preview_url]", article)
+    date_cell = "#preview-fields tr[data-field=date] td:nth-child(2)"
+    page.click("#preview-button")
+    page.wait_for_selector("#preview-result.ok:has-text('200')", timeout=30000)
+    assert expected["author"] in page.inner_text(date_cell)          # the raw line
+
+    page.select_option(".link-rule[data-index='1'] .field-row .field-as", "date")
+    rule = json.loads(page.input_value("textarea[name=rule_json]"))
+    assert rule["rules"][1]["fields"]["date"] == {"xpath": "//div[@class='meta']//text()",
+                                                  "as": "date"}
+    page.click("#preview-button")
+    page.wait_for_function(f"""() => {{
+        const cell = document.querySelector("{date_cell}");
+        return cell && cell.textContent === "{expected['date']}";
+    }}""", timeout=30000)
+    assert re.fullmatch(r"\d{4}-\d{2}-\d{2}", page.inner_text(date_cell))
