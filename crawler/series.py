@@ -147,7 +147,7 @@ class ConditionalGetMiddleware(ClusterComponent):
         if lineage is None or not is_detail(config, task.get("callback", "parse"), task):
             return response
         visit = Visit(task["crawlid"], lineage, canonical_url(task["url"]), None)
-        known = bool(task.get("validators"))      # the series has the page
+        known = "validators" in task      # the series has the page (validators or none)
         if response.status == 304 and known:
             visit.state, visit.not_modified = page_state(task, response, time.time()), True
             self._finish(info["member"], visit, "crawlcluster/series/not_modified")

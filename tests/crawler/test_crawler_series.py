@@ -170,7 +170,8 @@ def test_a_run_asks_again_for_every_page_due_and_marks_a_page_gone(series):
     gone = series.items.find_one({"url": series.removed})
     before = series.first[series.removed]
     assert (gone["change"], gone["crawlid"]) == ("gone", "paper-3")
-    assert (gone["title"], gone["previous_hash"]) == (before["title"], before["content_hash"])
+    assert (gone["_id"], gone["title"], gone["content_hash"]) == (
+        before["_id"], before["title"], before["content_hash"])
     pages = SeriesPages.from_settings(series.redis, series.settings)
     known = pages.lookup({"paper": [canonical_url(url) for url in (*unchanged,
                                                                    series.removed)]})
