@@ -178,18 +178,34 @@ def mark_gone(database: Any, gone: list[GonePage] | list[tuple[str, str, str]],
     """Mark stored pages answered 404/410 as gone, with ``stamp`` (``stored_at``,
     ``stored_by``: the firehose's catch-up reads them back); a series' page takes the
     crawl id of the run that found it gone."""
-    now = time.time()
+    by_type: dict[str, list[GonePage]] = {}
     for page in dict.fromkeys(GonePage(*entry) for entry in gone):
-        collection = database[f"items_{page.spider_type}"]
-        name, value, url = page_key({"lineage": page.lineage, "crawlid": page.crawlid,
-                                     "url": page.url})
-        fields = {"change": "gone", "gone_at": now, "changed_at": now, **(stamp or {})}
-        if page.lineage:
-            fields["crawlid"] = page.crawlid
-        document = collection.find_one_and_update(
-            {name: value, "url": url, "change": {"$ne": "gone"}},
-            {"$set": fields}, return_document=True)
-        if document is not None:
-            document["previous_hash"] = document.get("content_hash")
-            stored.downstream.append(document)
-            stored.count(page.crawlid, "gone")
+        by_type.setdefault(page.spider_type, []).append(page)
+    fields = {"change": "gone", "gone_at": time.time(), **(stamp or {})}
+    fields["changed_at"] = fields["gone_at"]
+    for spider_type, pages in by_type.items():
+        _mark_gone_in(database[f"items_{spider_type}"], pages, fields, stored)
+
+
+def _mark_gone_in(collection: Any, pages: list[GonePage], fields: Item,
+                  stored: Stored) -> None:
+    """The stored pages are read in one query and updated by ``_id``: the MongoDB-wire
+    server scans the whole collection for a filter with ``$ne`` (``change`` not gone),
+    50 ms a page at a thousand items."""
+    from pymongo import UpdateOne
+
+    documents = [{"lineage": page.lineage, "crawlid": page.crawlid, "url": page.url}
+                 for page in pages]
+    before = _stored_before(collection, documents)
+    updates: list[Any] = []
+    for page, document in zip(pages, documents, strict=True):
+        previous = before.get(page_key(document))
+        if previous is None or previous.get("change") == "gone":
+            continue
+        marked = dict(fields, crawlid=page.crawlid) if page.lineage else fields
+        updates.append(UpdateOne({"_id": previous["_id"]}, {"$set": marked}))
+        previous.update(marked, previous_hash=previous.get("content_hash"))
+        stored.downstream.append(previous)
+        stored.count(page.crawlid, "gone")
+    if updates:
+        collection.bulk_write(updates, ordered=False)
