@@ -25,6 +25,7 @@ from twisted.internet.defer import Deferred
 
 from crawler.metrics import count_recorded
 from crawler.paused import PausedDomains
+from crawler.versions import GonePage
 from master.bloomgen import AgingBloomFilter
 from master.counters import WindowCounts
 from master.crawls import HUB_SPAN, CrawlStore
@@ -33,6 +34,7 @@ from master.frontier import Frontier, Outcome, Revisit
 from master.keys import Keys
 from master.lua import LuaScripts
 from master.registry import JobRegistry
+from master.series import SeriesPages
 from master.siteconfig import SiteConfig, domain_of
 from master.sitehealth import Measure, SiteCounts, queue_site_counts
 from master.tasks import Task, decode_task
@@ -83,13 +85,14 @@ class JobContext:
         self.registry = JobRegistry.from_settings(self.redis, settings, scripts=scripts)
         self.bloom = AgingBloomFilter.from_settings(self.redis, settings)
         self.crawls = CrawlStore.from_settings(self.redis, settings)
+        self.series = SeriesPages.from_settings(self.redis, settings, scripts)
         self.tracker = TaskTracker(self)
         # what the scheduler's round runs too (pipeline flushes; a Deferred while writing)
         self.periodic: list[Callable[[], Deferred[Any] | None]] = []
         self.crawl_delays: dict[str, float] = {}   # domain -> robots.txt Crawl-delay (s)
         self.paused = PausedDomains()     # pauses from pushback seen here (crawler/paused.py)
-        # (spider type, crawlid, URL) of pages answered 404/410: marked gone when stored
-        self.gone: list[tuple[str, str, str]] = []
+        # pages answered 404/410 (crawler/versions.py): marked gone when stored
+        self.gone: list[GonePage] = []
         crawler.signals.connect(self._robots_parsed, signal=signals.robots_parsed)
 
     def _robots_parsed(self, robotparser: Any, request: Request) -> None:
@@ -195,6 +198,9 @@ class TaskTracker:
         # member -> (outcome, reason) of the last tasks reported: told again if a failover
         # lost the report (``reconcile``)
         self.reported: OrderedDict[str, tuple[str, str]] = OrderedDict()
+        # what else is written with each report's outcomes, on its pipeline (a series'
+        # pages once their tasks are done: crawler/series.py)
+        self.outcome_writers: list[Callable[[list[Outcome], Any], None]] = []
 
     def begin(self, member: str) -> None:
         self.open.setdefault(member, 0)
@@ -253,6 +259,8 @@ class TaskTracker:
                 for field, count in counts.items():
                     pipe.hincrby(key(crawlid), field, count)
         codes = self.context.frontier.finish_many(outcomes, pipe=pipe) if outcomes else None
+        for write in self.outcome_writers:
+            write(outcomes, pipe)
         counted = self._queue_counts(pipe, done) if counts_due else None
         try:
             results = pipe.execute()

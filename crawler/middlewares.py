@@ -45,7 +45,7 @@ from crawler.context import ClusterComponent, JobContext, TaskTracker, cluster_s
 from crawler.downloadguard import REFUSAL_META
 from crawler.urlshape import url_problem
 from crawler.userspider import is_user_crawl
-from crawler.versions import GONE_STATUSES
+from crawler.versions import GONE_STATUSES, GonePage
 from master.crawls import HUB_SPAN
 from master.frontier import outcome_for_status
 from master.siteconfig import domain_of
@@ -119,8 +119,9 @@ class TaskStatusMiddleware(ClusterComponent):
                 reason += f" (to {location.decode('latin-1')[:100]})"
             self.tracker.fail(member, outcome, reason)
         if member and response.status in GONE_STATUSES:     # marked gone if stored before
-            crawlid = request.meta["crawlcluster"]["task"]["crawlid"]
-            self.context.gone.append((self.context.spider_type, crawlid, response.url))
+            info = request.meta["crawlcluster"]
+            self.context.gone.append(GonePage(self.context.spider_type, info["task"]["crawlid"],
+                                              response.url, info["config"].get("lineage")))
         return response
 
     def process_exception(self, request: Request, exception: Exception) -> None:

@@ -28,11 +28,14 @@ from crawler.maintext import extract_main_text, parse_page
 from crawler.metrics import count_recorded
 from crawler.pagemeta import page_meta
 from crawler.versions import (
+    GonePage,
     Stored,
     VersionLimits,
+    ensure_series_indexes,
     ensure_versions,
     mark_gone,
     mark_new,
+    page_key,
     store_again,
 )
 from master.rules import field_names, required_fields
@@ -122,17 +125,18 @@ def insert_items(database: Any, items: list[Item], ensured: set[str],
     what to send downstream (new and changed items) and the counts per crawl.
 
     Pages stored for the first time (nearly all, in a crawl) are one unordered insert:
-    inserts cost the server far less than upserts. The unique index on (crawlid, url)
-    turns a page stored before into a duplicate-key error; only those are read back, in
-    one query, and updated. ``ensured`` remembers the collections whose indexes were
-    created; ``by_job`` adds the index the firehose reads a job's items back by."""
+    inserts cost the server far less than upserts. The unique index on (crawlid, url),
+    and for a series' items on (lineage, url), turns a page stored before into a
+    duplicate-key error; only those are read back, in one query, and updated.
+    ``ensured`` remembers the collections whose indexes were created; ``by_job`` adds
+    the index the firehose reads a job's items back by."""
     from pymongo.errors import BulkWriteError
 
     stamp = stamp or {"stored_at": time.time()}
     limits = limits or VersionLimits(keep=10, ttl=90 * 86400)
     by_type: dict[str, list[Item]] = {}
     # one document per page a batch: the last fetched (a canonical URL reached twice)
-    latest = {(item["spider_type"], item["crawlid"], item["url"]): item for item in items}
+    latest = {(item["spider_type"], *page_key(item)): item for item in items}
     for item in latest.values():
         document = {k: v for k, v in item.items() if k not in INTERNAL}
         document.update(stamp)
@@ -144,6 +148,9 @@ def insert_items(database: Any, items: list[Item], ensured: set[str],
         if spider_type not in ensured:
             _ensure_indexes(database, spider_type, by_job, limits)
             ensured.add(spider_type)
+        if f"{spider_type} series" not in ensured and any(d.get("lineage") for d in documents):
+            ensure_series_indexes(collection)
+            ensured.add(f"{spider_type} series")
         stored_before: set[int] = set()
         try:
             collection.insert_many(documents, ordered=False)
@@ -241,7 +248,7 @@ class MongoPipeline(ClusterComponent):
         self.writing.addBoth(self._written, batch, gone, progress)
         return self.writing
 
-    def _write(self, batch: list[Item], gone: list[tuple[str, str, str]],
+    def _write(self, batch: list[Item], gone: list[GonePage],
                progress: Progress) -> Stored:
         """Store the batch, mark the gone pages, record the crawls; return what was
         stored (what to send downstream, the counts)."""
@@ -263,7 +270,7 @@ class MongoPipeline(ClusterComponent):
         return VersionLimits(keep=settings.getint("CRAWLCLUSTER_VERSIONS_KEEP"),
                              ttl=settings.getfloat("CRAWLCLUSTER_VERSIONS_TTL"))
 
-    def _written(self, result: Any, batch: list[Item], gone: list[tuple[str, str, str]],
+    def _written(self, result: Any, batch: list[Item], gone: list[GonePage],
                  progress: Progress) -> None:
         self.writing = None
         tracker = self.context.tracker

@@ -249,9 +249,11 @@ def link_counts(fields: dict[str, str]) -> dict[str, Any]:
 
 
 def change_counts(fields: dict[str, str]) -> dict[str, int]:
-    """The ``crawl_changes`` hash as ``{"new", "changed", "unchanged", "gone"}``."""
+    """The ``crawl_changes`` hash as ``{"new", "changed", "unchanged", "gone",
+    "not_modified"}`` (of the unchanged, those a series' conditional GET found not
+    modified: crawler/series.py)."""
     return {change: int(fields.get(change, 0))
-            for change in ("new", "changed", "unchanged", "gone")}
+            for change in ("new", "changed", "unchanged", "gone", "not_modified")}
 
 
 def render_patterns(fields: dict[str, str]) -> dict[str, tuple[int, int]]:

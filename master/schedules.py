@@ -7,7 +7,8 @@ score on to the following due time with a compare-and-set (``schedule_claim.lua`
 so of several masters that read the same due time exactly one fires it, and the
 same call records the run it now owes. The run is a crawl of id
 ``<schedule>-<due time, YYYYmmddTHHMMSSZ>``, so ``info`` and the crawl records
-work as for any crawl; it leaves the run record once submitted, and a run
+work as for any crawl (a schedule with ``series`` gives every run its id as the crawl's
+``lineage``: master/series.py); it leaves the run record once submitted, and a run
 whose master died in between is submitted by another a minute later (never
 twice: a run whose crawl exists already is only dropped). Due times missed while
 no master ran are not made up: the latest fires once, the next is in the future.
@@ -72,6 +73,15 @@ def next_due(schedule: Schedule, after: float) -> float:
 
 def run_id(schedule_id: str, due: float) -> str:
     return f"{schedule_id}-{datetime.fromtimestamp(due, UTC):%Y%m%dT%H%M%SZ}"
+
+
+def run_config(schedule: Schedule, crawlid: str) -> CrawlConfig:
+    """The crawl a run submits: the schedule's, with the run's id and the schedule's
+    user; a series' runs share its lineage, the schedule's id."""
+    config = dict(schedule["crawl"], crawlid=crawlid, userid=schedule.get("userid"))
+    if schedule.get("series"):
+        config["lineage"] = schedule["id"]
+    return config
 
 
 def schedule_of(crawlid: str) -> str | None:
@@ -139,9 +149,12 @@ class Schedules:
         return due
 
     def delete(self, schedule_id: str) -> bool:
+        """Delete a schedule, and what its series knows of its pages (its items stay)."""
         pipe = self.client.pipeline(transaction=False)
         pipe.hdel(self.keys.schedule_configs(), schedule_id)
         pipe.zrem(self.keys.schedules(), schedule_id)
+        pipe.delete(self.keys.series_pages(schedule_id))
+        pipe.delete(self.keys.series_fetched(schedule_id))
         return bool(pipe.execute()[0])
 
     # --- firing (the masters) -------------------------------------------------------------
@@ -193,7 +206,7 @@ class Schedules:
         fresh = not self.client.exists(self.keys.crawl(crawlid))
         if fresh:
             try:
-                submit(dict(schedule["crawl"], crawlid=crawlid, userid=schedule.get("userid")))
+                submit(run_config(schedule, crawlid))
             except (ValueError, CrawlClusterError) as exc:   # checked when it was added
                 logger.error("schedule %s: crawl %s could not be submitted, run dropped: %s",
                              schedule["id"], crawlid, exc)

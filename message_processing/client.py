@@ -196,7 +196,8 @@ def describe_schedule(reply: Message) -> str:
     """``schedule list``: a line per schedule; the other actions: what was done."""
     if reply["schedule_action"] == "list":
         lines = [f"{item['id']}  {_when(item)}  next {item['next_due'] or '(paused)'}  "
-                 f"crawls {item['crawl']['url']}" for item in reply["schedules"]]
+                 f"crawls {item['crawl']['url']}" + ("  as a series" if item.get("series") else "")
+                 for item in reply["schedules"]]
         return "\n".join(lines) or "no schedules"
     due = f", next run {reply['next_due']}" if reply.get("next_due") else ""
     return f"schedule {reply['schedule_id']}: {reply['schedule_action']} done{due}"

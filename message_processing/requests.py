@@ -144,7 +144,7 @@ def _checked_schedule(request: Message) -> Message:
     except ScheduleError as exc:
         raise RequestError(exc.reason, exc.field) from None
     template = request["crawl"]
-    for name in SET_BY_SCHEDULE:
+    for name in SET_BY_SCHEDULE + (("lineage",) if request.get("series") else ()):
         if name in template:
             raise RequestError("set by the schedule for each run; leave it out",
                                f"crawl.{name}")

@@ -368,36 +368,35 @@ CRAWLCLUSTER_MANAGER_PUBLIC_URL = ""
 CRAWLCLUSTER_NODE_NAME = ""
 
 # --- hostile pages (crawler/spiders, crawler/middlewares.py) ---------------------
-# Links taken from one page (not a sitemap or feed); the rest are counted as refused
-# (links_per_page): a page of a million links costs one page, not the crawl's queues.
+# Links taken from one page (not a sitemap or feed); the rest count refused (links_per_page).
 CRAWLCLUSTER_MAX_LINKS_PER_PAGE = 10_000
 
 # --- one page, one URL (crawler/pageurls.py) ------------------------------------
-# Query arguments (shell-style patterns, matched case-insensitively) taken out of every
-# link before it is filtered, queued and stored, and ";name=" path parameters of the same
-# names: tracking and session ids that make one page many URLs. [] keeps every argument.
+# Query arguments (shell patterns, any case) and ";name=" path parameters taken out of
+# every link before it is filtered, queued and stored: tracking and session ids. [] keeps all.
 CRAWLCLUSTER_STRIPPED_PARAMETERS = ["utm_*", "fbclid", "gclid", "dclid", "msclkid", "mc_cid",
                                     "mc_eid", "_ga", "yclid", "igshid", "ref_src",
                                     "jsessionid", "phpsessid", "sessionid"]
-# A page whose <link rel="canonical"> (or Link header) names another URL of its own host
-# is stored under that URL, which is then marked seen so it is not fetched again.
+# A page's <link rel="canonical"> (or Link header) to its own host: stored under that URL.
 CRAWLCLUSTER_HONOUR_CANONICAL = True
 
 # --- sources: sitemaps, feeds, robots.txt (crawler/sources.py) ------------------
-# Entries taken from one sitemap or feed (the sitemap protocol's limit); the rest are
-# counted as refused (sitemap_limit).
+# Entries taken from one sitemap or feed (the protocol's limit); the rest count refused.
 CRAWLCLUSTER_SITEMAP_MAX_URLS = 50_000
 # Bytes a sitemap may unpack to (the protocol's limit: 50 MB); a bigger one is refused.
 CRAWLCLUSTER_SITEMAP_MAX_BYTES = 50 * 1024 * 1024
 # Sitemap indexes followed below a crawl's sitemap (an index of indexes is 2).
 CRAWLCLUSTER_SITEMAP_MAX_DEPTH = 3
-
-# Adaptive revisits (a crawl's `revisit`): the least seconds between visits of a hub,
-# sitemap or feed, unless the crawl sets its own `min`.
+# Adaptive revisits (a crawl's `revisit.min`): least seconds between a hub's visits.
 CRAWLCLUSTER_REVISIT_MIN = 300.0
-# The most seconds between visits of a hub, sitemap or feed, unless the crawl sets its
-# own `max`.
+# The most seconds between visits of a hub, sitemap or feed (a crawl's `revisit.max`).
 CRAWLCLUSTER_REVISIT_MAX = 86400.0
+# Series (a crawl's `lineage`): seconds until a page is asked again if no source dates it.
+CRAWLCLUSTER_SERIES_REFETCH_AFTER = 86400.0
+# Pages a series keeps (~300 bytes each in Redis); those fetched longest ago go first.
+CRAWLCLUSTER_SERIES_MAX_PAGES = 500_000
+# Seconds a series' pages are kept after its last run (40 days: past a monthly schedule).
+CRAWLCLUSTER_SERIES_RETENTION = 40 * 86400.0
 
 # --- metrics (Prometheus) ------------------------------------------------------
 # Address `crawlcluster exporter` serves the cluster's /metrics on.
@@ -422,6 +421,7 @@ CLUSTER_COMPONENTS: dict[str, dict[str, int | None]] = {
         # (after decompression at 590, before a browser would render the refusal)
         "crawler.pushback.PushbackMiddleware": 587,
         "crawler.middlewares.NotModifiedMiddleware": 55,
+        "crawler.series.ConditionalGetMiddleware": 56,    # a series' 304s end before 50
         "crawler.middlewares.StatusCounterMiddleware": 950,
         # the URL guard (crawler/downloadguard.py): every URL checked first; a proxied
         # request's target name once the proxy is chosen (crawler.proxy at 740, Scrapy's

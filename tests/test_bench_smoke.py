@@ -18,6 +18,7 @@ MINI_PAGES = 3          # pages of each main-text benchmark the smoke run reads
 # bench/<name>.py -> its smallest arguments ({work}: a directory of the test's own)
 SMALLEST = {
     "bloom": ["--quick"],
+    "changes": ["--articles", "60"],
     "cluster": ["--pages-per-host", "5", "--rounds", "1", "--procs", "1"],
     "crawl": ["--pages-per-host", "8", "--rounds", "1"],
     "dispatch": ["--quick"],

@@ -7,6 +7,7 @@
 - replay.py: push replay after a Redis failover;
 - taking.py: taking, stealing and idling;
 - sitemaps.py: a revisited sitemap's changed pages;
+- series.py: a series' known pages, fetched again only when they may have changed;
 - slots.py: throttled domains' download slots;
 - taskrequest.py: a taken task's Request;
 - userlinks.py: a user spider's Requests and start-URL key.

@@ -29,6 +29,7 @@ class NewLink(NamedTuple):
     extra: dict[str, Any] | None   # spider fields for the link's task (the rule that took it)
     recrawl: bool = False   # a page its sitemap says changed: out of the filter, pushed again
     unfiltered: bool = False   # a user spider's dont_filter: queued without the filter
+    depth: int | None = None   # its own depth (a series' page swept in), else its parent's + 1
 
     @property
     def crawlid(self) -> str:

@@ -36,6 +36,7 @@ from crawler.metrics import set_job_tasks
 from crawler.scheduler.admission import LinkAdmission
 from crawler.scheduler.linkpush import LinkPush
 from crawler.scheduler.replay import PushReplay
+from crawler.scheduler.series import SeriesSweep
 from crawler.scheduler.sitemaps import RevisitedPage, SitemapChanges
 from crawler.scheduler.taking import Taker
 from crawler.scheduler.taskrequest import TaskRequests
@@ -71,6 +72,7 @@ class ClusterScheduler:
         known = KnownLinks(context.bloom, known_links)
         self.push = LinkPush(crawler, context, self.admission, PushReplay(context), known)
         self.sitemaps = SitemapChanges(crawler, context, known)
+        self.sweep = SeriesSweep(crawler, context)
         self.user: UserLinks | None = None     # a user spider's (crawler/userspider.py)
         self.taker: Taker | None = None
         self.loop: twisted_task.LoopingCall | None = None
@@ -194,6 +196,7 @@ class ClusterScheduler:
             return
         parent = {"task": info["task"], "config": info["config"]}
         admitted = self.admission.page_links(parent, links, refused or {})
+        self.sweep.note(info)            # a series run's seed page: its due pages too
         revisit = self.context.revisit(info["config"], info["task"])
         if revisit is None:
             self.push.waiting += admitted
@@ -295,11 +298,14 @@ class ClusterScheduler:
 
     def push_links(self, start_urls: bool = True, wake: bool = False) -> None:
         """Push what pages yielded since the last push, with the revisited pages'
-        links once their changes are read, and a batch of a user spider's start-URL
-        entries (acknowledged once pushed); ``wake``: wake a dispatcher."""
+        links once their changes are read, the next part of a series' pages due again
+        (series.py), and a batch of a user spider's start-URL entries (acknowledged once
+        pushed); ``wake``: wake a dispatcher."""
         entries, start_links = (self.user.take_start_urls() if self.user and start_urls
                                 else ([], []))
         self.push.waiting += start_links
+        if self.sweep.sweeps:
+            self.push.waiting += self.sweep.links()
         self.sitemaps.settle(into=self.push.waiting)
         self.push.push(wake)
         if self.user is not None:

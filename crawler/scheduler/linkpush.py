@@ -16,6 +16,7 @@ from scrapy.crawler import Crawler
 from crawler.context import JobContext
 from crawler.scheduler.admission import LinkAdmission, NewLink, link_depth
 from crawler.scheduler.replay import PushReplay
+from crawler.scheduler.series import SeriesLinks
 from master.bloomgen import KnownLinks
 from master.tasks import Task, make_task
 
@@ -28,6 +29,7 @@ class LinkPush:
         self.stats: Any = crawler.stats
         self.context = context
         self.admission = admission
+        self.series = SeriesLinks(crawler, context, admission)
         self.replay = replay
         self.waiting: list[NewLink] = []     # admitted since the last push
         # links pushed whose Bloom filter add failed: (URL, crawl id), added next push
@@ -55,16 +57,19 @@ class LinkPush:
     def filter_push_add(self, links: list[NewLink], wake: bool = False) -> None:
         """Queue each page the crawl has neither seen nor queued, once: one link per
         canonical URL of its crawl, whatever fragment or spelling each came with; those
-        the filter has not seen are pushed, then added to it. A user spider's request
-        with ``dont_filter`` is queued as it is, and not added. Every link is counted
-        new, refused or duplicate."""
-        filtered = [link for link in links if not link.unfiltered]
+        the filter has not seen are pushed, then added to it (a series' page only if it
+        may have changed: one kept is not added, scheduler/series.py). A user spider's request with
+        ``dont_filter`` is queued as it is, and not added. Every link is counted new,
+        kept, refused or duplicate."""
+        filtered, kept_here = self.series.drop_kept([link for link in links
+                                                     if not link.unfiltered])
         distinct = list(distinct_links(filtered).values())
         unseen = [link for link, seen in zip(distinct, self.seen(distinct), strict=True)
                   if not seen] + [link for link in links if link.unfiltered]
-        queued, stopped, refused = self.queue(unseen, wake)
-        self._count(links, queued, stopped, refused)
-        self.add_to_filter([(link.key, link.crawlid) for link in unseen if not link.unfiltered])
+        wanted, kept = self.series.select(unseen)
+        queued, stopped, refused = self.queue(wanted, wake)
+        self._count(links, queued, stopped, refused + kept + kept_here)
+        self.add_to_filter([(link.key, link.crawlid) for link in wanted if not link.unfiltered])
 
     def seen(self, links: list[NewLink]) -> list[bool]:
         """Whether the filter holds each link: those this process knows it holds are not
@@ -118,7 +123,7 @@ class LinkPush:
     def _count(self, links: list[NewLink], queued: list[Task], stopped: list[Task],
                refused: list[NewLink]) -> None:
         """Count each link of the push new, refused (its crawl stopped) or duplicate;
-        those refused in ``queue`` were counted there."""
+        those refused in ``queue``, or kept (a series' page), were counted there."""
         duplicates = Counter(link.crawlid for link in links)
         duplicates.subtract(task["crawlid"] for task in queued + stopped)
         duplicates.subtract(link.crawlid for link in refused)
@@ -140,8 +145,9 @@ class LinkPush:
         extra = dict(link.extra or {})
         priority = extra.pop("priority", parent.get("priority", 0))
         try:
+            depth = link.depth if link.depth is not None else link_depth(parent)
             return make_task(link.url, parent["crawlid"], parent["spider_type"],
-                             priority=priority, depth=link_depth(parent),
+                             priority=priority, depth=depth,
                              userid=parent.get("userid"), callback=link.callback,
                              domain=link.domain, **extra)
         except ValueError as exc:

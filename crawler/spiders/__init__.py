@@ -285,6 +285,8 @@ class ClusterSpider(scrapy.Spider):
                     status=response.status, fetched_at=time.time())
         if field_errors:          # fields a processor could not make (crawler/fields.py)
             item["field_errors"] = field_errors
+        if info["config"].get("lineage"):      # a series' run: stored in the series' set
+            item["lineage"] = info["config"]["lineage"]
         if page and info["config"]["rule"].get("main_text", True):
             item["_body"] = response.selector.root     # parsed already: not parsed again
         return item

@@ -95,6 +95,8 @@ def cmd_schedule(args: argparse.Namespace, settings: Settings) -> int:
         request["crawl"] = {key: value for key, value in crawl.items()
                             if key not in ("type", "crawlid", "userid", "uuid")}
         request.update({"cron": args.cron} if args.cron is not None else {"every": args.every})
+        if args.series:
+            request["series"] = True
     return query(args, settings, request)
 
 
@@ -163,6 +165,9 @@ def _schedule_command(commands: Any) -> None:
     schedule.add_argument("--crawl", metavar="FILE|-",
                           help="the crawl request each run submits (JSON; its type, "
                                "crawlid and userid are set by the schedule)")
+    schedule.add_argument("--series", action="store_true",
+                          help="run as one series: each run stores and sends on only what "
+                               "is new or changed since the last (docs/requests.md)")
 
 
 def _config_command(commands: Any) -> None:

@@ -89,6 +89,7 @@ function scheduleRequest(crawl, data) {
   const request = { type: "schedule", action: "add", schedule_id: crawlid, userid, crawl: template };
   if (data.get("cron")) request.cron = data.get("cron");
   if (data.get("every")) request.every = Number(data.get("every"));
+  if (data.get("series")) request.series = true;
   return request;
 }
 

@@ -22,11 +22,12 @@ writes and reads it.
 from master.keys.cluster import ClusterKeys
 from master.keys.crawl import CrawlKeys
 from master.keys.events import EventKeys
+from master.keys.series import SeriesKeys
 from master.keys.services import ServiceKeys
 from master.keys.shard import ShardKeys
 
 
-class Keys(ShardKeys, CrawlKeys, ClusterKeys, ServiceKeys, EventKeys):
+class Keys(ShardKeys, CrawlKeys, SeriesKeys, ClusterKeys, ServiceKeys, EventKeys):
     """Every key, one family of them to a module of this package."""
 
 

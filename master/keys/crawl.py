@@ -56,11 +56,13 @@ class CrawlKeys(KeySpace):
         return f"{self.shard_tag(self.shard_of(crawlid))}:crawl:{crawlid}:links"
 
     def crawl_changes(self, crawlid: str) -> str:
-        """hash new / changed / unchanged / gone -> the crawl's items stored for the first
-        time, stored again with a new content, fetched again unchanged, and marked gone
-        (a stored page answered 404 or 410; crawler/versions.py).
+        """hash new / changed / unchanged / gone / not_modified -> the crawl's items stored
+        for the first time, stored again with a new content, fetched again unchanged,
+        marked gone (a stored page answered 404 or 410; crawler/versions.py), and of the
+        unchanged those a series' conditional GET found not modified (crawler/series.py).
 
-        Written by: spider (its item pipeline's counts, sent with its task outcomes)
+        Written by: spider (its item pipeline's counts, sent with its task outcomes; a
+        series' 304s with theirs)
         Read by: monitor (`info`), retention (the retired crawl's record)
         """
         return f"{self.shard_tag(self.shard_of(crawlid))}:crawl:{crawlid}:changes"

@@ -11,7 +11,9 @@ import pytest
 from manager.local.demo import UNIVERSAL_RULE
 from manager.local.installs import require_program
 from manager.local.sitelog import page_fetches
+from master.keys import Keys
 from master.pushback import PushbackStore
+from master.schedules import Schedules
 from tests.manager.test_manager_node import PROJECT, Manager
 from tests.message_processing.test_message_processing_intake import Role
 
@@ -69,10 +71,13 @@ def test_submit_start_watch_and_stop_in_a_browser(cluster, browser, static_site,
     page.wait_for_selector(".field-error[data-for=cron]:has-text('not a cron expression')")
     page.fill("input[name=cron]", "0 * * * *")
     page.wait_for_selector(".field-error[data-for=cron]:empty", state="attached")
+    page.check("input[name=series]")
     page.click("#crawl-form button[type=submit]")
     page.wait_for_selector("#submit-result.ok:has-text('Scheduled ui-news: first run 20')",
                            timeout=60000)
+    assert Schedules(redis, Keys.from_settings(test_settings)).get("ui-news")["series"]
     page.fill("input[name=cron]", "")
+    page.uncheck("input[name=series]")
     page.screenshot(path=str(tmp_path / "submit.png"), full_page=True)
 
     # Spiders: start one on the node, see it running.

@@ -132,3 +132,29 @@ def test_pause_resume_delete(redis, test_settings):
     clock.now += 60
     assert master.fire_due(submit) == [run_id("s", MONDAY + 660)]
     assert master.delete("s") and master.overview() == []
+
+
+def test_a_series_schedule_gives_every_run_its_lineage_and_deleting_it_forgets_its_pages(
+        redis, test_settings):
+    from master.series import PageState, SeriesPages
+
+    clock = Clock()
+    clock.now = MONDAY
+    [master], submit, _ = racing_masters(redis, test_settings, clock, count=1)
+    master.add({"id": "daily", "every": 86400, "crawl": CRAWL, "series": True})
+    master.add({"id": "plain", "every": 86400, "crawl": CRAWL})
+    clock.now += 86400
+    fired = master.fire_due(submit)
+    store = CrawlStore(redis, Keys.from_settings(test_settings))
+    lineages = {crawlid: store.load(crawlid).get("lineage") for crawlid in fired}
+    assert lineages == {run_id("daily", MONDAY + 86400): "daily",
+                        run_id("plain", MONDAY + 86400): None}
+
+    pages = SeriesPages.from_settings(redis, test_settings)
+    pipe = redis.pipeline(transaction=False)
+    pages.record("daily", {"http://news.example/a": PageState("http://news.example/a", 1.0)},
+                 pipe)
+    pipe.execute()
+    assert pages.lookup({"daily": ["http://news.example/a"]})
+    assert master.delete("daily")
+    assert pages.lookup({"daily": ["http://news.example/a"]}) == {}

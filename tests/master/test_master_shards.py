@@ -19,6 +19,7 @@ from master.keys import Keys
 from master.lua import LuaScripts, script_sources
 from master.registry import JobRegistry
 from master.schedules import Schedules
+from master.series import PageState, SeriesPages
 from master.shards import ShardLeases, check_shape, index_marks, prune, read_index
 from master.siteconfig import SiteConfig
 from master.tasks import encode_task, make_task
@@ -177,6 +178,10 @@ def exercise_every_script(client, keys, scripts):
     schedules.add({"id": "s1", "every": 60, "crawl": {}})
     clock.now += 61
     schedules.fire_due(lambda config: None)
+    pipe = client.pipeline(transaction=False)
+    SeriesPages(client, keys, scripts, max_pages=1).record(
+        "s1", {url: PageState(url, 1.0) for url in ("http://a.com/1", "http://a.com/2")}, pipe)
+    pipe.execute()
     return CrawlStore(client, keys).progress("c1")
 
 

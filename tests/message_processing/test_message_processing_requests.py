@@ -169,3 +169,21 @@ def test_every_malformed_sample_is_refused_with_its_reason(raw, reason):
     with pytest.raises(RequestError) as caught:
         validate(decode(raw, MAX_BYTES))
     assert reason in caught.value.reason
+
+
+def test_a_series_schedule_keeps_its_runs_fields_and_sets_their_lineage_itself():
+    crawl = {"url": "http://a.com/", "spider_type": "universal", "rule": RULE,
+             "refetch_after": 3600}
+    schedule = {"type": "schedule", "userid": "u1", "action": "add", "schedule_id": "news",
+                "every": 3600, "series": True}
+    _, request = validate({**schedule, "crawl": crawl})
+    assert request["series"] is True and request["crawl"]["refetch_after"] == 3600
+    with pytest.raises(RequestError) as refused:
+        validate({**schedule, "crawl": {**crawl, "lineage": "other"}})
+    assert refused.value.field == "crawl.lineage"
+    _, plain = validate({**schedule, "series": False, "crawl": {**crawl, "lineage": "mine"}})
+    assert plain["crawl"]["lineage"] == "mine"
+    with pytest.raises(RequestError) as refused:
+        validate({"type": "crawl", "userid": "u1", "crawlid": "c1", **crawl,
+                  "refetch_after": -1})
+    assert refused.value.field == "refetch_after"

@@ -4,7 +4,8 @@ what became of the links its pages yielded: ``links: {found, new, duplicate,
 refused: {reason: count}}`` (reasons: rule, scope, depth, robots, blacklist,
 domain_max_pages, scheme, url_length, invalid), and its rendering: ``render: {rendered,
 needed, patterns_learnt, patterns_rendered, looks_scripted}`` (``master.crawls.render_counts``),
-and its items: ``changes: {new, changed, unchanged, gone}`` (crawler/versions.py).
+and its items: ``changes: {new, changed, unchanged, gone, not_modified}``
+(crawler/versions.py; a series' 304s: crawler/series.py).
 Without a crawl id (scrapy-cluster only) every crawl of the app is reported. A crawl
 retired from Redis (``CRAWLCLUSTER_CRAWL_RETENTION`` after it ended) is answered from
 its MongoDB crawl record, with ``retired: true``. ``pushback`` gives the crawl's pending

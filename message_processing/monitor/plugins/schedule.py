@@ -36,7 +36,8 @@ class SchedulePlugin(MonitorPlugin):
         if action == "add":
             when = {name: request[name] for name in ("cron", "every") if name in request}
             first = schedules.add({"id": schedule_id, "crawl": request["crawl"],
-                                   "userid": request["userid"], **when})
+                                   "userid": request["userid"],
+                                   "series": bool(request.get("series")), **when})
             return reply_to(request, status="ok", next_due=iso(first), **reply)
         if action == "resume":
             due = schedules.resume(schedule_id)
