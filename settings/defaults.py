@@ -209,16 +209,16 @@ CRAWLCLUSTER_SCHEDULER_TICK = 0.05
 CRAWLCLUSTER_SCHEDULER_READY = 128
 # Seconds with no work after which the spider closes (0 = wait for work forever).
 CRAWLCLUSTER_IDLE_TIMEOUT = 0.0
-# Private networks (CIDRs, e.g. ["10.0.0.0/8"]) crawls and previews may reach. Every other
-# address that is not globally routable (loopback, private, 100.64.0.0/10, ...) is refused,
-# and link-local and cloud metadata addresses always are (crawler/urlguard.py,
+# Private networks (CIDRs, e.g. ["10.0.0.0/8"]) crawls and previews may reach. Any other
+# address not globally routable is refused, link-local and metadata ones always (urlguard.py,
 # docs/security.md). `crawlcluster up` and the tests set ["127.0.0.0/8", "::1/128"].
 CRAWLCLUSTER_ALLOWED_PRIVATE_NETWORKS: list[str] = []
-# The Chromium a rule with render uses: Debian's; empty for chromium-headless-shell if
-# installed, else chromium (never a browser downloaded at run time).
+# Debian's Chromium (none downloaded): empty for chromium-headless-shell if there, else chromium.
 CRAWLCLUSTER_BROWSER = ""
 # Pages a spider process renders in its browser at once.
 CRAWLCLUSTER_RENDER_PAGES = 4
+# URL templates (page kinds) of one site `render: auto` samples; its others go its way so far.
+CRAWLCLUSTER_RENDER_SITE_GROUPS = 20
 # Seconds a page may take to render (scripts and their requests done) before it fails.
 CRAWLCLUSTER_RENDER_TIMEOUT = 30.0
 # Seconds a rendered page's requests may keep going after its load event before the page

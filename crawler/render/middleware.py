@@ -132,7 +132,8 @@ class BrowserRender:
     def _plan(self) -> RenderPlan:
         if self.plan is None:
             context = JobContext.of(self.crawler)
-            self.plan = RenderPlan(context.redis, context.keys)
+            self.plan = RenderPlan(context.redis, context.keys, self.crawler.settings.getint(
+                "CRAWLCLUSTER_RENDER_SITE_GROUPS"))
         return self.plan
 
     def _closed(self) -> Any:

@@ -11,7 +11,10 @@ rendered as well, and the two compared on what the crawl wants of them
 one is kept if it gave more. Other pages of a template being sampled wait for the
 verdict. Once a template has its sample, its pages go the way most of its compared pages
 needed. A crawl learns at most ``MAX_PATTERNS`` templates; a page of another is
-rendered.
+rendered. A site (host) has at most ``CRAWLCLUSTER_RENDER_SITE_GROUPS`` templates
+sampled: the pages of its further templates go the way most of its compared pages
+needed, unsampled (a hostile site's endless calendar, each depth a template of its own,
+would otherwise take the browser from every other site of the crawl).
 """
 
 import random
@@ -77,6 +80,21 @@ def choose_way(counts: tuple[int, int] | None, known_patterns: int, comparing: i
     return "render" if 2 * needed > compared else "plain"
 
 
+def site_way(patterns: dict[str, tuple[int, int]], template: str, site_groups: int
+             ) -> str | None:
+    """``render`` or ``plain`` for a page of a ``template`` not compared yet, when its
+    site (the template's host) has ``site_groups`` templates compared already: the way
+    most of the site's compared pages needed. ``None`` while the site may sample more."""
+    host = template.split("/", 1)[0] + "/"
+    groups = compared = needed = 0
+    for name, (pages, pages_needed) in patterns.items():
+        if name.startswith(host):
+            groups, compared, needed = groups + 1, compared + pages, needed + pages_needed
+    if groups < site_groups:
+        return None
+    return "render" if 2 * needed > compared else "plain"
+
+
 def needs_rendering(plain: TextResponse, rendered: TextResponse,
                     fields: dict[str, Any] | None) -> bool:
     """Did rendering give the crawl more: links, or the rule's fields filled?"""
@@ -123,9 +141,11 @@ class RenderPlan:
     to be variables), read again every ``PLAN_FRESH`` s, and the comparisons it adds.
     It keeps what it knows of ``MAX_CRAWLS`` crawls, the least recently used forgotten."""
 
-    def __init__(self, redis: Any, keys: Keys) -> None:
+    def __init__(self, redis: Any, keys: Keys, site_groups: int = MAX_PATTERNS) -> None:
         self.redis = redis
         self.keys = keys
+        self.site_groups = site_groups     # templates of one site sampled at most (the
+                                           # default: no bound but the crawl's)
         # crawl -> {template: (compared, needed)}, as read within PLAN_FRESH s
         self.patterns: TTLCache[str, dict[str, tuple[int, int]]] = TTLCache(
             MAX_CRAWLS, PLAN_FRESH, timer=time.monotonic)
@@ -150,8 +170,10 @@ class RenderPlan:
 
     def way(self, crawlid: str, template: str) -> str:
         patterns = self._patterns(crawlid)
-        way = choose_way(patterns.get(template), len(patterns),
-                         self.comparing[(crawlid, template)])
+        counts = patterns.get(template)
+        if counts is None and (site := site_way(patterns, template, self.site_groups)):
+            return site
+        way = choose_way(counts, len(patterns), self.comparing[(crawlid, template)])
         if way == "compare":
             self.comparing[(crawlid, template)] += 1
         return way

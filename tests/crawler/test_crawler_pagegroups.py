@@ -157,3 +157,22 @@ def test_pagegroups_a_process_reads_only_the_variables_learnt_since_its_last_rea
     assert reader.template("c1", "http://h4.example/a/x/") == "h4.example/a/{w}/"
     assert reader.templates["c1"].shared_read == 5
     assert len(reader.templates["c1"].variables) == 5
+
+
+def test_pagegroups_a_site_samples_its_bound_of_templates_then_follows_its_verdict(
+        redis, test_settings):
+    """The crawl's plan compares the first templates of a site, ``site_groups`` at most;
+    the next template of that site goes the site's way at once, another site's is
+    compared."""
+    from crawler.render.policy import SAMPLE, RenderPlan
+    from master.keys import Keys
+
+    plan = RenderPlan(redis, Keys.from_settings(test_settings), site_groups=3)
+    for depth in range(3):
+        template = f"cal.example/cal/{'next/' * depth}"
+        for _ in range(SAMPLE):
+            assert plan.way("c1", template) == "compare"
+            plan.compared("c1", template)
+            plan.record("c1", template, needed=False)
+    assert plan.way("c1", "cal.example/cal/next/next/next/") == "plain"
+    assert plan.way("c1", "news.example/cal/next/next/next/") == "compare"

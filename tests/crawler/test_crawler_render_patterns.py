@@ -14,6 +14,7 @@ from crawler.render.policy import (
     choose_way,
     needs_rendering,
     render_mode,
+    site_way,
 )
 from master.rules import RuleError, validate_rule
 
@@ -50,6 +51,19 @@ def test_render_a_pattern_whose_sample_disagrees_is_compared_further(monkeypatch
     assert choose_way((SAMPLE, 1), 1, comparing=SAMPLE_MAX - SAMPLE) == "wait"
     assert choose_way((SAMPLE_MAX, 3), 1) == "render"            # the majority needed it
     assert choose_way((SAMPLE_MAX, 2), 1) == "plain"
+
+
+def test_render_a_site_past_its_sampled_templates_goes_its_way_so_far():
+    """An endless calendar makes each depth a template of its own: past ``site_groups``
+    sampled, a site's new templates take the way most of its compared pages needed."""
+    calendar = {f"h.example/cal/{'next/' * depth}": (1, 0) for depth in range(3)}
+    assert site_way(calendar, "h.example/cal/next/next/next/next/", 4) is None
+    assert site_way(calendar, "h.example/cal/next/next/next/", 3) == "plain"
+    rendered = {**calendar, "h.example/app/{n}": (SAMPLE, SAMPLE), "h.example/js/": (5, 5)}
+    assert site_way(rendered, "h.example/cal/next/next/next/", 3) == "render"
+    # another site's templates count for nothing, not even a host named alike
+    assert site_way(calendar, "other.example/cal/", 3) is None
+    assert site_way(calendar, "h.example.org/cal/", 3) is None
 
 
 def page(body):
