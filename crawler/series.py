@@ -64,7 +64,8 @@ def page_state(task: dict[str, Any], response: Response, at: float) -> PageState
     given = {name: value if value and len(value) <= VALIDATOR_MAX else None
              for name, value in given.items()}
     fields = {name: task[name] for name in TASK_FIELDS if name in task}
-    return PageState(task["url"], at, given["etag"], given["modified"], fields)
+    full_at = at if response.status != 304 else task.get("full_at")
+    return PageState(task["url"], at, given["etag"], given["modified"], fields, full_at)
 
 
 @dataclass

@@ -29,6 +29,7 @@ from master.counters import Clock
 from master.crawls import CrawlConfig
 from master.keys import Keys
 from master.lua import LuaScripts
+from master.series import user_lineage
 from settings.clients import RedisClient
 from settings.errors import CrawlClusterError
 
@@ -77,10 +78,10 @@ def run_id(schedule_id: str, due: float) -> str:
 
 def run_config(schedule: Schedule, crawlid: str) -> CrawlConfig:
     """The crawl a run submits: the schedule's, with the run's id and the schedule's
-    user; a series' runs share its lineage, the schedule's id."""
+    user; a series' runs share its lineage, the schedule's id within its user's."""
     config = dict(schedule["crawl"], crawlid=crawlid, userid=schedule.get("userid"))
     if schedule.get("series"):
-        config["lineage"] = schedule["id"]
+        config["lineage"] = user_lineage(schedule.get("userid"), schedule["id"])
     return config
 
 
@@ -150,11 +151,13 @@ class Schedules:
 
     def delete(self, schedule_id: str) -> bool:
         """Delete a schedule, and what its series knows of its pages (its items stay)."""
+        schedule = self.get(schedule_id) or {}
+        lineage = user_lineage(schedule.get("userid"), schedule_id)
         pipe = self.client.pipeline(transaction=False)
         pipe.hdel(self.keys.schedule_configs(), schedule_id)
         pipe.zrem(self.keys.schedules(), schedule_id)
-        pipe.delete(self.keys.series_pages(schedule_id))
-        pipe.delete(self.keys.series_fetched(schedule_id))
+        pipe.delete(self.keys.series_pages(lineage))
+        pipe.delete(self.keys.series_fetched(lineage))
         return bool(pipe.execute()[0])
 
     # --- firing (the masters) -------------------------------------------------------------

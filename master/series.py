@@ -14,6 +14,7 @@ and fetched in full when next met) and expiring ``CRAWLCLUSTER_SERIES_RETENTION`
 the last write.
 """
 
+import hashlib
 import json
 import logging
 from collections.abc import Iterable, Mapping
@@ -31,32 +32,55 @@ VALIDATOR_HEADERS = {"etag": ("ETag", "If-None-Match"),
                      "modified": ("Last-Modified", "If-Modified-Since")}
 
 
+def user_lineage(userid: str | None, name: str) -> str:
+    """The lineage a user's series ``name`` is stored under: the user's own, so another
+    user naming the same series (or the same schedule id) can neither read its pages'
+    state nor replace its items. The user's part is a digest of fixed length, so no two
+    (user, name) pairs give one lineage."""
+    digest = hashlib.sha256((userid or "").encode()).hexdigest()[:16]
+    return f"{digest}.{name}"
+
+
+# Seconds after a page's last full answer (a 200) that it is asked again without its
+# validators: a server answering 304 for a page that changed (a stale CDN edge, an ETag
+# or Last-Modified of the template or the build) costs a series that page's versions for
+# at most this long, not for good.
+FULL_FETCH_EVERY = 7 * 86400.0
+
+
 @dataclass(frozen=True)
 class PageState:
-    """A page a series fetched: its URL as fetched, when, its validators, its task's
-    fields (``callback``, ``depth`` and the rule's own, such as ``rule_index``)."""
+    """A page a series fetched: its URL as fetched, when (a 200 or a 304), when it was
+    last answered in full (a 200; None: at ``at``), its validators, its task's fields
+    (``callback``, ``depth`` and the rule's own, such as ``rule_index``)."""
 
     url: str
     at: float
     etag: str | None = None
     modified: str | None = None
     task: dict[str, Any] = field(default_factory=dict)
+    full_at: float | None = None
 
-    def validators(self) -> dict[str, str]:
-        """``{"etag": ..., "modified": ...}``, those the site gave."""
+    def validators(self, now: float) -> dict[str, str]:
+        """``{"etag": ..., "modified": ...}``, those the site gave; none once its last
+        full answer is ``FULL_FETCH_EVERY`` old (the page is then asked in full)."""
+        if now - (self.full_at if self.full_at is not None else self.at) >= FULL_FETCH_EVERY:
+            return {}
         return {name: value for name, value in (("etag", self.etag),
                                                 ("modified", self.modified)) if value}
 
     def to_json(self) -> str:
         return json.dumps({"url": self.url, "at": self.at, "etag": self.etag,
-                           "modified": self.modified, "task": self.task},
+                           "modified": self.modified, "task": self.task,
+                           "full_at": self.full_at},
                           sort_keys=True, separators=(",", ":"), ensure_ascii=False)
 
     @classmethod
     def from_json(cls, raw: str | bytes) -> "PageState":
         data = json.loads(raw)
+        full_at = data.get("full_at")
         return cls(data["url"], float(data["at"]), data.get("etag"), data.get("modified"),
-                   data.get("task") or {})
+                   data.get("task") or {}, float(full_at) if full_at is not None else None)
 
 
 def read_state(lineage: str, url: str, raw: str | bytes | None) -> PageState | None:

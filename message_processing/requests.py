@@ -18,6 +18,7 @@ from urllib.parse import urlsplit
 
 from master.rules import SPIDER_TYPES, RuleError, rule_from_scrapy_cluster, validate_rule
 from master.schedules import ScheduleError, check_when
+from master.series import user_lineage
 from settings import defaults
 from settings.errors import CrawlClusterError
 from settings.jsonschemas import SchemaChecker
@@ -218,4 +219,6 @@ def crawl_config(kind: str, request: Message) -> Message:
                              "deny_regex", "deny_extensions")}
     config.update(spider_type=spider_type, rule=rule,
                   userid=request.get("userid", request.get("appid")))
+    if "lineage" in config:       # a series is its user's: stored under the user's lineage
+        config["lineage"] = user_lineage(config["userid"], config["lineage"])
     return config

@@ -126,7 +126,8 @@ class SeriesLinks:
                 continue                                   # new to the series
             if self._refetch(link, state, now):
                 queued[n] = link._replace(extra={**(link.extra or {}),
-                                                 "validators": state.validators()})
+                                                 "validators": state.validators(now),
+                                                 "full_at": state.full_at})
                 self.kept.pop((link.crawlid, link.key), None)    # queued: a duplicate now
             else:
                 kept.append(link)

@@ -250,10 +250,29 @@ def test_a_page_state_keeps_the_validators_a_site_gives_within_bounds():
     given = Response(task["url"], status=200, headers={
         "ETag": '"new"', "Last-Modified": "Sat, 28 Nov 2026 08:00:00 GMT"})
     state = page_state(task, given, 5.0)
-    assert state.validators() == {"etag": '"new"', "modified": "Sat, 28 Nov 2026 08:00:00 GMT"}
+    assert state.validators(5.0) == {"etag": '"new"', "modified": "Sat, 28 Nov 2026 08:00:00 GMT"}
     assert state.task == {"callback": "parse", "depth": 2, "rule_index": 1}
     # a 304 without validators keeps those it was asked with; a huge one is not kept
-    assert page_state(task, Response(task["url"], status=304), 6.0).validators() == {
+    assert page_state(task, Response(task["url"], status=304), 6.0).validators(6.0) == {
         "etag": '"old"'}
     huge = Response(task["url"], status=200, headers={"ETag": "x" * 5000})
-    assert page_state(task, huge, 7.0).validators() == {}
+    assert page_state(task, huge, 7.0).validators(7.0) == {}
+
+
+def test_a_page_answered_304_for_long_is_asked_in_full_again():
+    """A server answering 304 for a page that changed (a stale CDN edge, the build's
+    Last-Modified) costs its versions for FULL_FETCH_EVERY at most: then the page is
+    asked without its validators."""
+    from master.series import FULL_FETCH_EVERY
+
+    task = {"url": "http://a.example/1", "validators": {"etag": '"same"'}, "full_at": 100.0}
+    later = 100.0 + FULL_FETCH_EVERY - 1
+    not_modified = page_state(task, Response(task["url"], status=304), later)
+    assert not_modified.full_at == 100.0 and not_modified.validators(later) == {
+        "etag": '"same"'}
+    assert not_modified.validators(100.0 + FULL_FETCH_EVERY) == {}
+    full = page_state(task, Response(task["url"], status=200, headers={"ETag": '"same"'}),
+                      later)
+    assert full.full_at == later and full.validators(100.0 + FULL_FETCH_EVERY) == {
+        "etag": '"same"'}
+    assert PageState.from_json(not_modified.to_json()) == not_modified

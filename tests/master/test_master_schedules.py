@@ -136,7 +136,7 @@ def test_pause_resume_delete(redis, test_settings):
 
 def test_a_series_schedule_gives_every_run_its_lineage_and_deleting_it_forgets_its_pages(
         redis, test_settings):
-    from master.series import PageState, SeriesPages
+    from master.series import PageState, SeriesPages, user_lineage
 
     clock = Clock()
     clock.now = MONDAY
@@ -147,14 +147,15 @@ def test_a_series_schedule_gives_every_run_its_lineage_and_deleting_it_forgets_i
     fired = master.fire_due(submit)
     store = CrawlStore(redis, Keys.from_settings(test_settings))
     lineages = {crawlid: store.load(crawlid).get("lineage") for crawlid in fired}
-    assert lineages == {run_id("daily", MONDAY + 86400): "daily",
+    daily = user_lineage(None, "daily")
+    assert lineages == {run_id("daily", MONDAY + 86400): daily,
                         run_id("plain", MONDAY + 86400): None}
 
     pages = SeriesPages.from_settings(redis, test_settings)
     pipe = redis.pipeline(transaction=False)
-    pages.record("daily", {"http://news.example/a": PageState("http://news.example/a", 1.0)},
+    pages.record(daily, {"http://news.example/a": PageState("http://news.example/a", 1.0)},
                  pipe)
     pipe.execute()
-    assert pages.lookup({"daily": ["http://news.example/a"]})
+    assert pages.lookup({daily: ["http://news.example/a"]})
     assert master.delete("daily")
-    assert pages.lookup({"daily": ["http://news.example/a"]}) == {}
+    assert pages.lookup({daily: ["http://news.example/a"]}) == {}

@@ -22,7 +22,7 @@ def test_pages_are_recorded_bounded_and_expire_with_the_retention(redis, test_se
                   task={"callback": "parse", "depth": 2, "rule_index": 1})
     assert record(pages, redis, "paper", {"k1": first}) == [0]
     assert pages.lookup({"paper": ["k1", "k2"], "other": ["k1"]}) == {("paper", "k1"): first}
-    assert conditional_headers(first.validators()) == {
+    assert conditional_headers(first.validators(10.0)) == {
         "If-None-Match": '"abc"', "If-Modified-Since": "Sat, 28 Nov 2026 08:00:00 GMT"}
     # past three pages, those fetched longest ago are forgotten
     assert record(pages, redis, "paper", {f"k{n}": state(n, 10.0 + n) for n in (2, 3, 4)}) \

@@ -5,6 +5,7 @@ import time
 
 import pytest
 
+from master.series import user_lineage
 from message_processing.requests import (
     RequestError,
     crawl_config,
@@ -182,8 +183,19 @@ def test_a_series_schedule_keeps_its_runs_fields_and_sets_their_lineage_itself()
         validate({**schedule, "crawl": {**crawl, "lineage": "other"}})
     assert refused.value.field == "crawl.lineage"
     _, plain = validate({**schedule, "series": False, "crawl": {**crawl, "lineage": "mine"}})
-    assert plain["crawl"]["lineage"] == "mine"
+    assert plain["crawl"]["lineage"] == user_lineage("u1", "mine")
     with pytest.raises(RequestError) as refused:
         validate({"type": "crawl", "userid": "u1", "crawlid": "c1", **crawl,
                   "refetch_after": -1})
     assert refused.value.field == "refetch_after"
+
+
+def test_a_crawls_lineage_is_its_users_own():
+    """Another user naming the same lineage gets a series of its own: it can neither read
+    the first one's pages nor replace its items."""
+    crawl = {"type": "crawl", "crawlid": "c1", "url": "http://a.com/",
+             "spider_type": "universal", "rule": RULE, "lineage": "news"}
+    lineages = {crawl_config(*validate({**crawl, "userid": user}))["lineage"]
+                for user in ("alice", "bob")}
+    assert lineages == {user_lineage("alice", "news"), user_lineage("bob", "news")}
+    assert len(lineages) == 2
