@@ -25,6 +25,7 @@ from settings.loader import Settings
 
 logger = logging.getLogger(__name__)
 ROUND = 0.5         # seconds between rounds of sending
+WEBHOOK_BUDGET = 2.0  # seconds of webhook deliveries a round, at most (the rest wait)
 
 
 class EventRunner:
@@ -63,7 +64,9 @@ class EventRunner:
             self.watch.run_once()
         while self.outbox.send_due(lambda values: self.producer.deliver(self.topic, values)):
             pass
-        while self.webhooks.deliver_due():
+        # a slow receiver delays the next look at the crawls by one round's budget only
+        budget_until = time.monotonic() + WEBHOOK_BUDGET
+        while time.monotonic() < budget_until and self.webhooks.deliver_due():
             pass
 
     def _count_failure(self) -> None:

@@ -25,6 +25,7 @@ from typing import Any
 from master.counters import Clock
 from master.crawls import CrawlConfig, CrawlStore
 from master.keys import Keys
+from master.rules import SPIDER_TYPES, field_names
 from master.schedules import schedule_of
 from message_processing.events import make_event
 from message_processing.events.outbox import EventOutbox
@@ -156,7 +157,7 @@ class CrawlEvents:
                                  "coverage": {name: round(n / f.items, 4) if f.items else 0.0
                                               for name, n in f.matched.items()}}
                           for site, f in sorted(sites.items())}}
-        reason = failure_of(summary)
+        reason = failure_of(summary, expects_items(config))
         if reason:
             data["reason"] = reason
         kind = "failed" if reason else "finished"
@@ -193,10 +194,24 @@ def summarise(progress: dict[str, Any]) -> dict[str, Any]:
             "stopped": progress["stopped"]}
 
 
-def failure_of(summary: dict[str, Any]) -> str | None:
-    """Why an ended crawl failed, or None: every request failed, or no items."""
+def failure_of(summary: dict[str, Any], expects_items: bool = True) -> str | None:
+    """Why an ended crawl failed, or None: every request failed, or no items where its
+    rule has fields to make them."""
     if summary["failures"] and not summary["pages"]:
         return "every request failed"
-    if not summary["items"] and not summary["stopped"]:
+    if expects_items and not summary["items"] and not summary["stopped"]:
         return "no items"
     return None
+
+
+def expects_items(config: CrawlConfig) -> bool:
+    """Whether a crawl's pages make items the cluster stores: a rule of the cluster's
+    spiders with fields (one that only follows links makes none; a user spider's items
+    go through its own pipelines, uncounted here)."""
+    spider_type, rule = config.get("spider_type"), config.get("rule")
+    if spider_type not in SPIDER_TYPES or not isinstance(rule, dict):
+        return False
+    try:
+        return bool(field_names(spider_type, rule))
+    except (KeyError, TypeError, AttributeError):
+        return False

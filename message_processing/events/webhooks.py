@@ -107,10 +107,11 @@ class Webhooks:
     def pending(self) -> int:
         return int(self.client.zcard(self.keys.webhook_queue()))
 
-    def deliver_due(self, limit: int = 20) -> int:
-        """Try the due deliveries once each; returns how many were tried."""
+    def deliver_due(self, limit: int = 5) -> int:
+        """Try the due deliveries once each; returns how many were tried. The lease
+        outlasts every one of them timing out, so no other monitor takes one meanwhile."""
         now = self.clock()
-        lease = now + self.timeout * 2 + 30
+        lease = now + limit * self.timeout * 2 + 30
         members = self.scripts.run("worklist_claim", [self.keys.webhook_queue()],
                                    [repr(now), repr(lease), limit])
         for member in members:
@@ -152,7 +153,10 @@ class Webhooks:
             reply = self.guard.fetch(url, headers, method="POST", body=body,
                                      max_bytes=64 * 1024, timeout=self.timeout)
         except CrawlClusterError as exc:       # RefusedUrl (with a reason) or FetchFailed
-            return None, str(exc), getattr(exc, "reason", None) is not None
+            # a name that does not resolve may resolve later: tried again, as a failed
+            # connection is; any other refusal stands
+            reason = getattr(exc, "reason", None)
+            return None, str(exc), reason not in (None, "unresolvable")
         if 200 <= reply.status < 300:
             return reply.status, None, False
         return reply.status, f"HTTP {reply.status}", False

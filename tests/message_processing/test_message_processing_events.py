@@ -236,3 +236,19 @@ def test_a_crawl_without_progress_with_work_pending_is_stalled_once(redis, test_
     kinds = [json.loads(value)["type"] for value in sent]
     assert kinds == ["started", "stalled"]
     assert json.loads(sent[1])["data"]["pending"] == 1
+
+
+def test_a_crawl_whose_rule_makes_no_items_is_not_failed_for_having_none():
+    """A link-check crawl (rules that only follow) or a user spider's (its items go
+    through its own pipelines) ends `finished` with no items; a rule with fields that
+    stored none ends `failed`."""
+    from message_processing.events.watch import expects_items, failure_of
+
+    summary = {"pages": 40, "failures": 0, "items": 0, "stopped": False}
+    follow_only = {"spider_type": "universal", "rule": {"rules": [{"follow": True}]}}
+    with_fields = {"spider_type": "universal",
+                   "rule": {"rules": [{"fields": {"title": "//h1/text()"}}]}}
+    user_spider = {"spider_type": "myproject.news", "rule": None}
+    assert failure_of(summary, expects_items(follow_only)) is None
+    assert failure_of(summary, expects_items(user_spider)) is None
+    assert failure_of(summary, expects_items(with_fields)) == "no items"

@@ -93,3 +93,15 @@ def test_a_private_address_is_refused_unless_allowed(redis, test_settings):
 def test_backoff_doubles_up_to_its_cap():
     policy = RetryPolicy(backoff=5.0, backoff_max=60.0)
     assert [policy.wait(n) for n in (1, 2, 3, 4, 5)] == [5.0, 10.0, 20.0, 40.0, 60.0]
+
+
+def test_a_name_that_does_not_resolve_yet_is_tried_again(redis, test_settings):
+    """A DNS failure may pass (a receiver's name not yet published): the delivery waits
+    for its next attempt instead of being given up."""
+    clock = Clock()
+    hooks = webhooks(redis, test_settings, clock)
+    hooks.add("http://receiver.invalid/hook", event(7))
+    assert hooks.deliver_due() == 1
+    [entry] = hooks.log()
+    assert entry["outcome"] == "retry", entry
+    assert hooks.pending() == 1
