@@ -177,10 +177,30 @@ class LinkPush:
 
 def distinct_links(links: list[NewLink]) -> dict[tuple[str, str], NewLink]:
     """One link per crawl and canonical URL, by ``(crawl id, canonical URL)``: the first
-    found, or the first a changed sitemap entry asks to crawl again."""
+    found, or the first a changed sitemap entry asks to crawl again, with what every
+    source of the round said of the page (a sitemap's ``lastmod`` is not lost to a hub's
+    or a feed's link found first)."""
     first: dict[tuple[str, str], NewLink] = {}
     for link in links:
         name = (link.crawlid, link.key)
-        if name not in first or (link.recrawl and not first[name].recrawl):
+        kept = first.get(name)
+        if kept is None:
             first[name] = link
+        elif link.recrawl and not kept.recrawl:
+            first[name] = with_entry_of(link, kept)
+        else:
+            first[name] = with_entry_of(kept, link)
     return first
+
+
+def with_entry_of(link: NewLink, other: NewLink) -> NewLink:
+    """``link`` with what ``other``'s source said of the page (its ``entry``: lastmod,
+    published) where ``link``'s own says nothing."""
+    theirs = (other.extra or {}).get("entry")
+    if not theirs:
+        return link
+    mine = (link.extra or {}).get("entry") or {}
+    merged = {**theirs, **mine}
+    if merged == mine:
+        return link
+    return link._replace(extra={**(link.extra or {}), "entry": merged})

@@ -179,3 +179,20 @@ def test_no_exception_leaves_a_round(job_scheduler, redis):
     for _ in range(2):
         scheduler_.round()
     assert scheduler_.stats.get_value("crawlcluster/scheduler/round_errors") == 2
+
+
+def test_one_link_a_page_keeps_what_every_source_of_the_round_said_of_it():
+    """A hub's link and a sitemap's to one page in one round: one link, with the
+    sitemap's lastmod (a series judges by it; the item keeps it)."""
+    from crawler.scheduler.admission import NewLink
+    from crawler.scheduler.linkpush import distinct_links
+
+    parent = {"task": {"crawlid": "c"}}
+    hub = NewLink("http://a/1", "http://a/1", parent, "a", "parse", {"rule_index": 1})
+    sitemap = NewLink("http://a/1", "http://a/1", parent, "a", "parse",
+                      {"rule_index": 1, "entry": {"lastmod": "2026-11-20"}})
+    feed = NewLink("http://a/1", "http://a/1", parent, "a", "parse",
+                   {"entry": {"lastmod": "2020-01-01", "published": "2026-11-19"}})
+    [link] = distinct_links([hub, sitemap, feed]).values()
+    assert link.extra == {"rule_index": 1,
+                          "entry": {"lastmod": "2026-11-20", "published": "2026-11-19"}}

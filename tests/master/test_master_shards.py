@@ -20,6 +20,7 @@ from master.lua import LuaScripts, script_sources
 from master.registry import JobRegistry
 from master.schedules import Schedules
 from master.series import PageState, SeriesPages
+from master.sitehealth import queue_site_counts
 from master.shards import ShardLeases, check_shape, index_marks, prune, read_index
 from master.siteconfig import SiteConfig
 from master.tasks import encode_task, make_task
@@ -181,7 +182,10 @@ def exercise_every_script(client, keys, scripts):
     pipe = client.pipeline(transaction=False)
     SeriesPages(client, keys, scripts, max_pages=1).record(
         "s1", {url: PageState(url, 1.0) for url in ("http://a.com/1", "http://a.com/2")}, pipe)
+    queue_site_counts(pipe, scripts, keys, {"c1": Counter({("a.com", "pages"): 1})})
     pipe.execute()
+    scripts.run("event_claim", [keys.event_claim("c1:started"), keys.event_outbox()],
+                [repr(clock.now), 60, json.dumps({"id": "c1:started"})])
     return CrawlStore(client, keys).progress("c1")
 
 
