@@ -1,6 +1,6 @@
 """Hostile site beside a normal one: what a hostile site costs a crawl of a normal one.
 
-  python bench/hostile.py [--pages-per-host N]
+  python bench/hostile.py [--pages-per-host N] [--rounds 3]
 
 Two sites served by nginx: bench/crawl.py's generated news site (4 hosts on loopback)
 and a hostile site (manager/local/sitegen.py's: lying charsets, binary, huge and
@@ -10,7 +10,9 @@ which this adds a page that drips out slowly, one whose script never goes quiet,
 links, redirects, scripts, images and frames aimed at private addresses: a listener on
 a loopback address none of the sites uses, and the cloud metadata address (added to
 loopback for the run where this machine lacks it and the run is root's). One spider
-process crawls the normal site alone, then both sites at once, ``render: auto``.
+process crawls the normal site alone, then both sites at once, ``render: auto``; three
+such rounds by default, the ratio the median round's (this machine's speed drifts by a
+third between runs a minute apart).
 
 The address guard allows only the sites' own addresses among private networks
 (``CRAWLCLUSTER_ALLOWED_PRIVATE_NETWORKS``); where the guard takes no such setting, the
@@ -18,7 +20,7 @@ run says so (``guard``: false) and the loopback listener is reachable as in any 
 cluster.
 
 Ends with a JSON line: ``private_requests`` (requests that reached the listeners),
-``spider_alive`` (the spider ran to its end, exit code 0), ``normal_pages_done`` (of
+``spider_alive`` (the spider ran to its end, exit code 0, in every round), ``normal_pages_done`` (of
 ``normal_pages``), ``normal_fetched_once`` (nginx's log: each normal page once),
 ``browser_replacements`` by reason (``worn``: its planned share of pages),
 ``browsers_started``, ``render_timeouts``, ``render_quiet_capped``, and by reason
@@ -31,6 +33,7 @@ import argparse
 import contextlib
 import os
 import re
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -203,6 +206,8 @@ def stat_counts(log, prefix):
 def main():
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--pages-per-host", type=int, default=150)
+    parser.add_argument("--rounds", type=int, default=3,
+                        help="alone/beside pairs; the ratio is the median pair's")
     args = parser.parse_args()
     print(machine(), flush=True)
     settings = bench_settings(("redis", "zookeeper", "mongodb"))
@@ -211,7 +216,8 @@ def main():
 
 
 def run(args, settings, private):
-    """Both crawls of the normal site, the JSON line; ``private``: the listeners."""
+    """``args.rounds`` rounds of both crawls of the normal site, the JSON line;
+    ``private``: the listeners."""
     targets = [f"http://{PRIVATE_HOST}:{private['loopback'].port}", f"http://{METADATA_HOST}",
                f"http://{METADATA_HOST}/latest/meta-data", "http://[fd00::1]",
                "http://100.100.100.200", f"http://2130706498:{private['loopback'].port}"]
@@ -221,51 +227,74 @@ def run(args, settings, private):
             work = Path(folder)
             spec = SiteSpec(port=free_port(DEFAULT_HOSTS), details_per_host=args.pages_per_host)
             manifest = generate_site(work / "normal", spec)
-            pages = site_pages(manifest)
             hostile_port = free_port([HOSTILE_HOST])
             hostile_start, locations = write_hostile_site(work / "hostile", hostile_port,
                                                           targets)
-            rule = dict(RULE, render="auto")
             with StaticSite(work / "normal" / "www", spec.hosts, spec.port,
                             work / "normal" / "run") as normal, \
                     StaticSite(work / "hostile" / "www", [HOSTILE_HOST], hostile_port,
                                work / "hostile" / "run",
-                               locations={HOSTILE_HOST: locations}):
-                since = len(normal.access_log())
-                crawl_once(settings, {"alone": (manifest["start_url"], rule)},
-                           work / "logs-alone")
-                _, alone_rate, _ = normal_run(normal, since, pages)
-                print(f"  normal site alone: {alone_rate:.1f} pages/s", flush=True)
-                since = len(normal.access_log())
-                code, log = crawl_once(settings, {"beside": (manifest["start_url"], rule),
-                                                  "hostile": (hostile_start, HOSTILE_RULE)},
-                                       work / "logs-beside")
-                done, beside_rate, once = normal_run(normal, since, pages)
-                print(f"  normal site beside the hostile one: {beside_rate:.1f} pages/s",
-                      flush=True)
-            render = stat_counts(log, "crawlcluster/render/")
-            finish({
-                "guard": guard, "metadata_listener": "metadata" in private,
-                "private_requests": sum(len(listener.hits) for listener in private.values()),
-                "spider_alive": code == 0, "normal_pages": len(pages),
-                "normal_pages_done": done, "normal_fetched_once": once,
-                "browser_replacements": stat_counts(
-                    log, "crawlcluster/render/browsers_replaced/"),
-                "browsers_started": render.get("browsers", 0),
-                "render_timeouts": render.get("timeouts", 0),
-                "render_quiet_capped": render.get("quiet_capped", 0),
-                "hostile_pages_refused": stat_counts(log, "crawlcluster/pages/refused/"),
-                "guard_refused": stat_counts(log, "urlguard/refused/"),
-                "hostile_links_refused": stat_counts(log, "crawlcluster/links/refused/"),
-                "normal_pages_per_s_alone": alone_rate,
-                "normal_pages_per_s_beside": beside_rate,
-                "normal_pages_per_s_vs_alone": beside_rate / alone_rate if alone_rate else None,
-            })
+                               locations={HOSTILE_HOST: locations}) as hostile:
+                rounds = [one_round(settings, (normal, hostile), manifest, hostile_start,
+                                    work / f"round{n}") for n in range(args.rounds)]
+            finish({"guard": guard, "metadata_listener": "metadata" in private,
+                    "private_requests": sum(len(listener.hits)
+                                            for listener in private.values()),
+                    **summary(rounds)})
     finally:
         for listener in private.values():
             listener.close()
         drop_bench_database(settings)
         drop_zookeeper_root(settings)
+
+
+def one_round(settings, sites, manifest, hostile_start, work):
+    """The normal site crawled alone, then beside the hostile one: its pages/s in each,
+    and the beside run's figures."""
+    normal, hostile = sites
+    pages = site_pages(manifest)
+    hostile_since = len(hostile.access_log())
+    rule = dict(RULE, render="auto")
+    since = len(normal.access_log())
+    crawl_once(settings, {"alone": (manifest["start_url"], rule)}, work / "logs-alone")
+    _, alone_rate, _ = normal_run(normal, since, pages)
+    since = len(normal.access_log())
+    code, log = crawl_once(settings, {"beside": (manifest["start_url"], rule),
+                                      "hostile": (hostile_start, HOSTILE_RULE)},
+                           work / "logs-beside")
+    done, beside_rate, once = normal_run(normal, since, pages)
+    hostile_fetches = len(hostile.access_log()) - hostile_since
+    print(f"  normal site alone: {alone_rate:.1f} pages/s, beside the hostile one: "
+          f"{beside_rate:.1f} pages/s ({beside_rate / alone_rate:.2f}; the hostile site "
+          f"answered {hostile_fetches} requests)", flush=True)
+    return {"code": code, "log": log, "pages": len(pages), "done": done, "once": once,
+            "alone": alone_rate, "beside": beside_rate}
+
+
+def summary(rounds):
+    """The JSON line's figures over the rounds: the ratio is the median round's (this
+    machine's speed drifts by a third between runs a minute apart), every round's listed;
+    counts are the last round's, the checks hold in every round."""
+    ratios = [r["beside"] / r["alone"] if r["alone"] else 0.0 for r in rounds]
+    log = rounds[-1]["log"]
+    render = stat_counts(log, "crawlcluster/render/")
+    return {
+        "spider_alive": all(r["code"] == 0 for r in rounds),
+        "normal_pages": rounds[-1]["pages"],
+        "normal_pages_done": min(r["done"] for r in rounds),
+        "normal_fetched_once": all(r["once"] for r in rounds),
+        "browser_replacements": stat_counts(log, "crawlcluster/render/browsers_replaced/"),
+        "browsers_started": render.get("browsers", 0),
+        "render_timeouts": render.get("timeouts", 0),
+        "render_quiet_capped": render.get("quiet_capped", 0),
+        "hostile_pages_refused": stat_counts(log, "crawlcluster/pages/refused/"),
+        "guard_refused": stat_counts(log, "urlguard/refused/"),
+        "hostile_links_refused": stat_counts(log, "crawlcluster/links/refused/"),
+        "normal_pages_per_s_alone": statistics.median(r["alone"] for r in rounds),
+        "normal_pages_per_s_beside": statistics.median(r["beside"] for r in rounds),
+        "rounds_vs_alone": [round(ratio, 3) for ratio in ratios],
+        "normal_pages_per_s_vs_alone": statistics.median(ratios),
+    }
 
 
 if __name__ == "__main__":
