@@ -1,6 +1,6 @@
 """Hostile site beside a normal one: what a hostile site costs a crawl of a normal one.
 
-  python bench/hostile.py [--pages-per-host N] [--rounds 3]
+  python bench/hostile.py [--pages-per-host N] [--rounds 3] [--limit 20]
 
 Two sites served by nginx: bench/crawl.py's generated news site (4 hosts on loopback)
 and a hostile site (manager/local/sitegen.py's: lying charsets, binary, huge and
@@ -12,7 +12,13 @@ a loopback address none of the sites uses, and the cloud metadata address (added
 loopback for the run where this machine lacks it and the run is root's). One spider
 process crawls the normal site alone, then both sites at once, ``render: auto``; three
 such rounds by default, the ratio the median round's (this machine's speed drifts by a
-third between runs a minute apart).
+third between runs a minute apart). Every host is throttled alike, 20 requests a second
+by default, as a crawl of real sites is (the cluster's own default is one a second): the
+question is what the hostile site's pages cost the normal site's, not how one spider
+process shares its CPU between two crawls that each could use all of it. ``--limit 0``
+asks that too: unthrottled, the normal site alone keeps the process busy (400 pages/s
+with ``render: never``), and beside a second crawl of five times its pages it gets about
+half, hostile or not.
 
 The address guard allows only the sites' own addresses among private networks
 (``CRAWLCLUSTER_ALLOWED_PRIVATE_NETWORKS``); where the guard takes no such setting, the
@@ -165,7 +171,7 @@ def guarded(settings, hosts):
         f"{host}/32" for host in hosts]), True
 
 
-def crawl_once(settings, crawls, log_dir):
+def crawl_once(settings, crawls, log_dir, limit=0):
     """Submit ``crawls`` ({crawlid: (start URL, rule)}) in a frontier of their own and
     run one spider process until it is idle; its exit code and log."""
     prefix = f"{settings['CRAWLCLUSTER_KEY_PREFIX']}:{uuid.uuid4().hex[:6]}"
@@ -174,8 +180,10 @@ def crawl_once(settings, crawls, log_dir):
         submit(settings, {"crawlid": crawlid, "spider_type": "universal", "url": url,
                           "rule": rule})
     log_dir.mkdir(parents=True)
+    throttle = ({"CRAWLCLUSTER_THROTTLE_HITS": limit, "CRAWLCLUSTER_THROTTLE_WINDOW": 1}
+                if limit else {})
     crawl = Crawl(settings, "universal", log_dir, CRAWLCLUSTER_IDLE_TIMEOUT=5,
-                  LOG_LEVEL="INFO")
+                  LOG_LEVEL="INFO", **throttle)
     try:
         codes = crawl.wait(1800)
     finally:
@@ -206,6 +214,8 @@ def stat_counts(log, prefix):
 def main():
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--pages-per-host", type=int, default=150)
+    parser.add_argument("--limit", type=int, default=20,
+                        help="requests a second a host, every host alike (0: unthrottled)")
     parser.add_argument("--rounds", type=int, default=3,
                         help="alone/beside pairs; the ratio is the median pair's")
     args = parser.parse_args()
@@ -236,8 +246,10 @@ def run(args, settings, private):
                                work / "hostile" / "run",
                                locations={HOSTILE_HOST: locations}) as hostile:
                 rounds = [one_round(settings, (normal, hostile), manifest, hostile_start,
-                                    work / f"round{n}") for n in range(args.rounds)]
+                                    work / f"round{n}", args.limit)
+                          for n in range(args.rounds)]
             finish({"guard": guard, "metadata_listener": "metadata" in private,
+                    "limit_per_host": args.limit or None,
                     "private_requests": sum(len(listener.hits)
                                             for listener in private.values()),
                     **summary(rounds)})
@@ -248,7 +260,7 @@ def run(args, settings, private):
         drop_zookeeper_root(settings)
 
 
-def one_round(settings, sites, manifest, hostile_start, work):
+def one_round(settings, sites, manifest, hostile_start, work, limit):
     """The normal site crawled alone, then beside the hostile one: its pages/s in each,
     and the beside run's figures."""
     normal, hostile = sites
@@ -256,12 +268,12 @@ def one_round(settings, sites, manifest, hostile_start, work):
     hostile_since = len(hostile.access_log())
     rule = dict(RULE, render="auto")
     since = len(normal.access_log())
-    crawl_once(settings, {"alone": (manifest["start_url"], rule)}, work / "logs-alone")
+    crawl_once(settings, {"alone": (manifest["start_url"], rule)}, work / "logs-alone", limit)
     _, alone_rate, _ = normal_run(normal, since, pages)
     since = len(normal.access_log())
     code, log = crawl_once(settings, {"beside": (manifest["start_url"], rule),
                                       "hostile": (hostile_start, HOSTILE_RULE)},
-                           work / "logs-beside")
+                           work / "logs-beside", limit)
     done, beside_rate, once = normal_run(normal, since, pages)
     hostile_fetches = len(hostile.access_log()) - hostile_since
     print(f"  normal site alone: {alone_rate:.1f} pages/s, beside the hostile one: "

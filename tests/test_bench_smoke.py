@@ -24,7 +24,7 @@ SMALLEST = {
     "dispatch": ["--quick"],
     "export": ["--items", "500"],
     "fields": ["--pages", "{work}/article-extraction"],
-    "hostile": ["--pages-per-host", "8", "--rounds", "1"],
+    "hostile": ["--pages-per-host", "8", "--rounds", "1", "--limit", "0"],
     "idle": ["--seconds", "1"],
     "links": ["--pages", "{work}/article-extraction", "--rounds", "1"],
     "longrun": ["--days", "3", "--capacity", "2000", "--single-only"],

@@ -20,9 +20,9 @@ from master.lua import LuaScripts, script_sources
 from master.registry import JobRegistry
 from master.schedules import Schedules
 from master.series import PageState, SeriesPages
-from master.sitehealth import queue_site_counts
 from master.shards import ShardLeases, check_shape, index_marks, prune, read_index
 from master.siteconfig import SiteConfig
+from master.sitehealth import queue_site_counts
 from master.tasks import encode_task, make_task
 from master.throttle import ThrottledQueues
 from message_processing.worklist import WorkList
