@@ -1,0 +1,103 @@
+"""A crawl of a generated notices site whose list pages link PDF and DOCX files: real
+dispatcher and spider, nginx, Redis, ZooKeeper, MongoDB, a directory store."""
+
+import hashlib
+import re
+
+import pytest
+
+from manager.local.crawl import run_crawl, submit
+from manager.local.noticesite import (
+    NOTICE_LOCATIONS,
+    NOTICE_RULE,
+    NoticeSpec,
+    generate_notice_site,
+)
+from manager.local.ports import free_port
+from manager.local.staticsite import StaticSite
+from master.siteconfig import SiteConfig
+from tests.conftest import serve_or_fail
+from tests.crawler.test_crawler_crawl import assert_fetched_once
+
+RATE = 5           # requests a second the cluster may send the site
+
+
+@pytest.fixture
+def notice_site(tmp_path):
+    spec = NoticeSpec(port=free_port(["127.0.0.1"]))
+    manifest = generate_notice_site(tmp_path / "site", spec)
+    site = serve_or_fail(StaticSite(tmp_path / "site" / "www", [spec.host], spec.port,
+                                    tmp_path / "site" / "run",
+                                    locations={spec.host: NOTICE_LOCATIONS}))
+    yield manifest, site
+    site.stop()
+
+
+def spider_stats(log):
+    """The spider's ``crawlcluster/documents/...`` stats, as it dumped them."""
+    return {name: int(count) for name, count in
+            re.findall(r"'crawlcluster/documents/([\w/]+)': (\d+)", log)}
+
+
+def test_notices_crawl_fetches_stores_and_reads_each_linked_document_once(
+        test_settings, mongo_db, zookeeper, notice_site, tmp_path):
+    manifest, site = notice_site
+    SiteConfig.from_settings(test_settings, zookeeper).set_limit("127.0.0.1", hits=RATE,
+                                                                 window=1)
+    store = tmp_path / "store"
+    since = len(site.access_log())
+    submit(test_settings, {"crawlid": "notices", "spider_type": "universal",
+                           "url": manifest["start_url"], "rule": NOTICE_RULE})
+    assert run_crawl(test_settings, "universal", tmp_path,
+                     CRAWLCLUSTER_DOCUMENTS_STORE=str(store)) == [0]
+
+    # every page and file once (the rules' PDF is linked from every list page), through
+    # robots.txt (the forbidden file never), within the site's rate
+    files = manifest["files"]
+    assert_fetched_once(site, since, manifest["pages"] + list(files), "notices crawl")
+    entries = [e for e in site.access_log()[since:] if e["path"] != "/robots.txt"]
+    times = sorted(e["time"] for e in entries)
+    for i, start in enumerate(times):
+        assert sum(1 for t in times[i:i + RATE + 3] if t - start < 1.0) <= RATE, times[i:]
+
+    items = list(mongo_db["items_universal"].find({"crawlid": "notices"}))
+    documents = {item["url"]: item for item in items if "document" in item}
+    readable = {url: f for url, f in files.items() if f["kind"] in ("pdf", "docx")}
+    assert set(documents) == set(readable) | {u for u, f in files.items()
+                                              if f["kind"] == "broken"}
+    for url, expected in readable.items():
+        document = documents[url]
+        assert expected["words"] in document["text"], url           # the text, in the item
+        assert document["document"]["sha256"] == expected["sha256"]
+        assert document["document"]["format"] == expected["kind"]
+        assert document["linked_from"] in manifest["pages"]
+        stored = store / document["document"]["path"]
+        assert hashlib.sha256(stored.read_bytes()).hexdigest() == expected["sha256"]
+
+    # one stored file per content: the copy under another URL is the same file
+    hashes = {f["sha256"] for f in readable.values()} | {
+        f["sha256"] for f in files.values() if f["kind"] == "broken"}
+    assert len(hashes) == len(readable)            # (the copy and the broken file: +1 -1)
+    assert sorted(p.name for p in store.rglob("*") if p.is_file()) == sorted(
+        f"{documents[url]['document']['path'].split('/')[-1]}" for url in
+        {documents[u]["document"]["sha256"]: u for u in documents}.values())
+    copies = [documents[url]["document"]["stored"] for url in documents
+              if url.endswith(("/notice-1.pdf", "/notice-1-copy.pdf"))]
+    assert sorted(copies) == ["already", "new"]
+
+    # a notice's page lists its file; the extension-less link answered as PDF is one
+    pages = {item["url"]: item for item in items if "document" not in item}
+    notice_1 = pages[manifest["start_url"] + "notices/1.html"]
+    assert notice_1["documents"] == [manifest["start_url"] + "files/notice-1.pdf"]
+    assert documents[manifest["start_url"] + "download/amendment-2"]["document"][
+        "content_type"] == "application/pdf"
+
+    # the broken and the oversized file cost themselves: counted with their reasons
+    broken = documents[manifest["start_url"] + "files/broken.pdf"]
+    assert broken["text"] == "" and broken["document"]["error"].startswith("unreadable")
+    log = (tmp_path / "spider0.log").read_text()
+    stats = spider_stats(log)
+    assert stats["failed/too_big"] == 1 and stats["failed/unreadable"] == 1, stats
+    assert stats["stored/new"] == len(hashes) and stats["stored/already"] == 1, stats
+    assert "annual-report.pdf not taken (too_big)" in log
+    assert "broken.pdf not taken (unreadable)" in log
