@@ -32,6 +32,7 @@ from scrapy.statscollectors import StatsCollector
 from crawler.documenttext import (
     CONTENT_TYPES,
     UnreadableDocument,
+    bytes_format,
     document_format,
     document_text,
     url_extension,
@@ -113,8 +114,8 @@ def read_document(response: Response, option: DocumentRule, linked_from: str | N
     kind = document_format(body, media_type, response.url)
     if len(body) > option.max_bytes:
         raise DocumentFailure("too_big", f"{len(body)} bytes, over max_bytes {option.max_bytes}")
-    if kind is None and (isinstance(response, TextResponse) and media_type.startswith(
-            ("text/html", "application/xhtml"))):
+    if isinstance(response, TextResponse) and media_type.startswith(
+            ("text/html", "application/xhtml")) and bytes_format(body) is None:
         raise DocumentFailure("not_a_document", f"answered {media_type}, a page")
     digest = hashlib.sha256(body).hexdigest()
     extension = kind or url_extension(response.url) or "bin"

@@ -40,14 +40,22 @@ class DocumentText:
 def document_format(body: bytes, content_type: str, url: str) -> str | None:
     """``"pdf"``, ``"docx"``, or None for a format whose text is not read: by the file's
     first bytes, else its content type, else the extension of the URL's path."""
-    if b"%PDF-" in body[:1024]:
-        return "pdf"
-    if body[:4] == b"PK\x03\x04":
-        return "docx" if _is_docx(body) else None
+    by_bytes = bytes_format(body)
+    if by_bytes or body[:4] == b"PK\x03\x04":     # a zip but no DOCX: no other guess
+        return by_bytes
     by_type = CONTENT_TYPES.get(content_type.split(";")[0].strip().lower())
     if by_type:
         return by_type
     return EXTENSIONS.get(url_extension(url))
+
+
+def bytes_format(body: bytes) -> str | None:
+    """``"pdf"`` or ``"docx"`` if the file's first bytes say so, else None."""
+    if b"%PDF-" in body[:1024]:
+        return "pdf"
+    if body[:4] == b"PK\x03\x04" and _is_docx(body):
+        return "docx"
+    return None
 
 
 def url_extension(url: str) -> str:

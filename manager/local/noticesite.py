@@ -32,6 +32,12 @@ NOTICE_RULE = {"rules": [{"allow": [r"/list-\d+\.html$"], "follow": True},
                           "fields": {"title": "//h1/text()"}},
                          {"allow": [r"/download/"], "follow": False}],
                "documents": {"extensions": ["pdf", "docx"], "max_bytes": NOTICE_MAX_BYTES}}
+# A precise rule for it: list pages in turn, an entry's link a notice's page or its file.
+NOTICE_PRECISE_RULE = {"first_page_xpath": {"list_from": "//ul/li", "second_page_url": "a/@href",
+                                            "name": "a/text()"},
+                       "second_page_xpath": {"title": "//h1/text()"},
+                       "next_page_xpath": "//a[@rel='next']/@href", "required": ["name"],
+                       "documents": {"max_bytes": NOTICE_MAX_BYTES}}
 # nginx: PDF and DOCX by their types, /download/ as PDF whatever the name.
 NOTICE_LOCATIONS = [
     ("location /files/ { types { application/pdf pdf; application/"
@@ -71,7 +77,9 @@ def generate_notice_site(root: str | Path, spec: NoticeSpec) -> Manifest:
             links += _notice(www, base, number, files, pages)
         if page == 1:
             links += _oddities(www, base, files)
-        _write_html(www, f"notices/list-{page}.html", f"Notices, page {page}", links)
+        following = f"{base}/notices/list-{page + 1}.html" if page < spec.lists else None
+        _write_html(www, f"notices/list-{page}.html", f"Notices, page {page}", links,
+                    following)
         list_links.append(f"{base}/notices/list-{page}.html")
         pages.append(list_links[-1])
     _write_html(www, "index.html", "Notices", list_links)
@@ -130,9 +138,12 @@ def _write(www: Path, path: str, data: bytes) -> bytes:
     return data
 
 
-def _write_html(www: Path, path: str, title: str, links: list[str]) -> None:
+def _write_html(www: Path, path: str, title: str, links: list[str],
+                following: str | None = None) -> None:
+    """A page: its title, a list of ``links``, and a link to the ``following`` page."""
     anchors = "\n".join(f'<li><a href="{link}">{link.rsplit("/", 1)[-1]}</a></li>'
                         for link in links)
+    more = f'<p><a rel="next" href="{following}">Next</a></p>' if following else ""
     _write(www, path, (f"<!doctype html><html><head><meta charset=\"utf-8\"><title>{title}"
-                       f"</title></head><body><h1>{title}</h1><ul>{anchors}</ul>"
+                       f"</title></head><body><h1>{title}</h1><ul>{anchors}</ul>{more}"
                        f"</body></html>").encode())

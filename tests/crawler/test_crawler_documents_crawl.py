@@ -9,6 +9,7 @@ import pytest
 from manager.local.crawl import run_crawl, submit
 from manager.local.noticesite import (
     NOTICE_LOCATIONS,
+    NOTICE_PRECISE_RULE,
     NOTICE_RULE,
     NoticeSpec,
     generate_notice_site,
@@ -101,3 +102,34 @@ def test_notices_crawl_fetches_stores_and_reads_each_linked_document_once(
     assert stats["stored/new"] == len(hashes) and stats["stored/already"] == 1, stats
     assert "annual-report.pdf not taken (too_big)" in log
     assert "broken.pdf not taken (unreadable)" in log
+
+
+def test_a_precise_crawl_reads_the_files_its_list_entries_and_detail_pages_link(
+        test_settings, mongo_db, notice_site, tmp_path):
+    """An entry whose link is a file becomes a document item with the entry's fields; a
+    notice page lists its file, which is fetched once however many pages link it."""
+    manifest, site = notice_site
+    base = manifest["start_url"]
+    since = len(site.access_log())
+    submit(test_settings, {"crawlid": "precise-notices", "spider_type": "precise",
+                           "url": base + "notices/list-1.html", "rule": NOTICE_PRECISE_RULE})
+    assert run_crawl(test_settings, "precise", tmp_path,
+                     CRAWLCLUSTER_DOCUMENTS_STORE=str(tmp_path / "store")) == [0]
+    files = manifest["files"]
+    assert_fetched_once(site, since, [url for url in manifest["pages"] if url != base]
+                        + list(files), "precise notices crawl")
+
+    items = {item["url"]: item for item in mongo_db["items_precise"].find(
+        {"crawlid": "precise-notices"})}
+    for url, expected in files.items():
+        if expected["kind"] in ("pdf", "docx"):
+            item = items[url]
+            assert item["name"] == url.rsplit("/", 1)[-1]        # the list entry's field
+            assert expected["words"] in item["text"], url
+            assert item["linked_from"].startswith(base + "notices/list-")
+    assert items[base + "download/amendment-2"]["document"]["format"] == "pdf"
+    notice_2 = items[base + "notices/2.html"]
+    assert (notice_2["name"], notice_2["title"]) == ("2.html", "Notice 2")
+    assert notice_2["documents"] == [base + "files/notice-2.docx"]
+    stats = spider_stats((tmp_path / "spider0.log").read_text())
+    assert stats["failed/too_big"] == 1 and stats["failed/unreadable"] == 1, stats
