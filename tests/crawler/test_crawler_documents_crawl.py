@@ -101,6 +101,7 @@ def test_notices_crawl_fetches_stores_and_reads_each_linked_document_once(
     assert stats["failed/too_big"] == 1 and stats["failed/unreadable"] == 1, stats
     assert stats["stored/new"] == len(hashes) and stats["stored/already"] == 1, stats
     assert "annual-report.pdf not taken (too_big)" in log
+    assert "larger than download max size (65536)" in log     # cancelled, not read whole
     assert "broken.pdf not taken (unreadable)" in log
 
 
