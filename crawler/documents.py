@@ -10,8 +10,9 @@ rules take whose answer has one of the rule's ``content_types`` (``/download?id=
 answered ``application/pdf``) is read as a document too. ``DocumentLimitMiddleware``
 gives a document's download the rule's ``max_bytes`` (a bigger one is cancelled as it
 comes); ``read_document`` makes a document's item fields: its format, size, content
-hash, where it is stored, its text (crawler/documenttext.py), and the page that linked
-it. crawler/documentstore.py stores the file, once per content hash.
+hash, where it is stored and the page that linked it. crawler/documentstore.py's
+pipeline reads its text (``text_of`` in a thread, then ``add_text``) and stores the file,
+once per content hash.
 
 A file that cannot be had costs that file only: it is counted
 (``crawlcluster/documents/failed/<reason>``: ``too_big``, ``not_a_document``,
@@ -31,6 +32,7 @@ from scrapy.statscollectors import StatsCollector
 
 from crawler.documenttext import (
     CONTENT_TYPES,
+    DocumentText,
     UnreadableDocument,
     bytes_format,
     document_format,
@@ -104,12 +106,11 @@ def count_failure(stats: StatsCollector | None, url: str, reason: str, detail: s
     logger.warning("document %s not taken (%s): %s", url[:300], reason, detail[:300])
 
 
-def read_document(response: Response, option: DocumentRule, linked_from: str | None,
-                  limits: tuple[int, int], stats: StatsCollector | None) -> dict[str, Any]:
-    """A document's item fields (``text``, ``document``, ``linked_from``); raises
-    ``DocumentFailure`` for an answer that is no document or is over ``max_bytes``.
-    ``limits``: the PDF pages and text characters read. A file whose text cannot be
-    read keeps its item, with ``document.error``, and is counted ``unreadable``."""
+def read_document(response: Response, option: DocumentRule,
+                  linked_from: str | None) -> dict[str, Any]:
+    """A document's item fields (``document``, ``linked_from``, an empty ``text`` that
+    ``add_text`` fills in); raises ``DocumentFailure`` for an answer that is no document
+    (an HTML page) or is over ``max_bytes``."""
     body, media_type = response.body, content_type(response)
     kind = document_format(body, media_type, response.url)
     if len(body) > option.max_bytes:
@@ -124,22 +125,40 @@ def read_document(response: Response, option: DocumentRule, linked_from: str | N
     fields: dict[str, Any] = {"text": "", "document": document}
     if linked_from:
         fields["linked_from"] = linked_from
-    if kind is None:
+    return fields
+
+
+def add_text(item: dict[str, Any], read: DocumentText | UnreadableDocument | None,
+             stats: StatsCollector | None) -> None:
+    """Put what ``document_text`` made of a document item's file into the item: its
+    text, pages and whether it was cut; or, for a file it could not read, the reason
+    in ``document.error`` (counted ``unreadable``); None: a format whose text is not
+    read (counted ``without_text``)."""
+    document = item["document"]
+    if read is None:
         if stats is not None:
             stats.inc_value(f"{STATS}/without_text")
-        return fields
+    elif isinstance(read, UnreadableDocument):
+        count_failure(stats, item["url"], "unreadable", str(read))
+        document["error"] = f"unreadable: {read}"
+    else:
+        item["text"] = read.text
+        if read.pages is not None:
+            document["pages"] = read.pages
+        if read.truncated:
+            document["text_truncated"] = True
+
+
+def text_of(body: bytes, kind: str | None,
+            limits: tuple[int, int]) -> DocumentText | UnreadableDocument | None:
+    """``document_text`` of a file (None for a format whose text is not read), with the
+    refusal given back rather than raised: it runs in a thread (a pipeline's)."""
+    if kind is None:
+        return None
     try:
-        read = document_text(body, kind, *limits)
+        return document_text(body, kind, *limits)
     except UnreadableDocument as exc:
-        count_failure(stats, response.url, "unreadable", str(exc))
-        document["error"] = f"unreadable: {exc}"
-        return fields
-    fields["text"] = read.text
-    if read.pages is not None:
-        document["pages"] = read.pages
-    if read.truncated:
-        document["text_truncated"] = True
-    return fields
+        return exc
 
 
 class DocumentLimitMiddleware:

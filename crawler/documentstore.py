@@ -1,8 +1,9 @@
-"""Documents' files, stored once per content hash.
+"""Documents' files: their text read, and the files stored once per content hash.
 
-They go to one of Scrapy's FilesPipeline stores (a directory, S3 or an S3-compatible
-store, Google Cloud Storage, FTP) or a GridFS bucket, as ``CRAWLCLUSTER_DOCUMENTS_STORE``
-names it.
+The text is read in a thread (crawler/documenttext.py), so a large PDF does not hold up
+the spider's reactor. The files go to one of Scrapy's FilesPipeline stores (a directory,
+S3 or an S3-compatible store, Google Cloud Storage, FTP) or a GridFS bucket, as
+``CRAWLCLUSTER_DOCUMENTS_STORE`` names it.
 
 A document's path is ``full/<sha256 of its bytes>.<format>`` (crawler/documents.py), so
 the same file linked by two URLs, or fetched by two crawls, is one stored file: a path
@@ -27,7 +28,7 @@ from twisted.internet.defer import Deferred
 from twisted.internet.threads import deferToThread
 
 from crawler.context import JobContext
-from crawler.documents import BODY_FIELD, STATS, count_failure
+from crawler.documents import BODY_FIELD, STATS, add_text, count_failure, text_of
 
 logger = logging.getLogger(__name__)
 
@@ -100,12 +101,15 @@ def files_store(crawler: Crawler, uri: str, context: JobContext | None) -> Any:
 
 
 class DocumentPipeline:
-    """Stores each document item's file (its ``_document`` bytes, taken out of the item)
-    unless the store has its path already; other items pass as they are."""
+    """Reads the text of each document item's file (its ``_document`` bytes, taken out
+    of the item) in a thread, and stores the file unless the store has its path
+    already; other items pass as they are."""
 
     def __init__(self, crawler: Crawler) -> None:
         self.crawler = crawler
         self.uri = str(crawler.settings["CRAWLCLUSTER_DOCUMENTS_STORE"])
+        self.limits = (crawler.settings.getint("CRAWLCLUSTER_DOCUMENTS_MAX_PAGES"),
+                       crawler.settings.getint("CRAWLCLUSTER_DOCUMENTS_MAX_TEXT"))
         self._store: Any = None         # built at the first document: most crawls have none
 
     @classmethod
@@ -125,6 +129,10 @@ class DocumentPipeline:
             return item
         document = item["document"]
         stats = self.crawler.stats
+        # a parser's CPU (seconds for a large PDF) off the reactor, which goes on crawling
+        read = await maybe_deferred_to_future(deferToThread(
+            text_of, body, document["format"], self.limits))
+        add_text(item, read, stats)
         try:
             stored = await self._call("stat_file", document["path"], None)
             if stored:

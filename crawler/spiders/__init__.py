@@ -300,18 +300,17 @@ class ClusterSpider(scrapy.Spider):
         return [Follow(url, CALLBACK, extra) for url in document_urls(urls, option)]
 
     def parse_document(self, response: Response) -> Iterator[dict[str, Any]]:
-        """A document's item: its text and what it is (``read_document``), the page that
-        linked it, and the fields its task carries (a precise list entry's); a file not
-        taken is counted and logged, and its task done."""
+        """A document's item: what it is (``read_document``), the page that linked it,
+        and the fields its task carries (a precise list entry's), with the file for the
+        pipeline that reads its text and stores it; a file not taken is counted and
+        logged, and its task done."""
         option = self.document_option(response)
         stats = getattr(getattr(self, "crawler", None), "stats", None)
         if option is None:        # the crawl's rule no longer takes documents
             return
         task = self.crawl_info(response)["task"]
-        limits = (int(self._setting("CRAWLCLUSTER_DOCUMENTS_MAX_PAGES")),
-                  int(self._setting("CRAWLCLUSTER_DOCUMENTS_MAX_TEXT")))
         try:
-            fields = read_document(response, option, task.get("linked_from"), limits, stats)
+            fields = read_document(response, option, task.get("linked_from"))
         except DocumentFailure as failure:
             count_failure(stats, response.url, failure.reason, failure.detail)
             return

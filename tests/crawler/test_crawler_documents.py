@@ -2,6 +2,7 @@
 document's item fields, and the stores (a directory; GridFS on the real MongoDB). The
 crawl of a notices site: test_crawler_documents_crawl.py."""
 
+import hashlib
 import io
 import zipfile
 
@@ -14,11 +15,13 @@ from scrapy.utils.test import get_crawler
 
 from crawler.documents import (
     DocumentFailure,
+    add_text,
     document_rule,
     document_urls,
     is_document_item,
     is_document_response,
     read_document,
+    text_of,
 )
 from crawler.documentstore import DirectoryFilesStore, GridFSFilesStore, files_store
 from crawler.documenttext import UnreadableDocument, document_format, document_text
@@ -128,33 +131,40 @@ def test_a_bad_documents_option_is_refused_naming_the_value(documents, field):
 
 def test_a_documents_fields_name_its_hash_path_text_and_the_page_that_linked_it():
     stats = MemoryStatsCollector(get_crawler())
-    fields = read_document(response("http://a.test/n.pdf", PDF), OPTION,
-                           "http://a.test/list.html", LIMITS, stats)
-    document = fields["document"]
-    assert fields["linked_from"] == "http://a.test/list.html"
-    assert fields["text"].startswith("Tender 42") and document["pages"] == 2
+    item = {"url": "http://a.test/n.pdf", **read_document(
+        response("http://a.test/n.pdf", PDF), OPTION, "http://a.test/list.html")}
+    document = item["document"]
+    assert item["linked_from"] == "http://a.test/list.html" and item["text"] == ""
     assert document["path"] == f"full/{document['sha256']}.pdf"
+    assert document["sha256"] == hashlib.sha256(PDF).hexdigest()
     assert (document["format"], document["bytes"]) == ("pdf", len(PDF))
-    assert is_document_item(fields) and not is_document_item({"document": "a field"})
+    assert is_document_item(item) and not is_document_item({"document": "a field"})
+    add_text(item, text_of(PDF, "pdf", LIMITS), stats)
+    assert item["text"].startswith("Tender 42") and document["pages"] == 2
+    assert "text_truncated" not in document and "error" not in document
+    add_text(item, text_of(PDF, "pdf", (1, 100)), stats)
+    assert document["text_truncated"] is True
 
 
 def test_a_file_that_costs_itself_is_counted_with_its_reason():
     stats = MemoryStatsCollector(get_crawler())
-    broken = read_document(response("http://a.test/b.pdf", PDF[:300]), OPTION, None,
-                           LIMITS, stats)
+    broken = {"url": "http://a.test/b.pdf", **read_document(
+        response("http://a.test/b.pdf", PDF[:300]), OPTION, None)}
+    add_text(broken, text_of(PDF[:300], broken["document"]["format"], LIMITS), stats)
     assert broken["text"] == "" and broken["document"]["error"].startswith("unreadable: pdf")
     assert stats.get_value("crawlcluster/documents/failed/unreadable") == 1
     with pytest.raises(DocumentFailure) as big:
-        read_document(response("http://a.test/big.pdf", PDF + b" " * 10_000), OPTION, None,
-                      LIMITS, stats)
+        read_document(response("http://a.test/big.pdf", PDF + b" " * 10_000), OPTION, None)
     assert big.value.reason == "too_big"
     with pytest.raises(DocumentFailure) as page:
         read_document(response("http://a.test/moved.pdf", b"<html>Log in</html>",
-                               "text/html", HtmlResponse), OPTION, None, LIMITS, stats)
+                               "text/html", HtmlResponse), OPTION, None)
     assert page.value.reason == "not_a_document"
-    sheet = read_document(response("http://a.test/s.xlsx", b"PK\x03\x04..."), OPTION, None,
-                          LIMITS, stats)
+    sheet = {"url": "http://a.test/s.xlsx", **read_document(
+        response("http://a.test/s.xlsx", b"PK\x03\x04..."), OPTION, None)}
     assert sheet["document"]["format"] is None and sheet["document"]["path"].endswith(".xlsx")
+    add_text(sheet, text_of(b"PK\x03\x04...", None, LIMITS), stats)
+    assert sheet["text"] == "" and "error" not in sheet["document"]
     assert stats.get_value("crawlcluster/documents/without_text") == 1
 
 

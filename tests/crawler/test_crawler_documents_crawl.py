@@ -134,3 +134,25 @@ def test_a_precise_crawl_reads_the_files_its_list_entries_and_detail_pages_link(
     assert notice_2["documents"] == [base + "files/notice-2.docx"]
     stats = spider_stats((tmp_path / "spider0.log").read_text())
     assert stats["failed/too_big"] == 1 and stats["failed/unreadable"] == 1, stats
+
+
+def test_a_store_that_fails_costs_its_files_only(test_settings, mongo_db, notice_site,
+                                                 tmp_path):
+    """A store that cannot be written (a file where its directory should be): every
+    document keeps its item and text, says why it is not stored, and is counted."""
+    manifest, _ = notice_site
+    (tmp_path / "occupied").write_text("a file, not a directory")
+    submit(test_settings, {"crawlid": "no-store", "spider_type": "universal",
+                           "url": manifest["start_url"], "rule": NOTICE_RULE})
+    assert run_crawl(test_settings, "universal", tmp_path,
+                     CRAWLCLUSTER_DOCUMENTS_STORE=str(tmp_path / "occupied" / "store")) == [0]
+    documents = [item for item in mongo_db["items_universal"].find({"crawlid": "no-store"})
+                 if "document" in item]
+    readable = [url for url, f in manifest["files"].items() if f["kind"] in ("pdf", "docx")]
+    assert len(documents) == len(readable) + 1                   # and the broken one
+    assert all("stored" not in d["document"] for d in documents)
+    assert all(d["document"]["store_error"].startswith(("NotADirectoryError",
+                                                        "FileExistsError")) for d in documents)
+    assert sum(1 for d in documents if d["text"]) == len(readable)
+    stats = spider_stats((tmp_path / "spider0.log").read_text())
+    assert stats["failed/store"] == len(documents), stats
