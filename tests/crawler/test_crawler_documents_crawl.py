@@ -108,14 +108,15 @@ def test_notices_crawl_fetches_stores_and_reads_each_linked_document_once(
 def test_a_precise_crawl_reads_the_files_its_list_entries_and_detail_pages_link(
         test_settings, mongo_db, notice_site, tmp_path):
     """An entry whose link is a file becomes a document item with the entry's fields; a
-    notice page lists its file, which is fetched once however many pages link it."""
+    notice page lists its file, which is fetched once however many pages link it. The
+    files go to GridFS, once each."""
     manifest, site = notice_site
     base = manifest["start_url"]
     since = len(site.access_log())
     submit(test_settings, {"crawlid": "precise-notices", "spider_type": "precise",
                            "url": base + "notices/list-1.html", "rule": NOTICE_PRECISE_RULE})
     assert run_crawl(test_settings, "precise", tmp_path,
-                     CRAWLCLUSTER_DOCUMENTS_STORE=str(tmp_path / "store")) == [0]
+                     CRAWLCLUSTER_DOCUMENTS_STORE="gridfs://notices") == [0]
     files = manifest["files"]
     assert_fetched_once(site, since, [url for url in manifest["pages"] if url != base]
                         + list(files), "precise notices crawl")
@@ -129,6 +130,10 @@ def test_a_precise_crawl_reads_the_files_its_list_entries_and_detail_pages_link(
             assert expected["words"] in item["text"], url
             assert item["linked_from"].startswith(base + "notices/list-")
     assert items[base + "download/amendment-2"]["document"]["format"] == "pdf"
+    stored = {f["_id"]: f["length"] for f in mongo_db["notices.files"].find()}
+    documents = [item["document"] for item in items.values() if "document" in item]
+    assert stored == {d["path"]: d["bytes"] for d in documents}     # one file per content
+    assert len(stored) == len(documents) - 1           # notice-1.pdf and its copy: one
     notice_2 = items[base + "notices/2.html"]
     assert (notice_2["name"], notice_2["title"]) == ("2.html", "Notice 2")
     assert notice_2["documents"] == [base + "files/notice-2.docx"]
