@@ -13,6 +13,7 @@ was (``document.stored``: ``new`` or ``already``); a store that fails costs that
 item nor the crawl.
 """
 
+import asyncio
 import contextlib
 import io
 import logging
@@ -111,6 +112,7 @@ class DocumentPipeline:
         self.limits = (crawler.settings.getint("CRAWLCLUSTER_DOCUMENTS_MAX_PAGES"),
                        crawler.settings.getint("CRAWLCLUSTER_DOCUMENTS_MAX_TEXT"))
         self._store: Any = None         # built at the first document: most crawls have none
+        self.writing: dict[str, asyncio.Lock] = {}     # path -> held while it is stored
 
     @classmethod
     def from_crawler(cls, crawler: Crawler) -> "DocumentPipeline":
@@ -134,13 +136,7 @@ class DocumentPipeline:
             text_of, body, document["format"], self.limits))
         add_text(item, read, stats)
         try:
-            stored = await self._call("stat_file", document["path"], None)
-            if stored:
-                document["stored"] = "already"
-            else:
-                await self._call("persist_file", document["path"], io.BytesIO(body), None,
-                                 {"url": item["url"], "sha256": document["sha256"]})
-                document["stored"] = "new"
+            document["stored"] = await self._store_once(document["path"], body, item["url"])
         except Exception as exc:  # noqa: BLE001 - any store's error (disk, network, auth)
             count_failure(stats, item["url"], "store", f"{type(exc).__name__}: {exc}")
             document["store_error"] = f"{type(exc).__name__}: {exc}"[:300]
@@ -148,6 +144,22 @@ class DocumentPipeline:
         if stats is not None:
             stats.inc_value(f"{STATS}/stored/{document['stored']}")
         return item
+
+    async def _store_once(self, path: str, body: bytes, url: str) -> str:
+        """Store the file at ``path`` unless the store has it: ``"new"`` or ``"already"``.
+        One file at a time per path in this process (two items of one content, in the
+        pipeline at once, would both find it missing); two jobs at the same moment may
+        both write it, the same bytes under the same name."""
+        lock = self.writing.setdefault(path, asyncio.Lock())
+        try:
+            async with lock:
+                if await self._call("stat_file", path, None):
+                    return "already"
+                await self._call("persist_file", path, io.BytesIO(body), None, {"url": url})
+                return "new"
+        finally:
+            if not lock.locked():
+                self.writing.pop(path, None)
 
     async def _call(self, method: str, *args: Any) -> Any:
         """A store's method: off the reactor for the stores that block (a directory,

@@ -18,6 +18,7 @@ from manager.local.ports import free_port
 from manager.local.staticsite import StaticSite
 from master.siteconfig import SiteConfig
 from tests.conftest import serve_or_fail
+from tests.faults.test_faults_servers import S3Store
 from tests.crawler.test_crawler_crawl import assert_fetched_once
 
 RATE = 5           # requests a second the cluster may send the site
@@ -161,3 +162,31 @@ def test_a_store_that_fails_costs_its_files_only(test_settings, mongo_db, notice
     assert sum(1 for d in documents if d["text"]) == len(readable)
     stats = spider_stats((tmp_path / "spider0.log").read_text())
     assert stats["failed/store"] == len(documents), stats
+
+
+def test_documents_go_to_an_s3_compatible_store_once_each(test_settings, mongo_db,
+                                                          notice_site, tmp_path):
+    """Scrapy's S3 store, on moto's S3 server, configured as botocore reads it (the
+    endpoint and keys from the environment): a file the bucket has is not sent again."""
+    import boto3
+
+    manifest, _ = notice_site
+    s3 = S3Store(tmp_path).start()
+    try:
+        environment = {"AWS_ENDPOINT_URL": s3.url, "AWS_ACCESS_KEY_ID": "test",
+                       "AWS_SECRET_ACCESS_KEY": "test", "AWS_DEFAULT_REGION": "us-east-1"}
+        submit(test_settings, {"crawlid": "s3", "spider_type": "universal",
+                               "url": manifest["start_url"], "rule": NOTICE_RULE})
+        assert run_crawl(test_settings, "universal", tmp_path, **environment,
+                         CRAWLCLUSTER_DOCUMENTS_STORE=f"s3://{s3.bucket}/notices/") == [0]
+        bucket = boto3.client("s3", endpoint_url=s3.url, region_name="us-east-1",
+                              aws_access_key_id="test", aws_secret_access_key="test")
+        keys = {entry["Key"]: entry["Size"] for entry in bucket.list_objects_v2(
+            Bucket=s3.bucket, Prefix="notices/")["Contents"]}
+    finally:
+        s3.stop()
+    documents = [item["document"] for item in mongo_db["items_universal"].find(
+        {"crawlid": "s3"}) if "document" in item]
+    assert keys == {f"notices/{d['path']}": d["bytes"] for d in documents}
+    assert sorted(d["stored"] for d in documents).count("already") == 1   # the copy
+    assert len(keys) == len(documents) - 1
