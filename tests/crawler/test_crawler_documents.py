@@ -208,3 +208,29 @@ def test_an_s3_store_is_scrapys_configured_from_its_settings():
     assert store.s3_client.meta.endpoint_url == "http://127.0.0.1:9/"
     with pytest.raises(ValueError, match="no store for sftp://"):
         files_store(crawler, "sftp://host/docs/", None)
+
+
+# --- the preview ---------------------------------------------------------------------------
+
+def test_the_preview_shows_a_pages_documents_and_their_links(test_settings):
+    from crawler.preview import preview
+    from crawler.preview.servers import PreviewServers
+
+    html = ("<html><body><h1>Notice 7</h1><a href='/files/notice-7.pdf'>PDF</a>"
+            "<a href='/files/notice-7.docx'>Word</a><a href='/files/photo.jpg'>photo</a>"
+            "</body></html>")
+    rule = {"rules": [{"allow": [r"/n/"], "fields": {"title": "//h1/text()"}}],
+            "documents": {}}
+    servers = PreviewServers(test_settings)
+    try:
+        result = preview({"url": "http://amt.test/", "spider_type": "universal",
+                          "rule": rule}, servers.cluster(), url="http://amt.test/n/7.html",
+                         html=html)
+    finally:
+        servers.close()
+    files = ["http://amt.test/files/notice-7.pdf", "http://amt.test/files/notice-7.docx"]
+    [item] = result["items"]
+    assert item["item"]["documents"] == files
+    links = {link["url"]: link for link in result["links"]}
+    assert all(links[url]["fate"] == "follow" and links[url]["document"] for url in files)
+    assert links["http://amt.test/files/photo.jpg"]["fate"] == "refused"

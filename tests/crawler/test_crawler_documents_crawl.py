@@ -18,8 +18,8 @@ from manager.local.ports import free_port
 from manager.local.staticsite import StaticSite
 from master.siteconfig import SiteConfig
 from tests.conftest import serve_or_fail
-from tests.faults.test_faults_servers import S3Store
 from tests.crawler.test_crawler_crawl import assert_fetched_once
+from tests.faults.test_faults_servers import S3Store
 
 RATE = 5           # requests a second the cluster may send the site
 
