@@ -286,9 +286,12 @@ class ClusterSpider(scrapy.Spider):
     # --- documents: the files a rule's pages link (crawler/documents.py) -----------------
 
     def document_option(self, response: Response) -> DocumentRule | None:
-        """The crawl's rule's ``documents``, or None if it takes none."""
-        return document_rule(self.crawl_info(response)["config"].get("rule"),
-                             int(self._setting("CRAWLCLUSTER_DOCUMENTS_MAX_BYTES")))
+        """The crawl's rule's ``documents``, or None if it takes none (at the cost of two
+        lookups for most crawls: this is asked of every page)."""
+        rule = (response.meta.get("crawlcluster") or {}).get("config", {}).get("rule") or {}
+        if rule.get("documents") is None:
+            return None
+        return document_rule(rule, int(self._setting("CRAWLCLUSTER_DOCUMENTS_MAX_BYTES")))
 
     def document_links(self, response: Response, urls: Iterable[str],
                        extra: dict[str, Any] | None = None) -> list[Follow]:
