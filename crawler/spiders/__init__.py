@@ -295,12 +295,16 @@ class ClusterSpider(scrapy.Spider):
 
     def document_links(self, response: Response, urls: Iterable[str],
                        extra: dict[str, Any] | None = None) -> list[Follow]:
-        """The links among ``urls`` to documents the rule takes, each for
-        ``parse_document`` with ``extra``'s fields (``follow`` adds the page's URL)."""
+        """The links among ``urls`` to documents the rule takes, once each, as they are
+        fetched (no fragment, no tracking parameters), each for ``parse_document`` with
+        ``extra``'s fields (``follow`` adds the page's URL)."""
         option = self.document_option(response)
         if option is None:
             return []
-        return [Follow(url, CALLBACK, extra) for url in document_urls(urls, option)]
+        clean = self.parameter_stripper().clean if self.parameter_stripper() else str
+        found = dict.fromkeys(clean(url.partition("#")[0])
+                              for url in document_urls(urls, option))
+        return [Follow(url, CALLBACK, extra) for url in found]
 
     def parse_document(self, response: Response) -> Iterator[dict[str, Any]]:
         """A document's item: what it is (``read_document``), the page that linked it,

@@ -217,6 +217,7 @@ def test_the_preview_shows_a_pages_documents_and_their_links(test_settings):
     from crawler.preview.servers import PreviewServers
 
     html = ("<html><body><h1>Notice 7</h1><a href='/files/notice-7.pdf'>PDF</a>"
+            "<a href='/files/notice-7.pdf?utm_source=list#page=2'>PDF, page 2</a>"
             "<a href='/files/notice-7.docx'>Word</a><a href='/files/photo.jpg'>photo</a>"
             "</body></html>")
     rule = {"rules": [{"allow": [r"/n/"], "fields": {"title": "//h1/text()"}}],
