@@ -9,7 +9,8 @@ links its notices' files (a PDF or a DOCX each, made from their words by
 the site's rules (one PDF linked from everywhere). Also: a copy of one notice under
 another URL (the same bytes), a ``/download/`` link with no extension that
 ``NOTICE_LOCATIONS`` serves as ``application/pdf``, a broken PDF, one larger than
-``NOTICE_MAX_BYTES``, and a PDF under ``/private/``, which robots.txt forbids. The
+``NOTICE_MAX_BYTES``, a PDF under ``/private/``, which robots.txt forbids, and one at
+the cloud metadata address, which the URL guard refuses. The
 manifest (also ``notices.json``) names every page and file with what a crawl must make
 of it.
 """
@@ -25,6 +26,8 @@ from manager.local.documentfiles import docx_file, pdf_file
 Manifest = dict[str, Any]
 # The size limit the test rule sets: the oversized file is above it, every other below.
 NOTICE_MAX_BYTES = 64 * 1024
+# A document link the URL guard refuses (a cloud metadata address).
+GUARDED = "http://169.254.169.254/latest/meta-data.pdf"
 # A universal rule for the site: list pages followed, notice pages stored with their
 # title, /download/ links taken (their answers are documents by content type).
 NOTICE_RULE = {"rules": [{"allow": [r"/list-\d+\.html$"], "follow": True},
@@ -85,7 +88,7 @@ def generate_notice_site(root: str | Path, spec: NoticeSpec) -> Manifest:
     _write_html(www, "index.html", "Notices", list_links)
     (www / "robots.txt").write_text("User-agent: *\nDisallow: /private/\n")
     manifest = {"start_url": f"{base}/", "pages": pages, "files": files,
-                "disallowed": [f"{base}/private/minutes.pdf"]}
+                "disallowed": [f"{base}/private/minutes.pdf"], "guarded": [GUARDED]}
     (Path(root) / "notices.json").write_text(json.dumps(manifest, indent=1))
     return manifest
 
@@ -106,7 +109,7 @@ def _notice(www: Path, base: str, number: int, files: dict[str, dict[str, Any]],
 
 def _oddities(www: Path, base: str, files: dict[str, dict[str, Any]]) -> list[str]:
     """The copy, the extension-less download, the broken, the huge and the forbidden
-    files; the links to them."""
+    files; the links to them, and to a file at the cloud metadata address."""
     copy = (www / "files" / "notice-1.pdf").read_bytes()
     files[f"{base}/archive/notice-1-copy.pdf"] = _file(
         _write(www, "archive/notice-1-copy.pdf", copy), "pdf", notice_words(1)[1])
@@ -123,7 +126,7 @@ def _oddities(www: Path, base: str, files: dict[str, dict[str, Any]]) -> list[st
     _write(www, "private/minutes.pdf", pdf_file([["Minutes"]]))
     return [f"{base}/archive/notice-1-copy.pdf", f"{base}/download/amendment-2",
             f"{base}/files/broken.pdf", f"{base}/files/annual-report.pdf",
-            f"{base}/private/minutes.pdf"]
+            f"{base}/private/minutes.pdf", GUARDED]
 
 
 def _file(data: bytes, kind: str, words: str) -> dict[str, Any]:

@@ -16,9 +16,10 @@ from manager.local.noticesite import (
 )
 from manager.local.ports import free_port
 from manager.local.staticsite import StaticSite
+from master.frontier import Frontier
 from master.siteconfig import SiteConfig
 from tests.conftest import serve_or_fail
-from tests.crawler.test_crawler_crawl import assert_fetched_once
+from tests.crawler.test_crawler_crawl import assert_fetched_once, link_counts
 from tests.faults.test_faults_servers import S3Store
 
 RATE = 5           # requests a second the cluster may send the site
@@ -42,7 +43,7 @@ def spider_stats(log):
 
 
 def test_notices_crawl_fetches_stores_and_reads_each_linked_document_once(
-        test_settings, mongo_db, zookeeper, notice_site, tmp_path):
+        test_settings, mongo_db, redis, zookeeper, notice_site, tmp_path):
     manifest, site = notice_site
     SiteConfig.from_settings(test_settings, zookeeper).set_limit("127.0.0.1", hits=RATE,
                                                                  window=1)
@@ -57,6 +58,9 @@ def test_notices_crawl_fetches_stores_and_reads_each_linked_document_once(
     # robots.txt (the forbidden file never), within the site's rate
     files = manifest["files"]
     assert_fetched_once(site, since, manifest["pages"] + list(files), "notices crawl")
+    assert link_counts(test_settings, "notices")["refused"] == {"robots": 1}
+    failed = Frontier.from_settings(redis, test_settings).failed("notices")
+    assert "(metadata_address)" in failed[manifest["guarded"][0]]["reason"]   # the URL guard
     entries = [e for e in site.access_log()[since:] if e["path"] != "/robots.txt"]
     times = sorted(e["time"] for e in entries)
     for i, start in enumerate(times):
