@@ -116,6 +116,7 @@ def test_a_rule_takes_documents_only_if_it_says_so_with_its_defaults_filled_in()
     ({"content_types": ["pdf"]}, "rule.documents.content_types[0]"),
     ({"max_bytes": 0}, "rule.documents.max_bytes"),
     ({"max_bytes": "1MB"}, "rule.documents.max_bytes"),
+    ({"max_bytes": 1 << 30}, "rule.documents.max_bytes"),
     ({"size": 1}, "rule.documents"),
     ("pdf", "rule.documents"),
 ])
