@@ -39,6 +39,7 @@ from crawler.documenttext import (
     document_text,
     url_extension,
 )
+from settings.errors import CrawlClusterError
 
 logger = logging.getLogger(__name__)
 
@@ -91,12 +92,12 @@ def is_document_response(response: Response, option: DocumentRule | None) -> boo
     return option is not None and content_type(response) in option.content_types
 
 
-@dataclass
-class DocumentFailure(Exception):
+class DocumentFailure(CrawlClusterError):
     """A document not taken: ``reason`` is the stats' and the log's word for why."""
 
-    reason: str
-    detail: str
+    def __init__(self, reason: str, detail: str) -> None:
+        super().__init__(f"{reason}: {detail}")
+        self.reason, self.detail = reason, detail
 
 
 def count_failure(stats: StatsCollector | None, url: str, reason: str, detail: str) -> None:
