@@ -23,6 +23,7 @@ from twisted.internet.defer import Deferred
 from twisted.python.failure import Failure
 
 from crawler.context import ClusterComponent
+from crawler.documents import is_document_item
 from crawler.firehose import Firehose
 from crawler.maintext import extract_main_text, parse_page
 from crawler.metrics import count_recorded
@@ -66,6 +67,8 @@ class EncodingPipeline:
 
 class CleaningPipeline(ClusterComponent):
     def process_item(self, item: Item) -> Item:
+        if is_document_item(item):     # a linked file's: the rule's fields are its page's
+            return item
         config = self.context.crawls.load(item["crawlid"]) or {}
         rule = config.get("rule")
         required = required_fields(config["spider_type"], rule) if rule else []

@@ -1,17 +1,17 @@
-"""Every default of every crawlcluster role, once (those of site health, crawl events,
-webhooks and local alerting in ``settings/observability.py``, imported here).
+"""Every default of every crawlcluster role, once (site health, events, webhooks, alerting
+in ``settings/observability.py``, documents in ``settings/documents.py``: imported here).
 
 Names carry the ``CRAWLCLUSTER_`` prefix. Each value's type is the type the loader parses
 an environment override into (bool, int, float, str, list or dict; lists and dicts are
 given as JSON in the environment). ``SCRAPY`` holds the defaults for Scrapy's own
 (unprefixed) settings; ``crawler/settings.py`` exposes them to Scrapy with the rest.
 
-The settings table in docs/settings.md is generated from the comments here
-(``crawlcluster settings --markdown``); keep one comment line per setting.
+docs/settings.md's table is generated from the comments here (``crawlcluster settings --markdown``).
 """
 
 from typing import Any
 
+from settings.documents import *  # part of these defaults
 from settings.observability import *  # part of these defaults
 
 # --- servers ---------------------------------------------------------------
@@ -458,7 +458,7 @@ SCRAPY = {
     # Scrapy's, checking a slow domain's throttle token as its request is sent.
     "DOWNLOADER": "crawler.token_deadlines.DeadlineDownloader",
     "DOWNLOADER_MIDDLEWARES": {
-        **CLUSTER_COMPONENTS["DOWNLOADER_MIDDLEWARES"],
+        **CLUSTER_COMPONENTS["DOWNLOADER_MIDDLEWARES"], **DOCUMENT_MIDDLEWARES,
         "crawler.middlewares.RandomUserAgentMiddleware": 400,
         "crawler.proxy.ProxyMiddleware": 740,
         # after decompression (590): repairs the charset of the body the spider reads
@@ -477,7 +477,7 @@ SCRAPY = {
     "DOWNLOAD_MAXSIZE": 20 * 1024 * 1024,
     "SPIDER_MIDDLEWARES": {**CLUSTER_COMPONENTS["SPIDER_MIDDLEWARES"]},
     "EXTENSIONS": {**CLUSTER_COMPONENTS["EXTENSIONS"]},
-    "ITEM_PIPELINES": {"crawler.pipelines.EncodingPipeline": 100,
+    "ITEM_PIPELINES": {**DOCUMENT_PIPELINES, "crawler.pipelines.EncodingPipeline": 100,
                        "crawler.pipelines.CleaningPipeline": 200,
                        "crawler.pipelines.MainTextPipeline": 300,
                        "crawler.pipelines.MongoPipeline": 800},

@@ -8,7 +8,7 @@ import inspect
 import json
 import re
 
-from settings import defaults, observability
+from settings import defaults, documents, observability
 from settings.loader import default_settings
 
 _ASSIGNMENT = re.compile(r"^(CRAWLCLUSTER_\w+)\s*(:[^=]*)?=")
@@ -19,7 +19,7 @@ def setting_descriptions() -> dict[str, str]:
     the modules it imports its settings from)."""
     descriptions = {}
     comment: list[str] = []
-    source = inspect.getsource(defaults) + "\n" + inspect.getsource(observability)
+    source = "\n".join(inspect.getsource(module) for module in (defaults, observability, documents))
     for line in source.splitlines():
         stripped = line.strip()
         match = _ASSIGNMENT.match(line)

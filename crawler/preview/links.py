@@ -49,6 +49,8 @@ def link_fates(response: TextResponse, config: dict[str, Any], task: dict[str, A
 
 def followed_link(link: Follow, config: dict[str, Any]) -> dict[str, Any]:
     described: dict[str, Any] = {"url": link.url, "fate": "follow"}
+    if link.callback == "parse_document":          # a file the rule's `documents` takes
+        described["document"] = True
     if config["spider_type"] == "universal":
         described["rule"] = (link.extra or {}).get("rule_index")
     else:

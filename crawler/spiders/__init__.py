@@ -24,6 +24,16 @@ from parsel import Selector, SelectorList, css2xpath
 from scrapy import Request
 from scrapy.http import Response, TextResponse
 
+from crawler.documents import (
+    BODY_FIELD,
+    CALLBACK,
+    DocumentFailure,
+    DocumentRule,
+    count_failure,
+    document_rule,
+    document_urls,
+    read_document,
+)
 from crawler.pageurls import ParameterStripper, canonical_link, same_host
 from crawler.sources import Entry, Source, read_feed, read_robots, read_sitemap
 from settings import defaults
@@ -124,7 +134,7 @@ class ClusterSpider(scrapy.Spider):
     spider's own way of taking a page the rules admit. What a source could not give
     is counted as refused links of the crawl, with the reason, and logged."""
 
-    callbacks: tuple[str, ...] = ("parse", *SOURCE_CALLBACKS)
+    callbacks: tuple[str, ...] = ("parse", "parse_document", *SOURCE_CALLBACKS)
     # set by the cluster's scheduler: takes (response, [Follow, ...], refused)
     link_sink: Callable[[Response, list[Follow], Mapping[str, int] | None], None] | None = None
     # set by the cluster's scheduler: takes (URL, crawl id), marks the URL seen
@@ -146,6 +156,9 @@ class ClusterSpider(scrapy.Spider):
         stripper = self.parameter_stripper()
         if stripper:
             links = [link._replace(url=stripper.clean(link.url)) for link in links]
+        if self.document_option(response) is not None:   # any link may answer with a file
+            links = [link._replace(extra={"linked_from": response.url, **(link.extra or {})})
+                     for link in links]
         links, refused = self._bounded(response, list(links), refused)
         if self.link_sink is not None:
             self.link_sink(response, links, refused)
@@ -269,6 +282,50 @@ class ClusterSpider(scrapy.Spider):
     @staticmethod
     def crawl_info(response: Response) -> dict[str, Any]:
         return response.meta["crawlcluster"]
+
+    # --- documents: the files a rule's pages link (crawler/documents.py) -----------------
+
+    def document_option(self, response: Response) -> DocumentRule | None:
+        """The crawl's rule's ``documents``, or None if it takes none (at the cost of two
+        lookups for most crawls: this is asked of every page)."""
+        rule = (response.meta.get("crawlcluster") or {}).get("config", {}).get("rule") or {}
+        if rule.get("documents") is None:
+            return None
+        return document_rule(rule, int(self._setting("CRAWLCLUSTER_DOCUMENTS_MAX_BYTES")))
+
+    def document_links(self, response: Response, urls: Iterable[str],
+                       extra: dict[str, Any] | None = None) -> list[Follow]:
+        """The links among ``urls`` to documents the rule takes, once each, as they are
+        fetched (no fragment, no tracking parameters), each for ``parse_document`` with
+        ``extra``'s fields (``follow`` adds the page's URL)."""
+        option = self.document_option(response)
+        if option is None:
+            return []
+        clean = self.parameter_stripper().clean if self.parameter_stripper() else str
+        found = dict.fromkeys(clean(url.partition("#")[0])
+                              for url in document_urls(urls, option))
+        return [Follow(url, CALLBACK, extra) for url in found]
+
+    def parse_document(self, response: Response) -> Iterator[dict[str, Any]]:
+        """A document's item: what it is (``read_document``), the page that linked it,
+        and the fields its task carries (a precise list entry's), with the file for the
+        pipeline that reads its text and stores it; a file not taken is counted and
+        logged, and its task done."""
+        option = self.document_option(response)
+        stats = getattr(getattr(self, "crawler", None), "stats", None)
+        if option is None:        # the crawl's rule no longer takes documents
+            return
+        task = self.crawl_info(response)["task"]
+        try:
+            fields = read_document(response, option, task.get("linked_from"))
+        except DocumentFailure as failure:
+            count_failure(stats, response.url, failure.reason, failure.detail)
+            return
+        if stats is not None:
+            stats.inc_value("crawlcluster/documents/fetched")
+        item = self.item(response, {**task.get("item", {}), **fields})  # type: ignore[arg-type]
+        item[BODY_FIELD] = response.body
+        yield item
 
     def item(self, response: TextResponse, fields: dict[str, Any], url: str | None = None,
              page: bool = False, field_errors: dict[str, str] | None = None

@@ -15,7 +15,9 @@ from typing import Any
 from scrapy.http import Response, TextResponse
 from w3lib.url import safe_url_string
 
+from crawler.documents import is_document_response
 from crawler.fields import read_fields
+from crawler.links import page_urls
 from crawler.sources import Entry
 from crawler.spiders import SOURCE_CALLBACKS, ClusterSpider, Follow
 from master.rules import PRECISE_KEYWORDS
@@ -23,7 +25,7 @@ from master.rules import PRECISE_KEYWORDS
 
 class PreciseSpider(ClusterSpider):
     name = "precise"
-    callbacks = ("parse", "parse_detail", *SOURCE_CALLBACKS)
+    callbacks = ("parse", "parse_detail", "parse_document", *SOURCE_CALLBACKS)
 
     def entry_links(self, response: Response,
                     entries: list[Entry]) -> tuple[list[Follow], Mapping[str, int]]:
@@ -44,7 +46,11 @@ class PreciseSpider(ClusterSpider):
                 fields["field_errors"] = errors
             link = (element.xpath(first["second_page_url"]).get() or "").strip() \
                 if "second_page_url" in first else ""
-            if link and goes_on:
+            documents = self.document_links(response, [absolute(response, link)] if link
+                                            else [], {"item": fields})
+            if link and documents:           # the entry's link is a document: its detail
+                links += documents
+            elif link and goes_on:
                 links.append(Follow(absolute(response, link), "parse_detail", {"item": fields}))
             else:
                 url = response.urljoin(link) if link else f"{response.url}#{position}"
@@ -54,14 +60,23 @@ class PreciseSpider(ClusterSpider):
                       for link in response.xpath(rule["next_page_xpath"]).getall()]
         yield from self.follow(response, links)
 
-    def parse_detail(self, response: TextResponse) -> Iterator[dict[str, Any]]:
+    def parse_detail(self, response: TextResponse) -> Iterator[Any]:
+        if is_document_response(response, self.document_option(response)):
+            yield from self.parse_document(response)     # a detail link answered with a file
+            return
         info = self.crawl_info(response)
         fields = dict(info["task"].get("item", {}))
         errors = fields.pop("field_errors", {})
         more, more_errors = read_fields(response, info["config"]["rule"].get(
             "second_page_xpath", {}), response, time.time())
         fields.update(more)
+        documents = self.document_links(response, page_urls(response)) \
+            if self.document_option(response) else []
+        if documents:
+            fields["documents"] = [link.url for link in documents]
         yield self.item(response, fields, page=True, field_errors={**errors, **more_errors})
+        if documents:
+            yield from self.follow(response, documents)
 
 
 def absolute(response: TextResponse, link: str) -> str:

@@ -18,6 +18,7 @@ from urllib.parse import urlparse
 from scrapy.crawler import Crawler
 from scrapy.http import Response, TextResponse
 
+from crawler.documents import is_document_response
 from crawler.fields import read_fields
 from crawler.rules import LinkRule, compile_universal, every_url
 from crawler.sources import Entry
@@ -39,17 +40,38 @@ class UniversalSpider(ClusterSpider):
         return spider
 
     def parse(self, response: TextResponse) -> Iterator[Any]:  # type: ignore[override]
+        if is_document_response(response, self.document_option(response)):
+            yield from self.parse_document(response)     # a link answered with a file
+            return
         info = self.crawl_info(response)
         rules = compile_universal(info["config"]["rule"])
         index = info["task"].get("rule_index")
         matched = rules[index] if index is not None and index < len(rules) else None
+        documents = self._document_links(response, rules)
         if matched is not None and matched.fields:
             fields, errors = read_fields(response, matched.fields, response, time.time())
+            if documents:
+                fields["documents"] = [link.url for link in documents]
             yield self.item(response, fields, page=True, field_errors=errors)
+        links: list[Follow] = []
+        refused: Counter[str] = Counter()
         if matched is None or matched.follow:
             urls = every_url(response, self.lean_links)
-            links = self._links(response, rules, urls, self.lean_links)
-            yield from self.follow(response, links, self._refused(response, rules, urls, links))
+            files = {link.url for link in documents}     # taken as documents, not pages
+            links = [link for link in self._links(response, rules, urls, self.lean_links)
+                     if link.url not in files]
+            refused = self._refused(response, rules, urls, links + documents)
+        if matched is None or matched.follow or documents:
+            yield from self.follow(response, links + documents, refused)
+
+    def _document_links(self, response: TextResponse, rules: list[LinkRule]) -> list[Follow]:
+        """The page's links to documents the crawl's rule takes, within the rules'
+        domains (whether or not the rule that took the page follows its links)."""
+        if self.document_option(response) is None:
+            return []
+        urls = [url for url in every_url(response, self.lean_links)
+                if any(rule.admits_domain(url) for rule in rules)]
+        return self.document_links(response, urls)
 
     def canonical_fits(self, response: Response, canonical: str) -> bool:
         """Besides the site's root: the rule that took this page admits the canonical too

@@ -1,0 +1,116 @@
+"""A document's format and text: PDF by pypdf, DOCX by python-docx.
+
+``document_format`` tells the format by the file's first bytes (a server's
+``Content-Type`` is often ``application/octet-stream``), then by its content type, then
+by the URL's extension. ``document_text`` reads the text, bounded (pages of a PDF,
+characters kept, bytes a DOCX may unpack to), and raises ``UnreadableDocument`` for a
+file that is broken, encrypted or a zip bomb: a hostile file costs itself only.
+"""
+
+import io
+import logging
+import zipfile
+from dataclasses import dataclass
+from typing import Any
+
+from crawler.links import url_path
+from settings.errors import CrawlClusterError
+
+# The formats whose text is read, by content type and by extension.
+CONTENT_TYPES = {"application/pdf": "pdf",
+                 "application/x-pdf": "pdf",
+                 "application/vnd.openxmlformats-officedocument.wordprocessingml.document": "docx"}
+EXTENSIONS = {"pdf": "pdf", "docx": "docx"}
+# A DOCX's parts unpacked may be at most this many times its size (a zip bomb's are
+# thousands of times theirs; real documents' text parts a few times theirs).
+MAX_UNPACK_RATIO = 100
+
+
+class UnreadableDocument(CrawlClusterError):
+    """A document whose text cannot be read: broken, encrypted or a zip bomb."""
+
+
+@dataclass
+class DocumentText:
+    text: str
+    pages: int | None = None       # a PDF's pages
+    truncated: bool = False        # pages or characters left out (the settings' bounds)
+
+
+def document_format(body: bytes, content_type: str, url: str) -> str | None:
+    """``"pdf"``, ``"docx"``, or None for a format whose text is not read: by the file's
+    first bytes, else its content type, else the extension of the URL's path."""
+    by_bytes = bytes_format(body)
+    if by_bytes or body[:4] == b"PK\x03\x04":     # a zip but no DOCX: no other guess
+        return by_bytes
+    by_type = CONTENT_TYPES.get(content_type.split(";")[0].strip().lower())
+    if by_type:
+        return by_type
+    return EXTENSIONS.get(url_extension(url))
+
+
+def bytes_format(body: bytes) -> str | None:
+    """``"pdf"`` or ``"docx"`` if the file's first bytes say so, else None."""
+    if b"%PDF-" in body[:1024]:
+        return "pdf"
+    if body[:4] == b"PK\x03\x04" and _is_docx(body):
+        return "docx"
+    return None
+
+
+def url_extension(url: str) -> str:
+    """The extension of a URL's path, lower case, without its dot ("" if none)."""
+    name = url_path(url).rsplit("/", 1)[-1]
+    return name.rpartition(".")[2].lower() if "." in name else ""
+
+
+def _is_docx(body: bytes) -> bool:
+    try:
+        with zipfile.ZipFile(io.BytesIO(body)) as archive:
+            return "word/document.xml" in archive.namelist()
+    except (zipfile.BadZipFile, ValueError):
+        return False
+
+
+def document_text(body: bytes, kind: str, max_pages: int, max_chars: int) -> DocumentText:
+    """The text of a ``kind`` (``document_format``) document; raises
+    ``UnreadableDocument`` naming what is wrong with it."""
+    read = _pdf_text if kind == "pdf" else _docx_text
+    # A parser meets every kind of broken file; whatever it raises, the file is unreadable.
+    try:
+        result = read(body, max_pages)
+    except UnreadableDocument:
+        raise
+    except Exception as exc:  # noqa: BLE001
+        raise UnreadableDocument(f"{kind}: {type(exc).__name__}: {exc}"[:300]) from None
+    if len(result.text) > max_chars:
+        result.text, result.truncated = result.text[:max_chars], True
+    return result
+
+
+def _pdf_text(body: bytes, max_pages: int) -> DocumentText:
+    from pypdf import PdfReader
+
+    logging.getLogger("pypdf").setLevel(logging.ERROR)   # a warning per odd object
+    reader = PdfReader(io.BytesIO(body))
+    if reader.is_encrypted and not reader.decrypt(""):
+        raise UnreadableDocument("pdf: encrypted")
+    pages = reader.pages
+    texts = [(page.extract_text() or "").strip() for page in list(pages)[:max_pages]]
+    return DocumentText("\n\n".join(text for text in texts if text), len(pages),
+                        len(pages) > max_pages)
+
+
+def _docx_text(body: bytes, max_pages: int) -> DocumentText:
+    import docx
+
+    with zipfile.ZipFile(io.BytesIO(body)) as archive:
+        unpacked = sum(info.file_size for info in archive.infolist())
+    if unpacked > MAX_UNPACK_RATIO * max(len(body), 64 * 1024):
+        raise UnreadableDocument(f"docx: unpacks to {unpacked} bytes from {len(body)}")
+    document: Any = docx.Document(io.BytesIO(body))
+    lines = [paragraph.text for paragraph in document.paragraphs]
+    for table in document.tables:
+        for row in table.rows:
+            lines.append("\t".join(cell.text for cell in row.cells))
+    return DocumentText("\n".join(line for line in lines if line.strip()))

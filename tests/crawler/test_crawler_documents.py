@@ -1,0 +1,238 @@
+"""Documents, piece by piece: a file's format and text, a rule's ``documents``, a
+document's item fields, and the stores (a directory; GridFS on the real MongoDB). The
+crawl of a notices site: test_crawler_documents_crawl.py."""
+
+import hashlib
+import io
+import zipfile
+
+import pytest
+from pypdf import PdfReader, PdfWriter
+from scrapy.http import HtmlResponse, Response
+from scrapy.pipelines.files import S3FilesStore
+from scrapy.statscollectors import MemoryStatsCollector
+from scrapy.utils.test import get_crawler
+
+from crawler.documents import (
+    DocumentFailure,
+    add_text,
+    document_rule,
+    document_urls,
+    is_document_item,
+    is_document_response,
+    read_document,
+    text_of,
+)
+from crawler.documentstore import DirectoryFilesStore, GridFSFilesStore, files_store
+from crawler.documenttext import UnreadableDocument, document_format, document_text
+from manager.local.documentfiles import docx_file, pdf_file
+from master.rules import RuleError, validate_rule
+
+PDF = pdf_file([["Tender 42 for bridges", "Deadline: 3 March"], ["Annex (page two)"]])
+DOCX = docx_file(["Regulation 12 on water", "Règlement 12 sur l'eau", "水资源条例第十二条"])
+LIMITS = (500, 1_000_000)
+OPTION = document_rule({"documents": {"max_bytes": 10_000}}, 1 << 20)
+
+
+def response(url, body, content_type="application/octet-stream", cls=Response):
+    return cls(url, body=body, headers={"Content-Type": content_type})
+
+
+# --- format and text ---------------------------------------------------------------------
+
+def test_a_document_is_known_by_its_bytes_before_its_type_and_its_name():
+    assert document_format(PDF, "application/octet-stream", "http://a.test/x") == "pdf"
+    assert document_format(DOCX, "text/plain", "http://a.test/x.pdf") == "docx"
+    assert document_format(b"??", "application/pdf; q=1", "http://a.test/x") == "pdf"
+    assert document_format(b"??", "", "http://a.test/NOTICE.DOCX?v=2") == "docx"
+    assert document_format(b"??", "application/octet-stream", "http://a.test/x.xlsx") is None
+    other_zip = io.BytesIO()
+    with zipfile.ZipFile(other_zip, "w") as archive:
+        archive.writestr("xl/workbook.xml", "<workbook/>")
+    assert document_format(other_zip.getvalue(), "", "http://a.test/x.xlsx") is None
+
+
+def test_the_text_of_a_pdf_page_by_page_and_of_a_docx_in_any_script():
+    pdf = document_text(PDF, "pdf", *LIMITS)
+    assert pdf.text == "Tender 42 for bridges\nDeadline: 3 March\n\nAnnex (page two)"
+    assert (pdf.pages, pdf.truncated) == (2, False)
+    docx = document_text(DOCX, "docx", *LIMITS)
+    assert docx.text.splitlines() == ["Regulation 12 on water", "Règlement 12 sur l'eau",
+                                      "水资源条例第十二条"]
+
+
+def test_the_text_read_is_bounded_by_pages_and_characters():
+    first_page = document_text(PDF, "pdf", 1, 1_000_000)
+    assert first_page.text == "Tender 42 for bridges\nDeadline: 3 March" and first_page.truncated
+    short = document_text(DOCX, "docx", 500, 10)
+    assert short.text == "Regulatio" + "n" and short.truncated
+
+
+@pytest.mark.parametrize("body, kind, says", [
+    (PDF[:len(PDF) // 2], "pdf", "pdf: "),                      # cut off
+    (b"%PDF-1.4\n1 0 obj\n<< /Type /Catalog", "pdf", "pdf: "),   # a header and nothing
+    (b"PK\x03\x04 not a zip", "docx", "docx: BadZipFile"),
+])
+def test_a_broken_file_is_unreadable_naming_why(body, kind, says):
+    with pytest.raises(UnreadableDocument, match=says):
+        document_text(body, kind, *LIMITS)
+
+
+def test_an_encrypted_pdf_and_a_zip_bomb_are_unreadable():
+    writer = PdfWriter(clone_from=PdfReader(io.BytesIO(PDF)))
+    writer.encrypt(user_password="secret", owner_password="owner", algorithm="RC4-128")
+    encrypted = io.BytesIO()
+    writer.write(encrypted)
+    with pytest.raises(UnreadableDocument, match="encrypted"):
+        document_text(encrypted.getvalue(), "pdf", *LIMITS)
+    bomb = io.BytesIO()
+    with zipfile.ZipFile(bomb, "w", zipfile.ZIP_DEFLATED) as archive:
+        archive.writestr("word/document.xml", b"<w:document>" + b" " * 50_000_000)
+    with pytest.raises(UnreadableDocument, match="unpacks to 50000012 bytes"):
+        document_text(bomb.getvalue(), "docx", *LIMITS)
+
+
+# --- the rule's option -------------------------------------------------------------------
+
+def test_a_rule_takes_documents_only_if_it_says_so_with_its_defaults_filled_in():
+    assert document_rule({"rules": []}, 100) is None
+    option = document_rule({"documents": {}}, 100)
+    assert option.extensions == {"pdf", "docx"} and option.max_bytes == 100
+    assert "application/pdf" in option.content_types
+    option = document_rule({"documents": {"extensions": [".PDF", "odt"], "max_bytes": 7,
+                                           "content_types": ["Application/X-Foo"]}}, 100)
+    assert (option.extensions, option.content_types, option.max_bytes) == (
+        {"pdf", "odt"}, {"application/x-foo"}, 7)
+    assert document_urls(["http://a.test/a.pdf", "http://a.test/b.PDF?x=1",
+                          "http://a.test/c.pdf.html", "http://a.test/d.odt#p2",
+                          "http://a.test/pdf"], option) == [
+        "http://a.test/a.pdf", "http://a.test/b.PDF?x=1", "http://a.test/d.odt#p2"]
+
+
+@pytest.mark.parametrize("documents, field", [
+    ({"extensions": []}, "rule.documents.extensions"),
+    ({"extensions": ["p df"]}, "rule.documents.extensions[0]"),
+    ({"content_types": ["text/html"]}, "rule.documents.content_types[0]"),
+    ({"content_types": ["pdf"]}, "rule.documents.content_types[0]"),
+    ({"max_bytes": 0}, "rule.documents.max_bytes"),
+    ({"max_bytes": "1MB"}, "rule.documents.max_bytes"),
+    ({"max_bytes": 1 << 30}, "rule.documents.max_bytes"),
+    ({"size": 1}, "rule.documents"),
+    ("pdf", "rule.documents"),
+])
+def test_a_bad_documents_option_is_refused_naming_the_value(documents, field):
+    for spider_type, rule in (("universal", {"rules": [{"allow": "/"}]}),
+                              ("precise", {"first_page_xpath": {"list_from": "//li"}})):
+        with pytest.raises(RuleError) as refused:
+            validate_rule(spider_type, {**rule, "documents": documents})
+        assert refused.value.field == field, str(refused.value)
+
+
+# --- a document's item fields ------------------------------------------------------------
+
+def test_a_documents_fields_name_its_hash_path_text_and_the_page_that_linked_it():
+    stats = MemoryStatsCollector(get_crawler())
+    item = {"url": "http://a.test/n.pdf", **read_document(
+        response("http://a.test/n.pdf", PDF), OPTION, "http://a.test/list.html")}
+    document = item["document"]
+    assert item["linked_from"] == "http://a.test/list.html" and item["text"] == ""
+    assert document["path"] == f"full/{document['sha256']}.pdf"
+    assert document["sha256"] == hashlib.sha256(PDF).hexdigest()
+    assert (document["format"], document["bytes"]) == ("pdf", len(PDF))
+    assert is_document_item(item) and not is_document_item({"document": "a field"})
+    add_text(item, text_of(PDF, "pdf", LIMITS), stats)
+    assert item["text"].startswith("Tender 42") and document["pages"] == 2
+    assert "text_truncated" not in document and "error" not in document
+    add_text(item, text_of(PDF, "pdf", (1, 100)), stats)
+    assert document["text_truncated"] is True
+
+
+def test_a_file_that_costs_itself_is_counted_with_its_reason():
+    stats = MemoryStatsCollector(get_crawler())
+    broken = {"url": "http://a.test/b.pdf", **read_document(
+        response("http://a.test/b.pdf", PDF[:300]), OPTION, None)}
+    add_text(broken, text_of(PDF[:300], broken["document"]["format"], LIMITS), stats)
+    assert broken["text"] == "" and broken["document"]["error"].startswith("unreadable: pdf")
+    assert stats.get_value("crawlcluster/documents/failed/unreadable") == 1
+    with pytest.raises(DocumentFailure) as big:
+        read_document(response("http://a.test/big.pdf", PDF + b" " * 10_000), OPTION, None)
+    assert big.value.reason == "too_big"
+    with pytest.raises(DocumentFailure) as page:
+        read_document(response("http://a.test/moved.pdf", b"<html>Log in</html>",
+                               "text/html", HtmlResponse), OPTION, None)
+    assert page.value.reason == "not_a_document"
+    sheet = {"url": "http://a.test/s.xlsx", **read_document(
+        response("http://a.test/s.xlsx", b"PK\x03\x04..."), OPTION, None)}
+    assert sheet["document"]["format"] is None and sheet["document"]["path"].endswith(".xlsx")
+    add_text(sheet, text_of(b"PK\x03\x04...", None, LIMITS), stats)
+    assert sheet["text"] == "" and "error" not in sheet["document"]
+    assert stats.get_value("crawlcluster/documents/without_text") == 1
+
+
+def test_a_page_link_answered_with_a_listed_content_type_is_a_document():
+    assert is_document_response(response("http://a.test/get?id=3", PDF, "application/pdf"),
+                                OPTION)
+    assert not is_document_response(response("http://a.test/x", b"", "text/html"), OPTION)
+    assert not is_document_response(response("http://a.test/x", PDF, "application/pdf"),
+                                    None)
+
+
+# --- stores -------------------------------------------------------------------------------
+
+def test_a_directory_store_writes_a_file_whole_once(tmp_path):
+    store = files_store(get_crawler(), str(tmp_path / "docs"), None)
+    assert isinstance(store, DirectoryFilesStore)
+    assert store.stat_file("full/abc.pdf", None) == {}
+    store.persist_file("full/abc.pdf", io.BytesIO(PDF), None)
+    assert store.stat_file("full/abc.pdf", None)["last_modified"] > 0
+    assert (tmp_path / "docs" / "full" / "abc.pdf").read_bytes() == PDF
+    assert [p.name for p in (tmp_path / "docs" / "full").iterdir()] == ["abc.pdf"]  # no temp
+
+
+def test_a_gridfs_store_keeps_one_file_per_path(mongo_db):
+    store = GridFSFilesStore(mongo_db, "documents")
+    assert store.stat_file("full/abc.pdf", None) == {}
+    for _ in range(2):              # a second job storing the same file
+        store.persist_file("full/abc.pdf", io.BytesIO(PDF), None, {"url": "http://a.test/"})
+    assert store.stat_file("full/abc.pdf", None)["last_modified"] > 0
+    assert mongo_db["documents.files"].count_documents({}) == 1
+    assert store.bucket.open_download_stream("full/abc.pdf").read() == PDF
+
+
+def test_an_s3_store_is_scrapys_configured_from_its_settings():
+    crawler = get_crawler(settings_dict={"AWS_ENDPOINT_URL": "http://127.0.0.1:9/",
+                                         "AWS_ACCESS_KEY_ID": "k",
+                                         "AWS_SECRET_ACCESS_KEY": "s"})
+    store = files_store(crawler, "s3://notices/docs/", None)
+    assert isinstance(store, S3FilesStore)
+    assert (store.bucket, store.prefix) == ("notices", "docs/")
+    assert store.s3_client.meta.endpoint_url == "http://127.0.0.1:9/"
+    with pytest.raises(ValueError, match="no store for sftp://"):
+        files_store(crawler, "sftp://host/docs/", None)
+
+
+# --- the preview ---------------------------------------------------------------------------
+
+def test_the_preview_shows_a_pages_documents_and_their_links(test_settings):
+    from crawler.preview import preview
+    from crawler.preview.servers import PreviewServers
+
+    html = ("<html><body><h1>Notice 7</h1><a href='/files/notice-7.pdf'>PDF</a>"
+            "<a href='/files/notice-7.pdf?utm_source=list#page=2'>PDF, page 2</a>"
+            "<a href='/files/notice-7.docx'>Word</a><a href='/files/photo.jpg'>photo</a>"
+            "</body></html>")
+    rule = {"rules": [{"allow": [r"/n/"], "fields": {"title": "//h1/text()"}}],
+            "documents": {}}
+    servers = PreviewServers(test_settings)
+    try:
+        result = preview({"url": "http://amt.test/", "spider_type": "universal",
+                          "rule": rule}, servers.cluster(), url="http://amt.test/n/7.html",
+                         html=html)
+    finally:
+        servers.close()
+    files = ["http://amt.test/files/notice-7.pdf", "http://amt.test/files/notice-7.docx"]
+    [item] = result["items"]
+    assert item["item"]["documents"] == files
+    links = {link["url"]: link for link in result["links"]}
+    assert all(links[url]["fate"] == "follow" and links[url]["document"] for url in files)
+    assert links["http://amt.test/files/photo.jpg"]["fate"] == "refused"
