@@ -19,6 +19,9 @@ CRAWLCLUSTER_EVENTS_STALL_SECONDS = 600.0
 # (over its items since the last look, once there are EVENTS_SITE_MIN_ITEMS, and over the
 # whole crawl when it ends).
 CRAWLCLUSTER_EVENTS_COVERAGE_MIN = 0.8
+# site_broken events a crawl sends at most (the findings past it are logged, and shown by
+# `crawlcluster sites`).
+CRAWLCLUSTER_EVENTS_SITE_BROKEN_MAX = 20
 # Items a site must have (since the last look, or in all) before its coverage is judged.
 CRAWLCLUSTER_EVENTS_SITE_MIN_ITEMS = 10
 # A schedule's run whose site gave fewer than this share of the previous run's items (at

@@ -5,7 +5,7 @@ from master.keys.space import KeySpace
 
 class EventKeys(KeySpace):
     def event_claim(self, event_id: str) -> str:
-        """string: the time an event (``<crawlid>:<kind>[:<site>[:<field>]]``) was claimed;
+        """string: the time an event (``<crawlid>:<kind>[:<reason>:<site>[:<field>]]``) was claimed;
         set once (SET NX, in `event_claim.lua`), so an event is sent once however many
         monitors see it; expires ``CRAWLCLUSTER_EVENTS_CLAIM_TTL`` after.
 
