@@ -32,6 +32,7 @@ LOW_COVERAGE = 0.8       # a field matching on fewer than 80% of a site's items
 HIGH_ERRORS = 0.5        # more than half of a site's pages answered 4xx/5xx
 HIGH_DROPS = 0.5         # more than half of a site's items dropped as incomplete
 
+RETENTION = 7 * 86400.0   # CRAWLCLUSTER_CRAWL_RETENTION's default, when none is given
 Measure = tuple[str, str]       # (site, measure): "pages", "status:200", "matched:title", ...
 
 
@@ -95,10 +96,14 @@ def has_value(value: Any) -> bool:
 
 
 def queue_site_counts(pipe: Any, scripts: LuaScripts, keys: Keys,
-                      taken: dict[str, Counter[Measure]], max_sites: int = MAX_SITES) -> None:
-    """Queue ``taken`` counts on ``pipe``: one ``site_health_add.lua`` call per crawl."""
+                      taken: dict[str, Counter[Measure]], max_sites: int = MAX_SITES,
+                      retention: float = RETENTION) -> None:
+    """Queue ``taken`` counts on ``pipe``: one ``site_health_add.lua`` call per crawl. A
+    crawl's hash expires twice its ``retention`` (CRAWLCLUSTER_CRAWL_RETENTION) after its
+    last count: the crawl's retirement deletes it first, and counts a spider sends after
+    the crawl retired leave no key for good."""
     for crawlid, counts in taken.items():
-        args: list[Any] = [max_sites, OTHER]
+        args: list[Any] = [max_sites, OTHER, max(int(2 * retention), 1)]
         for (site, measure), count in counts.items():
             args += [site, measure, count]
         scripts.run("site_health_add", [keys.crawl_sites(crawlid)], args, pipe=pipe)

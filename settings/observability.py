@@ -27,9 +27,10 @@ CRAWLCLUSTER_EVENTS_SITE_MIN_ITEMS = 10
 # A schedule's run whose site gave fewer than this share of the previous run's items (at
 # least EVENTS_SITE_MIN_ITEMS then) makes the site `site_broken`.
 CRAWLCLUSTER_EVENTS_PREVIOUS_RUN_SHARE = 0.5
-# Seconds an event's claim (and a schedule's last per-site items) live: longer than a
-# crawl stays in Redis after it ended (CRAWLCLUSTER_CRAWL_RETENTION).
-CRAWLCLUSTER_EVENTS_CLAIM_TTL = 8 * 86400.0
+# Seconds an event's claim (and a schedule's last per-site items) outlive a crawl's
+# CRAWLCLUSTER_CRAWL_RETENTION: the crawl retires (leaves the index the monitors read)
+# before its claims expire, so none of its events is sent twice.
+CRAWLCLUSTER_EVENTS_CLAIM_MARGIN = 86400.0
 # Secret of the HMAC-SHA256 signature of each webhook body (X-Crawlcluster-Signature);
 # empty: deliveries go unsigned (a warning at start-up).
 CRAWLCLUSTER_WEBHOOK_SECRET = ""

@@ -7,7 +7,8 @@ class EventKeys(KeySpace):
     def event_claim(self, event_id: str) -> str:
         """string: the time an event (``<crawlid>:<kind>[:<reason>:<site>[:<field>]]``) was claimed;
         set once (SET NX, in `event_claim.lua`), so an event is sent once however many
-        monitors see it; expires ``CRAWLCLUSTER_EVENTS_CLAIM_TTL`` after.
+        monitors see it; expires ``CRAWLCLUSTER_CRAWL_RETENTION`` and
+        ``CRAWLCLUSTER_EVENTS_CLAIM_MARGIN`` after.
 
         Written by: monitor (`CrawlEvents`)
         Read by: monitor (`CrawlEvents`: an ended crawl is not looked at again)

@@ -16,9 +16,18 @@ import time
 from typing import Any
 
 from master.schedules import schedule_of
+from settings.loader import Settings
 
 Event = dict[str, Any]        # one event as sent (schemas/event.json)
 KINDS = ("started", "finished", "failed", "stalled", "site_broken")
+
+
+def claim_ttl(settings: Settings) -> float:
+    """Seconds an event's claim lives: the crawl's retention and a margin, so a crawl is
+    out of the crawl index before its claims expire (a claim gone while the crawl is
+    still looked at would send its events again)."""
+    return (settings.getfloat("CRAWLCLUSTER_CRAWL_RETENTION")
+            + settings.getfloat("CRAWLCLUSTER_EVENTS_CLAIM_MARGIN"))
 
 
 def make_event(kind: str, config: dict[str, Any], data: dict[str, Any],

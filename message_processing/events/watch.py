@@ -28,7 +28,7 @@ from master.crawls import CrawlConfig, CrawlStore
 from master.keys import Keys
 from master.rules import SPIDER_TYPES, field_names
 from master.schedules import schedule_of
-from message_processing.events import make_event
+from message_processing.events import claim_ttl, make_event
 from message_processing.events.outbox import EventOutbox
 from message_processing.events.sitechecks import (
     Broken,
@@ -60,7 +60,7 @@ class WatchOptions:
         return cls(settings.getint("CRAWLCLUSTER_EVENTS_CRAWLS"),
                    settings.getfloat("CRAWLCLUSTER_EVENTS_SETTLE"),
                    settings.getfloat("CRAWLCLUSTER_EVENTS_STALL_SECONDS"),
-                   settings.getfloat("CRAWLCLUSTER_EVENTS_CLAIM_TTL"),
+                   claim_ttl(settings),
                    Thresholds(settings.getfloat("CRAWLCLUSTER_EVENTS_COVERAGE_MIN"),
                               settings.getint("CRAWLCLUSTER_EVENTS_SITE_MIN_ITEMS"),
                               settings.getfloat("CRAWLCLUSTER_EVENTS_PREVIOUS_RUN_SHARE")),

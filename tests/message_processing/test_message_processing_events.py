@@ -359,3 +359,16 @@ def test_a_crawl_whose_rule_makes_no_items_is_not_failed_for_having_none():
     assert failure_of(summary, expects_items(follow_only)) is None
     assert failure_of(summary, expects_items(user_spider)) is None
     assert failure_of(summary, expects_items(with_fields)) == "no items"
+
+
+def test_an_events_claim_outlives_the_crawls_retention(redis, test_settings):
+    """A crawl kept 30 days after it ended keeps its claims longer: its events are not
+    sent again while it is still in the crawl index."""
+    from message_processing.events.runner import EventRunner
+
+    settings = test_settings.copy_with(CRAWLCLUSTER_CRAWL_RETENTION=30 * 86400.0)
+    runner = EventRunner(settings, redis, producer=None, guard=None)
+    event = make_event("finished", {"crawlid": "kept", "userid": "u1"}, {"pages": 1})
+    assert runner.outbox.claim("kept:ended", event)
+    assert redis.ttl(Keys.from_settings(settings).event_claim("kept:ended")) > 30 * 86400
+    assert runner.watch.options.claim_ttl > 30 * 86400
