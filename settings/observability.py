@@ -45,6 +45,9 @@ CRAWLCLUSTER_WEBHOOK_BACKOFF_MAX = 3600.0
 # Attempts at one delivery before it is given up (logged and counted): with the defaults,
 # about two days of retries.
 CRAWLCLUSTER_WEBHOOK_MAX_ATTEMPTS = 60
+# Deliveries waiting for one receiver host at most; an event's delivery past it is dropped
+# (logged, counted: stats' webhooks_dropped, and in the delivery log).
+CRAWLCLUSTER_WEBHOOK_MAX_QUEUED_PER_HOST = 10_000
 # Seconds a webhook receiver may take to answer.
 CRAWLCLUSTER_WEBHOOK_TIMEOUT = 10.0
 # Delivery attempts kept in the delivery log (`crawlcluster webhooks`).

@@ -52,6 +52,16 @@ class EventKeys(KeySpace):
         """
         return f"{self.tag}:webhooks:queue"
 
+    def webhook_host_queue(self, host: str) -> str:
+        """zset of webhook delivery JSON -> when due: the deliveries of `webhook_queue` to
+        one receiver host, counted so that at most
+        ``CRAWLCLUSTER_WEBHOOK_MAX_QUEUED_PER_HOST`` wait for it (gone once empty).
+
+        Written by: monitor (`Webhooks`, beside `webhook_queue`)
+        Read by: monitor (`Webhooks.add_new`: its size)
+        """
+        return f"{self.tag}:webhooks:host:{host}"
+
     def webhook_log(self) -> str:
         """list of JSON: the last ``CRAWLCLUSTER_WEBHOOK_LOG_SIZE`` delivery attempts, newest
         first (event id, url, attempt, HTTP status or error, delivered or retried when).
