@@ -308,7 +308,8 @@ class TaskTracker:
                              scripts=context.scripts).increment(count, pipe=pipe)
         if done:
             context.registry.count_done(context.job, done, pipe=pipe)
-        queue_site_counts(pipe, context.scripts, context.keys, sites)
+        queue_site_counts(pipe, context.scripts, context.keys, sites,
+                          retention=context.settings.getfloat("CRAWLCLUSTER_CRAWL_RETENTION"))
         return statuses, throttled, earlier, sites
 
     def _restore_counts(self, statuses: Counter[int | str], throttled: Counter[str],

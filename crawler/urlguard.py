@@ -73,9 +73,11 @@ class GuardedReply(NamedTuple):
 class UrlGuard:
     """Judges URLs and addresses; resolves and fetches only what it allowed."""
 
-    def __init__(self, allowed_networks: Iterable[str | IPNetwork] = ()) -> None:
+    def __init__(self, allowed_networks: Iterable[str | IPNetwork] = (),
+                 networks_setting: str = "CRAWLCLUSTER_ALLOWED_PRIVATE_NETWORKS") -> None:
         self.allowed_networks: tuple[IPNetwork, ...] = tuple(
             ipaddress.ip_network(n, strict=False) for n in allowed_networks)
+        self.networks_setting = networks_setting     # named when a private address is refused
 
     @classmethod
     def from_settings(cls, settings: Mapping[str, Any]) -> "UrlGuard":
@@ -85,6 +87,16 @@ class UrlGuard:
             return cls(networks)
         except (TypeError, ValueError) as exc:
             raise ConfigError(f"CRAWLCLUSTER_ALLOWED_PRIVATE_NETWORKS: {exc}") from exc
+
+    @classmethod
+    def for_webhooks(cls, settings: Mapping[str, Any]) -> "UrlGuard":
+        """The guard of webhook deliveries: ``CRAWLCLUSTER_WEBHOOK_ALLOWED_NETWORKS``'s
+        private networks allowed, and named when a private address is refused."""
+        name = "CRAWLCLUSTER_WEBHOOK_ALLOWED_NETWORKS"
+        try:
+            return cls(settings.get(name) or [], networks_setting=name)
+        except (TypeError, ValueError) as exc:
+            raise ConfigError(f"{name}: {exc}") from exc
 
     # --- judging ----------------------------------------------------------------
     def check_url(self, url: str) -> None:
@@ -103,7 +115,8 @@ class UrlGuard:
         for judged in addresses_judged(ip):
             reason = self.refusal(judged)
             if reason:
-                raise RefusedUrl(url or str(ip), reason, f"{ip} is {_WHY[reason]}")
+                why = _WHY[reason].format(setting=self.networks_setting)
+                raise RefusedUrl(url or str(ip), reason, f"{ip} is {why}")
 
     def refusal(self, ip: IPAddress) -> str:
         """Why ``ip`` is refused (a RefusedUrl reason), or "" if it is allowed."""
@@ -188,8 +201,7 @@ class UrlGuard:
         return GuardedReply(response.status, list(response.getheaders()), data, url)
 
 
-_WHY = {"private_address": "not a globally routable address, nor in "
-                           "CRAWLCLUSTER_ALLOWED_PRIVATE_NETWORKS",
+_WHY = {"private_address": "not a globally routable address, nor in {setting}",
         "metadata_address": "a link-local or cloud metadata address (refused always)"}
 
 

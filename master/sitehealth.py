@@ -32,6 +32,7 @@ LOW_COVERAGE = 0.8       # a field matching on fewer than 80% of a site's items
 HIGH_ERRORS = 0.5        # more than half of a site's pages answered 4xx/5xx
 HIGH_DROPS = 0.5         # more than half of a site's items dropped as incomplete
 
+RETENTION = 7 * 86400.0   # CRAWLCLUSTER_CRAWL_RETENTION's default, when none is given
 Measure = tuple[str, str]       # (site, measure): "pages", "status:200", "matched:title", ...
 
 
@@ -62,11 +63,17 @@ class SiteCounts:
 
     def item(self, crawlid: str, site: str, fields: list[str], item: dict[str, Any],
              missing: list[str]) -> None:
-        """An item extracted from the site's page: which of the rule's ``fields`` it has,
-        and the required ones ``missing`` (it is dropped if any)."""
+        """An item extracted from the site's page: which of its rule's fields it has, and
+        the required ones ``missing`` (it is dropped if any). ``fields`` are every field
+        of the crawl's rule; those of the rule that made this item are the ones it
+        carries (a spider puts each in, "" when it matched nothing, or in
+        ``field_errors``), so another rule's fields are not counted against it."""
         self._add(crawlid, site, "items")
+        errors = item.get("field_errors") or {}
         for name in fields:
-            self._add(crawlid, site, f"matched:{name}", 1 if item.get(name) else 0)
+            if name in item or name in errors:
+                self._add(crawlid, site, f"expected:{name}")
+                self._add(crawlid, site, f"matched:{name}", 1 if has_value(item.get(name)) else 0)
         if missing:
             self._add(crawlid, site, "dropped")
             for name in missing:
@@ -82,11 +89,21 @@ class SiteCounts:
             self.pending.setdefault(crawlid, Counter()).update(counts)
 
 
+def has_value(value: Any) -> bool:
+    """Whether a field matched: a value other than None, "" and [] (0 and False are
+    values a processor made)."""
+    return value is not None and value != "" and value != []
+
+
 def queue_site_counts(pipe: Any, scripts: LuaScripts, keys: Keys,
-                      taken: dict[str, Counter[Measure]], max_sites: int = MAX_SITES) -> None:
-    """Queue ``taken`` counts on ``pipe``: one ``site_health_add.lua`` call per crawl."""
+                      taken: dict[str, Counter[Measure]], max_sites: int = MAX_SITES,
+                      retention: float = RETENTION) -> None:
+    """Queue ``taken`` counts on ``pipe``: one ``site_health_add.lua`` call per crawl. A
+    crawl's hash expires twice its ``retention`` (CRAWLCLUSTER_CRAWL_RETENTION) after its
+    last count: the crawl's retirement deletes it first, and counts a spider sends after
+    the crawl retired leave no key for good."""
     for crawlid, counts in taken.items():
-        args: list[Any] = [max_sites, OTHER]
+        args: list[Any] = [max_sites, OTHER, max(int(2 * retention), 1)]
         for (site, measure), count in counts.items():
             args += [site, measure, count]
         scripts.run("site_health_add", [keys.crawl_sites(crawlid)], args, pipe=pipe)
@@ -94,8 +111,9 @@ def queue_site_counts(pipe: Any, scripts: LuaScripts, keys: Keys,
 
 @dataclass
 class SiteHealth:
-    """One site's figures in one crawl. ``coverage``: field -> share of the site's items
-    where it matched (0.0 to 1.0; every field of the rule once an item was counted)."""
+    """One site's figures in one crawl. ``expected``: field -> the site's items whose
+    rule has the field; ``coverage``: field -> share of those where it matched (0.0 to
+    1.0; counts of older spiders, without ``expected``, over all the site's items)."""
 
     site: str
     pages: int = 0
@@ -104,13 +122,17 @@ class SiteHealth:
     rendered: int = 0
     dropped_by_field: dict[str, int] = field(default_factory=dict)
     matched: dict[str, int] = field(default_factory=dict)
+    expected: dict[str, int] = field(default_factory=dict)
     statuses: dict[str, int] = field(default_factory=dict)
     pushback: dict[str, int] = field(default_factory=dict)
 
     @property
     def coverage(self) -> dict[str, float]:
-        return {name: (count / self.items if self.items else 0.0)
-                for name, count in self.matched.items()}
+        shares = {}
+        for name, count in self.matched.items():
+            judged = self.expected.get(name, self.items)
+            shares[name] = count / judged if judged else 0.0
+        return shares
 
     @property
     def errors(self) -> int:
@@ -144,7 +166,8 @@ class SiteHealth:
         self.dropped += other.dropped
         self.rendered += other.rendered
         for mine, theirs in ((self.dropped_by_field, other.dropped_by_field),
-                             (self.matched, other.matched), (self.statuses, other.statuses),
+                             (self.matched, other.matched), (self.expected, other.expected),
+                             (self.statuses, other.statuses),
                              (self.pushback, other.pushback)):
             for name, count in theirs.items():
                 mine[name] = mine.get(name, 0) + count
@@ -157,8 +180,8 @@ class SiteHealth:
 
 
 PLAIN = ("pages", "items", "dropped", "rendered")
-GROUPED = {"dropped": "dropped_by_field", "matched": "matched", "status": "statuses",
-           "pushback": "pushback"}
+GROUPED = {"dropped": "dropped_by_field", "matched": "matched", "expected": "expected",
+           "status": "statuses", "pushback": "pushback"}
 
 
 def site_health_of(raw: dict[str, str]) -> dict[str, SiteHealth]:

@@ -19,14 +19,18 @@ CRAWLCLUSTER_EVENTS_STALL_SECONDS = 600.0
 # (over its items since the last look, once there are EVENTS_SITE_MIN_ITEMS, and over the
 # whole crawl when it ends).
 CRAWLCLUSTER_EVENTS_COVERAGE_MIN = 0.8
+# site_broken events a crawl sends at most (the findings past it are logged, and shown by
+# `crawlcluster sites`).
+CRAWLCLUSTER_EVENTS_SITE_BROKEN_MAX = 20
 # Items a site must have (since the last look, or in all) before its coverage is judged.
 CRAWLCLUSTER_EVENTS_SITE_MIN_ITEMS = 10
 # A schedule's run whose site gave fewer than this share of the previous run's items (at
 # least EVENTS_SITE_MIN_ITEMS then) makes the site `site_broken`.
 CRAWLCLUSTER_EVENTS_PREVIOUS_RUN_SHARE = 0.5
-# Seconds an event's claim (and a schedule's last per-site items) live: longer than a
-# crawl stays in Redis after it ended (CRAWLCLUSTER_CRAWL_RETENTION).
-CRAWLCLUSTER_EVENTS_CLAIM_TTL = 8 * 86400.0
+# Seconds an event's claim (and a schedule's last per-site items) outlive a crawl's
+# CRAWLCLUSTER_CRAWL_RETENTION: the crawl retires (leaves the index the monitors read)
+# before its claims expire, so none of its events is sent twice.
+CRAWLCLUSTER_EVENTS_CLAIM_MARGIN = 86400.0
 # Secret of the HMAC-SHA256 signature of each webhook body (X-Crawlcluster-Signature);
 # empty: deliveries go unsigned (a warning at start-up).
 CRAWLCLUSTER_WEBHOOK_SECRET = ""
@@ -41,6 +45,9 @@ CRAWLCLUSTER_WEBHOOK_BACKOFF_MAX = 3600.0
 # Attempts at one delivery before it is given up (logged and counted): with the defaults,
 # about two days of retries.
 CRAWLCLUSTER_WEBHOOK_MAX_ATTEMPTS = 60
+# Deliveries waiting for one receiver host at most; an event's delivery past it is dropped
+# (logged, counted: stats' webhooks_dropped, and in the delivery log).
+CRAWLCLUSTER_WEBHOOK_MAX_QUEUED_PER_HOST = 10_000
 # Seconds a webhook receiver may take to answer.
 CRAWLCLUSTER_WEBHOOK_TIMEOUT = 10.0
 # Delivery attempts kept in the delivery log (`crawlcluster webhooks`).

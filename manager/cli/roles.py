@@ -42,12 +42,8 @@ def cmd_monitor(args: argparse.Namespace, settings: Settings) -> int:
     until SIGTERM/SIGINT."""
     from crawler.urlguard import UrlGuard
     from message_processing.monitor.service import Monitor
-    from settings.errors import ConfigError
 
-    try:
-        guard = UrlGuard(settings.getlist("CRAWLCLUSTER_WEBHOOK_ALLOWED_NETWORKS"))
-    except (TypeError, ValueError) as exc:
-        raise ConfigError(f"CRAWLCLUSTER_WEBHOOK_ALLOWED_NETWORKS: {exc}") from exc
+    guard = UrlGuard.for_webhooks(settings)
     when_reachable(settings, lambda: Monitor.from_settings(settings, guard)).run()
     return 0
 

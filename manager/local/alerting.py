@@ -46,10 +46,12 @@ def alertmanager_config(webhook: str, group_wait: float) -> dict[str, Any]:
     return {"route": route, "receivers": receivers}
 
 
-def prometheus_config(exporter: str, alertmanager: str, rules: Path) -> dict[str, Any]:
-    """Prometheus's configuration: the exporter scraped, the alert rules evaluated, the
-    alerts sent to the local Alertmanager."""
-    return {"global": {"scrape_interval": "15s", "evaluation_interval": "15s"},
+def prometheus_config(exporter: str, alertmanager: str, rules: Path,
+                      interval: float = 15.0) -> dict[str, Any]:
+    """Prometheus's configuration: the exporter scraped and the alert rules evaluated every
+    ``interval`` s, the alerts sent to the local Alertmanager."""
+    every = f"{interval:g}s"
+    return {"global": {"scrape_interval": every, "evaluation_interval": every},
             "rule_files": [str(rules)],
             "alerting": {"alertmanagers": [{"static_configs": [{"targets": [alertmanager]}]}]},
             "scrape_configs": [{"job_name": "crawlcluster-cluster",
@@ -57,10 +59,15 @@ def prometheus_config(exporter: str, alertmanager: str, rules: Path) -> dict[str
 
 
 class LocalAlerting:
-    """Start Prometheus and Alertmanager beside the local servers."""
+    """Start Prometheus and Alertmanager beside the local servers. ``rules`` and
+    ``interval`` (seconds between scrapes and rule evaluations) are the shipped rules and
+    Prometheus's usual 15 s unless given."""
 
-    def __init__(self, settings: Settings, out: Callable[..., None] = print) -> None:
+    def __init__(self, settings: Settings, out: Callable[..., None] = print,
+                 rules: Path = RULES, interval: float = 15.0) -> None:
         self.settings = settings
+        self.rules = rules
+        self.interval = interval
         self.state = StateDir(settings.getpath("CRAWLCLUSTER_STATE_DIR"))
         self.out = out
         self.timeout = settings.getfloat("CRAWLCLUSTER_SERVICES_START_TIMEOUT")
@@ -111,7 +118,8 @@ class LocalAlerting:
         config = folder / "prometheus.yml"
         config.write_text(json.dumps(prometheus_config(
             self.settings["CRAWLCLUSTER_EXPORTER_ADDRESS"],
-            self.settings["CRAWLCLUSTER_ALERTMANAGER_ADDRESS"], RULES), indent=2))
+            self.settings["CRAWLCLUSTER_ALERTMANAGER_ADDRESS"], self.rules, self.interval),
+            indent=2))
         return [BINARIES["prometheus"], f"--config.file={config}",
                 f"--storage.tsdb.path={folder / 'data'}",
                 f"--web.listen-address={self.settings['CRAWLCLUSTER_PROMETHEUS_ADDRESS']}"]

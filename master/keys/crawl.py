@@ -71,11 +71,13 @@ class CrawlKeys(KeySpace):
         """hash `<site> <measure>` -> count: the crawl's health per site (domain, as the
         throttle names it; master/sitehealth.py): pages, statuses (`status:<code>`),
         pushback (`pushback:<reason>`), pages rendered, items, items dropped (and
-        `dropped:<field>` missing), `matched:<field>` items where each rule field
-        matched. At most `MAX_SITES` sites (`<site> ~` marks one,
-        `~sites` counts them), the rest counted as `(other)`; measures bounded by the
-        rule's fields. One key per crawl in the shard its id hashes to; deleted when
-        the crawl is retired.
+        `dropped:<field>` missing), `expected:<field>` items whose rule has the
+        field and `matched:<field>` those where it matched. At most `MAX_SITES` sites
+        (`<site> ~` marks one, `~sites` counts them), the rest counted as `(other)`;
+        measures bounded by the rule's fields. One key per crawl in the shard its id
+        hashes to; deleted when the crawl is retired, and expires twice
+        `CRAWLCLUSTER_CRAWL_RETENTION` after its last count (a count sent after the
+        crawl retired leaves no key for good).
 
         Written by: spiders (`site_health_add.lua`, with their counts once a second)
         Read by: `read_site_health` (`crawlcluster sites`, monitor, manager UI and

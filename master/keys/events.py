@@ -5,9 +5,10 @@ from master.keys.space import KeySpace
 
 class EventKeys(KeySpace):
     def event_claim(self, event_id: str) -> str:
-        """string: the time an event (``<crawlid>:<kind>[:<site>[:<field>]]``) was claimed;
+        """string: the time an event (``<crawlid>:<kind>[:<reason>:<site>[:<field>]]``) was claimed;
         set once (SET NX, in `event_claim.lua`), so an event is sent once however many
-        monitors see it; expires ``CRAWLCLUSTER_EVENTS_CLAIM_TTL`` after.
+        monitors see it; expires ``CRAWLCLUSTER_CRAWL_RETENTION`` and
+        ``CRAWLCLUSTER_EVENTS_CLAIM_MARGIN`` after.
 
         Written by: monitor (`CrawlEvents`)
         Read by: monitor (`CrawlEvents`: an ended crawl is not looked at again)
@@ -50,6 +51,16 @@ class EventKeys(KeySpace):
         Read by: monitor (`Webhooks`, `worklist_claim.lua`)
         """
         return f"{self.tag}:webhooks:queue"
+
+    def webhook_host_queue(self, host: str) -> str:
+        """zset of webhook delivery JSON -> when due: the deliveries of `webhook_queue` to
+        one receiver host, counted so that at most
+        ``CRAWLCLUSTER_WEBHOOK_MAX_QUEUED_PER_HOST`` wait for it (gone once empty).
+
+        Written by: monitor (`Webhooks`, beside `webhook_queue`)
+        Read by: monitor (`Webhooks.add_new`: its size)
+        """
+        return f"{self.tag}:webhooks:host:{host}"
 
     def webhook_log(self) -> str:
         """list of JSON: the last ``CRAWLCLUSTER_WEBHOOK_LOG_SIZE`` delivery attempts, newest

@@ -6,14 +6,16 @@
 -- KEYS[1]  the crawl's site health hash (Keys.crawl_sites)
 -- ARGV[1]  the most sites kept apart
 -- ARGV[2]  the name the sites past the bound are counted under ("(other)")
--- ARGV[3..]  triples: site, measure, count to add
+-- ARGV[3]  seconds the hash lives after this call (twice the crawl's retention: the
+--          crawl's retirement deletes it first; counts sent after that expire)
+-- ARGV[4..]  triples: site, measure, count to add
 -- Returns: how many counts went to "(other)" because the bound was reached.
 local key = KEYS[1]
 local most = tonumber(ARGV[1])
 local other = ARGV[2]
 local folded = 0
 local admitted = {}
-for i = 3, #ARGV, 3 do
+for i = 4, #ARGV, 3 do
   local site = ARGV[i]
   if site ~= other and admitted[site] == nil then
     if redis.call('HEXISTS', key, site .. ' ~') == 1 then
@@ -32,4 +34,5 @@ for i = 3, #ARGV, 3 do
   end
   redis.call('HINCRBY', key, site .. ' ' .. ARGV[i + 1], tonumber(ARGV[i + 2]))
 end
+redis.call('EXPIRE', key, tonumber(ARGV[3]))
 return folded

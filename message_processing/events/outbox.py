@@ -62,10 +62,12 @@ class EventOutbox:
             return 0
         deliver([member.encode("utf-8") for member in members])
         pipe = self.client.pipeline(transaction=True)
+        deliveries = []
         for member in members:
             event = json.loads(member)
             pipe.zrem(self.keys.event_outbox(), member)
-            for url in self.notify_of(event["crawlid"]):
-                self.webhooks.add(url, event, pipe=pipe)
+            deliveries += [(url, event) for url in self.notify_of(event["crawlid"])]
+        if deliveries:
+            self.webhooks.add_new(deliveries, pipe)
         pipe.execute()
         return len(members)

@@ -16,6 +16,7 @@ from master.crawls import CrawlStore
 from master.keys import Keys
 from master.lua import LuaScripts
 from master.sitehealth import OTHER, read_site_health
+from message_processing.events import claim_ttl
 from message_processing.events.outbox import EventOutbox
 from message_processing.events.sitechecks import SiteFigures
 from message_processing.events.watch import CrawlEvents, WatchOptions
@@ -38,7 +39,7 @@ class EventRunner:
         self.topic = settings["CRAWLCLUSTER_KAFKA_EVENTS_TOPIC"]
         self.interval = settings.getfloat("CRAWLCLUSTER_EVENTS_INTERVAL")
         self.webhooks = Webhooks.from_settings(redis, settings, guard, scripts=scripts)
-        self.outbox = EventOutbox(redis, keys, settings.getfloat("CRAWLCLUSTER_EVENTS_CLAIM_TTL"),
+        self.outbox = EventOutbox(redis, keys, claim_ttl(settings),
                                   self.webhooks, lambda crawlid: notify_urls(crawls, crawlid),
                                   scripts=scripts)
         self.watch = CrawlEvents(redis, keys, self.outbox, lambda crawlid: read_sites(

@@ -17,6 +17,7 @@ Every monitor may look; the claims make each event one.
 """
 
 import json
+import logging
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -27,19 +28,20 @@ from master.crawls import CrawlConfig, CrawlStore
 from master.keys import Keys
 from master.rules import SPIDER_TYPES, field_names
 from master.schedules import schedule_of
-from message_processing.events import make_event
+from message_processing.events import claim_ttl, make_event
 from message_processing.events.outbox import EventOutbox
 from message_processing.events.sitechecks import (
     Broken,
     SiteFigures,
     Thresholds,
     final_checks,
+    judged,
     recent_coverage,
-    snapshot,
 )
 from settings.clients import RedisClient
 from settings.loader import Settings
 
+logger = logging.getLogger(__name__)
 SiteReader = Callable[[str], dict[str, SiteFigures]]     # crawl id -> its sites' figures
 State = dict[str, Any]       # a crawl's entry in Keys.event_watch
 
@@ -51,16 +53,18 @@ class WatchOptions:
     stall_seconds: float = 600.0
     claim_ttl: float = 8 * 86400.0
     limits: Thresholds = field(default_factory=Thresholds)
+    site_broken_max: int = 20
 
     @classmethod
     def from_settings(cls, settings: Settings) -> "WatchOptions":
         return cls(settings.getint("CRAWLCLUSTER_EVENTS_CRAWLS"),
                    settings.getfloat("CRAWLCLUSTER_EVENTS_SETTLE"),
                    settings.getfloat("CRAWLCLUSTER_EVENTS_STALL_SECONDS"),
-                   settings.getfloat("CRAWLCLUSTER_EVENTS_CLAIM_TTL"),
+                   claim_ttl(settings),
                    Thresholds(settings.getfloat("CRAWLCLUSTER_EVENTS_COVERAGE_MIN"),
                               settings.getint("CRAWLCLUSTER_EVENTS_SITE_MIN_ITEMS"),
-                              settings.getfloat("CRAWLCLUSTER_EVENTS_PREVIOUS_RUN_SHARE")))
+                              settings.getfloat("CRAWLCLUSTER_EVENTS_PREVIOUS_RUN_SHARE")),
+                   settings.getint("CRAWLCLUSTER_EVENTS_SITE_BROKEN_MAX"))
 
 
 class CrawlEvents:
@@ -118,7 +122,7 @@ class CrawlEvents:
         quiet = now - state["since"]
         if self.has_ended(config, progress) and (progress["stopped"]
                                                  or quiet >= self.options.settle):
-            self.end(config, summary, sites, submitted, state["since"])
+            self.end(config, summary, sites, submitted, state)
             self.client.hdel(self.keys.event_watch(), crawlid)
             return
         if (progress["total_pending"] and not progress["paused"]
@@ -130,11 +134,11 @@ class CrawlEvents:
                      state: State) -> None:
         """``site_broken`` for fields whose coverage fell since the last check."""
         for site, figures in sites.items():
-            found, checked = recent_coverage(site, figures, state["sites"].get(site),
-                                             self.options.limits)
-            self.emit_broken(config, found)
-            if checked:
-                state["sites"][site] = snapshot(figures)
+            found, kept = recent_coverage(site, figures, state["sites"].get(site),
+                                          self.options.limits)
+            self.emit_broken(config, found, state)
+            if kept is not None:
+                state["sites"][site] = kept
 
     @staticmethod
     def has_ended(config: CrawlConfig, progress: dict[str, Any]) -> bool:
@@ -145,16 +149,20 @@ class CrawlEvents:
             progress["total_pending"] <= 0 and worked > 0 and not revisits)
 
     def end(self, config: CrawlConfig, summary: dict[str, Any],
-            sites: dict[str, SiteFigures], submitted: float, ended_at: float) -> None:
+            sites: dict[str, SiteFigures], submitted: float, state: State) -> None:
         """The crawl's last events: site_broken found over its whole run, then finished
         or failed with its summary."""
         schedule = schedule_of(config["crawlid"])
         previous = self.previous_run(schedule)
-        self.emit_broken(config, final_checks(sites, self.options.limits, previous))
+        had = {site: kept.get("had", []) for site, kept in state["sites"].items()}
+        self.emit_broken(config, final_checks(sites, self.options.limits, previous, had),
+                         state)
+        ended_at = state["since"]
         data = {**summary, "started_at": submitted, "ended_at": ended_at,
                 "duration": round(max(ended_at - submitted, 0.0), 3),
                 "sites": {site: {"pages": f.pages, "items": f.items,
-                                 "coverage": {name: round(n / f.items, 4) if f.items else 0.0
+                                 "coverage": {name: round(n / judged(f, name), 4)
+                                              if judged(f, name) else 0.0
                                               for name, n in f.matched.items()}}
                           for site, f in sorted(sites.items())}}
         reason = failure_of(summary, expects_items(config))
@@ -172,15 +180,26 @@ class CrawlEvents:
         raw = self.client.get(self.keys.schedule_last_sites(schedule))
         return json.loads(raw) if raw else None
 
-    def emit_broken(self, config: CrawlConfig, found: list[Broken]) -> None:
+    def emit_broken(self, config: CrawlConfig, found: list[Broken], state: State) -> None:
+        """``site_broken`` for each finding, at most ``site_broken_max`` a crawl (counted
+        in its watch state; the findings past it are logged once)."""
         for broken in found:
-            self.emit("site_broken", config, {"reason": broken.reason, **broken.details},
-                      site=broken.site, field=broken.field)
+            if state.get("broken", 0) >= self.options.site_broken_max:
+                if not state.get("capped"):
+                    state["capped"] = True
+                    logger.warning("crawl %s: %d site_broken events sent, no more "
+                                   "(CRAWLCLUSTER_EVENTS_SITE_BROKEN_MAX); `crawlcluster "
+                                   "sites` shows every site", config["crawlid"],
+                                   state["broken"])
+                return
+            if self.emit("site_broken", config, {"reason": broken.reason, **broken.details},
+                         site=broken.site, field=broken.field, reason=broken.reason):
+                state["broken"] = state.get("broken", 0) + 1
 
     def emit(self, kind: str, config: CrawlConfig, data: dict[str, Any],
              site: str | None = None, field: str | None = None,
-             claim: str | None = None) -> bool:
-        event = make_event(kind, config, data, site, field, now=self.clock())
+             claim: str | None = None, reason: str | None = None) -> bool:
+        event = make_event(kind, config, data, site, field, now=self.clock(), reason=reason)
         return self.outbox.claim(claim or event["id"], event)
 
 

@@ -12,6 +12,9 @@ event twice, with the same ``id`` (the ``X-Crawlcluster-Delivery`` header). Afte
 ``max_attempts`` (or at once, if the guard refuses the URL) a delivery is given up,
 logged and counted (``monitor:webhooks:given_up``, in ``stats``). Each attempt goes into a
 bounded log (``Keys.webhook_log``; ``crawlcluster webhooks``).
+A redirect is not followed: a failure, counted, given up after ``REDIRECT_ATTEMPTS``.
+At most ``max_per_host`` deliveries wait for one receiver host (the rest are dropped,
+logged and counted); logs show a URL's scheme and host only (a token may be in the rest).
 
 The body is the event's JSON; ``X-Crawlcluster-Signature: sha256=<hex>`` is its
 HMAC-SHA256 under ``CRAWLCLUSTER_WEBHOOK_SECRET``, which a receiver computes again
@@ -25,6 +28,7 @@ import logging
 import time
 from dataclasses import dataclass
 from typing import Any, Protocol
+from urllib.parse import urlsplit
 
 from master.counters import Clock, WindowCounts
 from master.keys import Keys
@@ -37,6 +41,10 @@ from settings.loader import Settings
 logger = logging.getLogger(__name__)
 SIGNATURE_HEADER = "X-Crawlcluster-Signature"
 Delivery = dict[str, Any]       # {"url", "event", "attempts"} as queued
+# Attempts at a delivery the receiver answers with a redirect: it is not followed (a
+# signed POST carried elsewhere), and waiting seldom changes it; a few tries cover a
+# receiver briefly redirecting while it is deployed.
+REDIRECT_ATTEMPTS = 3
 
 
 class FetchGuard(Protocol):
@@ -47,6 +55,25 @@ class FetchGuard(Protocol):
     def fetch(self, url: str, headers: dict[str, str] | None = None, *, method: str = ...,
               body: bytes | None = ..., max_redirects: int = ..., max_bytes: int = ...,
               timeout: float = ...) -> Any: ...
+
+
+def url_origin(url: str) -> str:
+    """``url``'s scheme and host (and port): what logs show of a webhook URL, whose path
+    or query may carry a token."""
+    try:
+        parts = urlsplit(url)
+        port = f":{parts.port}" if parts.port else ""
+    except ValueError:
+        return "(an invalid URL)"
+    return f"{parts.scheme}://{parts.hostname or ''}{port}"
+
+
+def receiver_host(url: str) -> str:
+    """The host a delivery goes to (its queue per host is capped)."""
+    try:
+        return (urlsplit(url).hostname or "").lower()
+    except ValueError:
+        return ""
 
 
 def signature(secret: str, body: bytes) -> str:
@@ -68,7 +95,8 @@ class RetryPolicy:
 class Webhooks:
     def __init__(self, client: RedisClient, keys: Keys, guard: FetchGuard, secret: str,
                  policy: RetryPolicy, timeout: float = 10.0, log_size: int = 1000,
-                 clock: Clock = time.time, scripts: LuaScripts | None = None) -> None:
+                 clock: Clock = time.time, scripts: LuaScripts | None = None,
+                 max_per_host: int = 10_000) -> None:
         self.client = client
         self.keys = keys
         self.guard = guard
@@ -78,8 +106,10 @@ class Webhooks:
         self.log_size = log_size
         self.clock = clock
         self.scripts = scripts or LuaScripts(client)
-        self.given_up = WindowCounts(client, keys.window_counts("monitor:webhooks:given_up"),
-                                     scripts=self.scripts)
+        self.max_per_host = max_per_host
+        self.given_up, self.redirected, self.dropped = (
+            WindowCounts(client, keys.window_counts(f"monitor:webhooks:{name}"),
+                         scripts=self.scripts) for name in ("given_up", "redirected", "dropped"))
 
     @classmethod
     def from_settings(cls, client: RedisClient, settings: Settings, guard: FetchGuard,
@@ -94,7 +124,9 @@ class Webhooks:
                              settings.getint("CRAWLCLUSTER_WEBHOOK_MAX_ATTEMPTS"))
         return cls(client, Keys.from_settings(settings), guard, secret, policy,
                    timeout=settings.getfloat("CRAWLCLUSTER_WEBHOOK_TIMEOUT"),
-                   log_size=settings.getint("CRAWLCLUSTER_WEBHOOK_LOG_SIZE"), **kwargs)
+                   log_size=settings.getint("CRAWLCLUSTER_WEBHOOK_LOG_SIZE"),
+                   max_per_host=settings.getint("CRAWLCLUSTER_WEBHOOK_MAX_QUEUED_PER_HOST"),
+                   **kwargs)
 
     def add(self, url: str, event: Event, attempts: int = 0, due: float | None = None,
             pipe: Any = None) -> None:
@@ -102,7 +134,39 @@ class Webhooks:
         member = json.dumps({"url": url, "event": event, "attempts": attempts},
                             sort_keys=True, ensure_ascii=False)
         target = pipe if pipe is not None else self.client
-        target.zadd(self.keys.webhook_queue(), {member: self.clock() if due is None else due})
+        when = self.clock() if due is None else due
+        target.zadd(self.keys.webhook_queue(), {member: when})
+        target.zadd(self.keys.webhook_host_queue(receiver_host(url)), {member: when})
+
+    def add_new(self, deliveries: list[tuple[str, Event]], pipe: Any) -> int:
+        """Queue first deliveries (``(url, event)``) on ``pipe``, but none to a receiver
+        host with ``max_per_host`` waiting already (a receiver down for long, or crawls
+        naming one host many times): those are dropped, logged and counted. Returns how
+        many were queued."""
+        hosts = sorted({receiver_host(url) for url, _ in deliveries})
+        sizes = self.client.pipeline(transaction=False)
+        for host in hosts:
+            sizes.zcard(self.keys.webhook_host_queue(host))
+        waiting = dict(zip(hosts, (int(n) for n in sizes.execute()), strict=True))
+        queued = 0
+        for url, event in deliveries:
+            host = receiver_host(url)
+            if waiting[host] < self.max_per_host:
+                self.add(url, event, pipe=pipe)
+                waiting[host] += 1
+                queued += 1
+                continue
+            error = (f"{waiting[host]} deliveries to its host wait already (at most "
+                     f"{self.max_per_host})")
+            self.dropped.increment(1, pipe=pipe)
+            self._log(pipe, {"url": url, "event": event}, 0, "dropped", None, error)
+            logger.warning("webhook %s of event %s dropped: %s", url_origin(url),
+                           event["id"], error)
+        return queued
+
+    def _remove(self, pipe: Any, member: str, url: str) -> None:
+        pipe.zrem(self.keys.webhook_queue(), member)
+        pipe.zrem(self.keys.webhook_host_queue(receiver_host(url)), member)
 
     def pending(self) -> int:
         return int(self.client.zcard(self.keys.webhook_queue()))
@@ -122,21 +186,25 @@ class Webhooks:
         status, error, refused = self._post(delivery["url"], delivery["event"])
         attempts = delivery["attempts"] + 1
         delivered = error is None
+        redirected = status is not None and 300 <= status < 400
         pipe = self.client.pipeline(transaction=True)
-        pipe.zrem(self.keys.webhook_queue(), member)
+        self._remove(pipe, member, delivery["url"])
         outcome = "delivered"
         if not delivered:
-            last = refused or attempts >= self.policy.max_attempts
+            last = (refused or attempts >= self.policy.max_attempts
+                    or (redirected and attempts >= REDIRECT_ATTEMPTS))
             outcome = "given_up" if last else "retry"
             if last:
                 self.given_up.increment(1, pipe=pipe)
+            if redirected:
+                self.redirected.increment(1, pipe=pipe)
             if outcome == "retry":
                 self.add(delivery["url"], delivery["event"], attempts,
                          due=self.clock() + self.policy.wait(attempts), pipe=pipe)
         self._log(pipe, delivery, attempts, outcome, status, error)
         pipe.execute()
         log = logger.info if delivered else logger.warning
-        log("webhook %s of event %s, attempt %d: %s%s", delivery["url"],
+        log("webhook %s of event %s, attempt %d: %s%s", url_origin(delivery["url"]),
             delivery["event"]["id"], attempts, outcome, f" ({error})" if error else "")
 
     def _post(self, url: str, event: Event) -> tuple[int | None, str | None, bool]:
@@ -156,16 +224,23 @@ class Webhooks:
             # a name that does not resolve may resolve later: tried again, as a failed
             # connection is; any other refusal stands
             reason = getattr(exc, "reason", None)
-            return None, str(exc), reason not in (None, "unresolvable")
+            return None, str(exc).replace(url, url_origin(url)), reason not in (
+                None, "unresolvable")
         if 200 <= reply.status < 300:
             return reply.status, None, False
+        if 300 <= reply.status < 400:
+            location = {k.lower(): v for k, v in reply.headers}.get("location", "")
+            return reply.status, (f"HTTP {reply.status}: a redirect (to "
+                                  f"{url_origin(location) if location else 'nowhere'}) is not "
+                                  f"followed: name the URL it leads to in notify"), False
         return reply.status, f"HTTP {reply.status}", False
 
     def _log(self, pipe: Any, delivery: Delivery, attempts: int, outcome: str,
              status: int | None, error: str | None) -> None:
         event = delivery["event"]
         entry = {"time": self.clock(), "event": event["id"], "type": event["type"],
-                 "crawlid": event["crawlid"], "url": delivery["url"], "attempt": attempts,
+                 "crawlid": event["crawlid"], "url": url_origin(delivery["url"]),
+                 "attempt": attempts,
                  "outcome": outcome, "status": status, "error": error}
         pipe.lpush(self.keys.webhook_log(), json.dumps(entry, sort_keys=True,
                                                        ensure_ascii=False))

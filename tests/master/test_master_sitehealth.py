@@ -90,3 +90,17 @@ def test_top_sites_fold_the_rest_into_other():
     top = top_sites(sites, 1)
     assert list(top) == ["b", OTHER]
     assert top[OTHER].pages == 8 and top[OTHER].statuses == {"200": 8}
+
+
+def test_a_crawls_site_health_expires_twice_its_retention_after_the_last_count(
+        redis, test_settings):
+    """Retention deletes the hash when the crawl retires; counts a spider sends after
+    that (a late flush) make a hash that expires on its own."""
+    keys = Keys.from_settings(test_settings)
+    counts = SiteCounts()
+    counts.page("late", "a.com", 200)
+    pipe = redis.pipeline(transaction=False)
+    queue_site_counts(pipe, LuaScripts(redis), keys, counts.take(), retention=3600)
+    pipe.execute()
+    assert 7000 < redis.ttl(keys.crawl_sites("late")) <= 7200
+    assert read_site_health(redis, keys, "late")["a.com"].pages == 1

@@ -8,8 +8,9 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 
 class Receiver:
-    def __init__(self, port: int) -> None:
+    def __init__(self, port: int, status: int = 200, location: str = "") -> None:
         self.port = port
+        self.status, self.location = status, location     # its answer to every POST
         self.received: list[dict] = []
         self.server: ThreadingHTTPServer | None = None
 
@@ -19,13 +20,16 @@ class Receiver:
 
     def start(self) -> "Receiver":
         received = self.received
+        status, location = self.status, self.location
 
         class Handler(BaseHTTPRequestHandler):
             def do_POST(self):
                 body = self.rfile.read(int(self.headers.get("Content-Length", 0)))
                 received.append({"path": self.path, "headers": dict(self.headers),
                                  "raw": body, "body": json.loads(body)})
-                self.send_response(200)
+                self.send_response(status)
+                if location:
+                    self.send_header("Location", location)
                 self.send_header("Content-Length", "0")
                 self.end_headers()
 

@@ -2,13 +2,14 @@
 processes, Kafka, Redis, MongoDB, a webhook receiver and Alertmanager."""
 
 import json
+import threading
 import time
 from pathlib import Path
 
 import pytest
-import requests
+import yaml
 
-from manager.local.alerting import LocalAlerting
+from manager.local.alerting import RULES, LocalAlerting
 from manager.local.crawl import run_crawl, submit
 from manager.local.demo import UNIVERSAL_RULE
 from manager.local.ports import free_port
@@ -16,9 +17,15 @@ from manager.local.processes import stop_process
 from manager.local.sitegen import DEFAULT_HOSTS, SiteSpec, generate_site
 from manager.local.staticsite import StaticSite
 from master.keys import Keys
+from master.sitehealth import SiteCounts, SiteHealth, site_health_of
 from message_processing.events import make_event
 from message_processing.events.outbox import EventOutbox
-from message_processing.events.sitechecks import Thresholds, final_checks, recent_coverage
+from message_processing.events.sitechecks import (
+    Broken,
+    Thresholds,
+    final_checks,
+    recent_coverage,
+)
 from message_processing.events.watch import CrawlEvents, WatchOptions
 from settings.clients import kafka_admin
 from settings.jsonschemas import SchemaChecker
@@ -27,24 +34,43 @@ from tests.message_processing.test_message_processing_intake import Role
 from tests.message_processing.test_message_processing_webhooks import SECRET
 
 SCHEMA = Path(__file__).resolve().parents[2] / "message_processing" / "schemas" / "event.json"
-BROKEN = DEFAULT_HOSTS[1]        # its details from the 16th on lose their title's <h1>
+BROKEN = DEFAULT_HOSTS[1]        # its layout changes halfway: detail titles lose their <h1>
 
 
 @pytest.fixture(scope="module")
 def changing_site(tmp_path_factory):
-    """The generated site, one host's layout changed halfway through its detail pages."""
+    """The generated site, served; ``change_layout()`` drops the title's <h1> from every
+    detail page of one host."""
     root = tmp_path_factory.mktemp("events-site")
     spec = SiteSpec(port=free_port(DEFAULT_HOSTS), details_per_host=30, gbk_page=False)
     manifest = generate_site(root, spec)
-    for page in manifest["pages"]:
-        number = int(page["url"].rsplit("/", 1)[1].split(".")[0]) if "/news/" in page["url"] else 0
-        if page["host"] == BROKEN and page["kind"] == "detail" and number > 15:
-            path = root / "www" / BROKEN / "news" / f"{number}.html"
+
+    def change_layout():
+        for path in (root / "www" / BROKEN / "news").glob("*.html"):
             path.write_text(path.read_text().replace('<h1 class="title">', '<h2 class="title">')
                             .replace("</h1>", "</h2>"))
+
     site = StaticSite(root / "www", spec.hosts, spec.port, root / "run").start()
-    yield manifest, site
+    yield manifest, change_layout
     site.stop()
+
+
+def change_layout_once_judged(redis, keys, crawlid, change_layout):
+    """A thread changing the site's layout once a monitor has judged ``BROKEN``'s title
+    as matching (its coverage over a first stretch of items): halfway through its pages."""
+    def watch():
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline:
+            raw = redis.hget(keys.event_watch(), crawlid)
+            state = json.loads(raw) if raw else {}
+            if "title" in state.get("sites", {}).get(BROKEN, {}).get("had", ()):
+                change_layout()
+                return
+            time.sleep(0.05)
+
+    thread = threading.Thread(target=watch, daemon=True)
+    thread.start()
+    return thread
 
 
 @pytest.fixture
@@ -66,23 +92,39 @@ def receiver():
     hook.stop()
 
 
+def quick_rules(path):
+    """The shipped alert rules with every ``for:`` at 1 s: the same rules fire, in seconds."""
+    rules = yaml.safe_load(RULES.read_text())
+    for group in rules["groups"]:
+        for rule in group["rules"]:
+            rule["for"] = "1s"
+    path.write_text(yaml.safe_dump(rules))
+    return path
+
+
 @pytest.fixture
 def alertmanager(test_settings, receiver, tmp_path):
-    """Prometheus and Alertmanager as ``services up --alerting`` starts them, alerts to
-    the receiver's ``/alerts``."""
+    """The exporter, and Prometheus and Alertmanager as ``services up --alerting`` starts
+    them (Prometheus scraping the exporter and evaluating the shipped rules every second),
+    alerts to the receiver's ``/alerts``."""
     settings = test_settings.copy_with(
         CRAWLCLUSTER_STATE_DIR=str(tmp_path / "state"),
+        CRAWLCLUSTER_EXPORTER_ADDRESS=f"127.0.0.1:{free_port()}",
         CRAWLCLUSTER_PROMETHEUS_ADDRESS=f"127.0.0.1:{free_port()}",
         CRAWLCLUSTER_ALERTMANAGER_ADDRESS=f"127.0.0.1:{free_port()}",
         CRAWLCLUSTER_ALERT_WEBHOOK=f"http://127.0.0.1:{receiver.port}/alerts",
         CRAWLCLUSTER_ALERT_GROUP_WAIT=1)
-    alerting = LocalAlerting(settings, out=lambda line: None)
+    exporter = Role("exporter", settings, tmp_path / "exporter.log",
+                    CRAWLCLUSTER_EXPORTER_ADDRESS=settings["CRAWLCLUSTER_EXPORTER_ADDRESS"])
+    alerting = LocalAlerting(settings, out=lambda line: None,
+                             rules=quick_rules(tmp_path / "alerts.yml"), interval=1)
     alerting.up()
     yield settings
     for kind in ("prometheus", "alertmanager"):
         record = alerting.state.recorded(kind)
         if record:
             stop_process(record["pid"])
+    exporter.stop()
 
 
 @pytest.fixture
@@ -129,11 +171,17 @@ def of_type(events, kind):
 def test_a_layout_change_gives_one_site_broken_then_finished_once_each(
         test_settings, mongo_db, redis, changing_site, monitors, receiver, alertmanager,
         events_topic, tmp_path):
-    manifest, _ = changing_site
+    manifest, change_layout = changing_site
     submit(test_settings, {"crawlid": "news", "userid": "u1", "spider_type": "universal",
                            "url": manifest["start_url"], "rule": UNIVERSAL_RULE,
                            "maxdepth": 10, "notify": [receiver.url]})
-    assert run_crawl(test_settings, "universal", tmp_path) == [0]
+    changer = change_layout_once_judged(redis, Keys.from_settings(test_settings), "news",
+                                        change_layout)
+    # 5 pages a second a site: the monitors judge a first stretch of the site's items
+    # before its layout changes, and enough come after
+    assert run_crawl(test_settings, "universal", tmp_path, CRAWLCLUSTER_THROTTLE_HITS="5",
+                     CRAWLCLUSTER_THROTTLE_WINDOW="1") == [0]
+    assert not changer.is_alive()
     events = topic_events(test_settings, events_topic, lambda found: of_type(found, "finished"))
 
     checker = SchemaChecker.from_file(SCHEMA)
@@ -157,20 +205,21 @@ def test_a_layout_change_gives_one_site_broken_then_finished_once_each(
         time.sleep(0.2)
     assert sorted(body["id"] for body in receiver.bodies()) == sorted(ids)
 
-    alert = {"labels": {"alertname": "SiteBroken", "severity": "warning",
-                        "crawlid": "news", "site": broken["site"], "field": broken["field"]},
-             "annotations": {"summary": "title stopped matching"}}
-    address = alertmanager["CRAWLCLUSTER_ALERTMANAGER_ADDRESS"]
-    requests.post(f"http://{address}/api/v2/alerts", json=[alert], timeout=10).raise_for_status()
-    deadline = time.monotonic() + 30
-    while not receiver.bodies("/alerts") and time.monotonic() < deadline:
-        time.sleep(0.2)
-    [notification] = receiver.bodies("/alerts")
-    assert notification["alerts"][0]["labels"]["site"] == BROKEN
-    rules = requests.get(f"http://{alertmanager['CRAWLCLUSTER_PROMETHEUS_ADDRESS']}"
-                         f"/api/v1/rules", timeout=10).json()
-    names = {rule["name"] for group in rules["data"]["groups"] for rule in group["rules"]}
-    assert "CrawlStalled" in names              # Prometheus evaluates the alert rules
+    # Prometheus's own rule fires on the exporter's coverage; Alertmanager notifies
+    deadline = time.monotonic() + 60
+    while not coverage_alerts(receiver) and time.monotonic() < deadline:
+        time.sleep(0.5)
+    fired = coverage_alerts(receiver)
+    assert {(alert["labels"]["site"], alert["labels"]["field"]) for alert in fired} == {
+        (BROKEN, "title")}
+    assert all(alert["labels"]["crawlid"] == "news" for alert in fired)
+    assert BROKEN in fired[0]["annotations"]["summary"]
+
+
+def coverage_alerts(receiver):
+    """The SiteFieldCoverageLow alerts of Alertmanager's notifications at the receiver."""
+    return [alert for body in receiver.bodies("/alerts") for alert in body["alerts"]
+            if alert["labels"]["alertname"] == "SiteFieldCoverageLow"]
 
 
 def test_a_crawl_whose_every_request_fails_gives_failed(test_settings, mongo_db, redis,
@@ -186,23 +235,81 @@ def test_a_crawl_whose_every_request_fails_gives_failed(test_settings, mongo_db,
     assert not of_type(events, "finished")
 
 
-def test_a_field_failing_on_recent_items_is_broken_once_enough_came():
-    class Site:
-        def __init__(self, items, title):
-            self.pages, self.items, self.matched = items, items, {"title": title, "date": items}
+def site(items, title, date=None, expected=None):
+    figures = SiteHealth("a", pages=items, items=items,
+                         matched={"title": title, "date": items if date is None else date})
+    figures.expected = expected or {"title": items, "date": items}
+    return figures
 
+
+def test_a_field_the_site_had_failing_on_recent_items_is_broken_once_enough_came():
     limits = Thresholds(coverage_min=0.8, min_items=10)
-    found, checked = recent_coverage("a", Site(15, 15), {"items": 10, "matched": {
-        "title": 10, "date": 10}}, limits)
-    assert (found, checked) == ([], False)     # 5 new items: too few to judge
-    found, checked = recent_coverage("a", Site(30, 16), {"items": 10, "matched": {
-        "title": 10, "date": 10}}, limits)
-    assert checked and [(b.site, b.field, b.reason) for b in found] == [("a", "title",
-                                                                         "coverage")]
-    pages_only = Site(0, 0)
+    found, kept = recent_coverage("a", site(10, 10), None, limits)
+    assert found == [] and kept["had"] == ["date", "title"]
+    assert recent_coverage("a", site(15, 15), kept, limits) == ([], None)   # 5: too few
+    found, kept = recent_coverage("a", site(30, 16), kept, limits)
+    assert [(b.site, b.field, b.reason) for b in found] == [("a", "title", "coverage")]
+    assert found[0].details["coverage"] == 0.3 and kept["expected"]["title"] == 30
+    pages_only = site(0, 0)
     pages_only.pages = 4
-    final = final_checks({"a": Site(30, 30), "b": pages_only}, limits, previous={"c": 40})
+    final = final_checks({"a": site(30, 30), "b": pages_only}, limits, previous={"c": 40})
     assert [(b.site, b.reason) for b in final] == [("b", "no_items"), ("c", "previous_run")]
+
+
+def test_a_field_a_site_never_had_is_not_broken():
+    """An optional field that a site's pages never carry, or a field the site's layout
+    never matched, is no change: neither while the crawl runs nor at its end."""
+    limits = Thresholds(coverage_min=0.8, min_items=10)
+    found, kept = recent_coverage("a", site(12, 12, date=0), None, limits)
+    assert found == [] and kept["had"] == ["title"]
+    found, kept = recent_coverage("a", site(30, 30, date=0), kept, limits)
+    assert found == [] and kept["had"] == ["title"]
+    whole = site(30, 30, date=0)
+    assert final_checks({"a": whole}, limits, had={"a": kept["had"]}) == []
+    fell = site(30, 12)
+    assert [(b.field, b.details["over"]) for b in final_checks(
+        {"a": fell}, limits, had={"a": ["title"]})] == [("title", "whole crawl")]
+
+
+def test_coverage_counts_the_fields_of_the_rule_that_made_the_item_and_real_values():
+    """A crawl with two rules: an article's items are not counted against the product
+    rule's field; 0 is a value, "", None and [] are not."""
+    counts = SiteCounts()
+    fields = ["title", "price", "tags"]
+    for n in range(10):
+        counts.item("c", "a", fields, {"title": "T", "tags": ["x"] if n < 8 else []}, [])
+        counts.item("c", "a", fields, {"title": "" if n < 5 else "P", "price": 0}, [])
+    raw = {f"{s} {m}": str(v) for (s, m), v in counts.take()["c"].items()}
+    health = site_health_of(raw)["a"]
+    assert health.coverage == {"title": 0.75, "tags": 0.8, "price": 1.0}
+    assert health.expected == {"title": 20, "tags": 10, "price": 10}
+
+
+def test_site_broken_ids_differ_by_reason():
+    config = {"crawlid": "c1", "userid": "u1"}
+    ids = {make_event("site_broken", config, {}, site="a.example", reason=reason)["id"]
+           for reason in ("no_items", "previous_run")}
+    ids.add(make_event("site_broken", config, {}, site="a.example", field="title",
+                       reason="coverage")["id"])
+    assert ids == {"c1:site_broken:no_items:a.example", "c1:site_broken:previous_run:a.example",
+                   "c1:site_broken:coverage:a.example:title"}
+
+
+def test_site_broken_events_of_a_crawl_are_capped(redis, test_settings, caplog):
+    keys = Keys.from_settings(test_settings)
+    outbox = EventOutbox(redis, keys, claim_ttl=60, webhooks=None, notify_of=lambda c: [])
+    watch = CrawlEvents(redis, keys, outbox, lambda crawlid: {},
+                        WatchOptions(site_broken_max=3))
+    found = [Broken(f"site{n}.example", None, "no_items", {}) for n in range(5)]
+    state = {"sites": {}}
+    watch.emit_broken({"crawlid": "many"}, found, state)
+    watch.emit_broken({"crawlid": "many"}, found, state)       # claimed ones count once
+    sent = []
+    outbox.send_due(sent.extend)
+    assert [json.loads(value)["site"] for value in sent] == [
+        "site0.example", "site1.example", "site2.example"]
+    assert state["broken"] == 3
+    assert "CRAWLCLUSTER_EVENTS_SITE_BROKEN_MAX" in caplog.text
 
 
 def test_an_event_is_claimed_once_however_many_monitors_see_it(redis, test_settings):
@@ -252,3 +359,16 @@ def test_a_crawl_whose_rule_makes_no_items_is_not_failed_for_having_none():
     assert failure_of(summary, expects_items(follow_only)) is None
     assert failure_of(summary, expects_items(user_spider)) is None
     assert failure_of(summary, expects_items(with_fields)) == "no items"
+
+
+def test_an_events_claim_outlives_the_crawls_retention(redis, test_settings):
+    """A crawl kept 30 days after it ended keeps its claims longer: its events are not
+    sent again while it is still in the crawl index."""
+    from message_processing.events.runner import EventRunner
+
+    settings = test_settings.copy_with(CRAWLCLUSTER_CRAWL_RETENTION=30 * 86400.0)
+    runner = EventRunner(settings, redis, producer=None, guard=None)
+    event = make_event("finished", {"crawlid": "kept", "userid": "u1"}, {"pages": 1})
+    assert runner.outbox.claim("kept:ended", event)
+    assert redis.ttl(Keys.from_settings(settings).event_claim("kept:ended")) > 30 * 86400
+    assert runner.watch.options.claim_ttl > 30 * 86400

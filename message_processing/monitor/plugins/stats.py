@@ -62,6 +62,8 @@ class StatsPlugin(MonitorPlugin):
         counts = self.context.window_counts
         section["event_rounds_failed"] = counts("monitor:events:fail").values()
         section["webhooks_given_up"] = counts("monitor:webhooks:given_up").values()
+        section["webhooks_redirected"] = counts("monitor:webhooks:redirected").values()
+        section["webhooks_dropped"] = counts("monitor:webhooks:dropped").values()
         return section
 
     def _status_counts(self, kind: str) -> dict[str, dict[str, dict[str, int]]]:
