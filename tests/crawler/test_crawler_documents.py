@@ -211,6 +211,39 @@ def test_an_s3_store_is_scrapys_configured_from_its_settings():
         files_store(crawler, "sftp://host/docs/", None)
 
 
+def test_documents_are_read_in_the_pipelines_own_bounded_threads(monkeypatch):
+    """A slow (hostile) file holds one of the pipeline's readers, never the reactor's
+    thread pool, and no more files are read at once than it has readers."""
+    import asyncio
+    import threading
+
+    from crawler import documentstore
+
+    release, running = threading.Event(), []
+
+    def slow_text_of(body, kind, limits):
+        running.append(threading.current_thread().name)
+        release.wait(5)
+
+    monkeypatch.setattr(documentstore, "text_of", slow_text_of)
+    pipeline = documentstore.DocumentPipeline(get_crawler(settings_dict={
+        "CRAWLCLUSTER_DOCUMENTS_READERS": 2, "CRAWLCLUSTER_DOCUMENTS_STORE": "unused"}))
+
+    async def read_three():
+        reads = [asyncio.ensure_future(pipeline.read_text(PDF, "pdf")) for _ in range(3)]
+        await asyncio.sleep(0.3)
+        started = list(running)
+        release.set()
+        return started, await asyncio.wait_for(asyncio.gather(*reads), 10)
+
+    try:
+        started, results = asyncio.run(read_three())
+    finally:
+        pipeline.close_spider()
+    assert len(started) == 2 and all(name.startswith("document-text") for name in started)
+    assert results == [None, None, None] and len(running) == 3
+
+
 # --- the preview ---------------------------------------------------------------------------
 
 def test_the_preview_shows_a_pages_documents_and_their_links(test_settings):
