@@ -24,6 +24,10 @@ EXTENSIONS = {"pdf": "pdf", "docx": "docx"}
 # A DOCX's parts unpacked may be at most this many times its size (a zip bomb's are
 # thousands of times theirs; real documents' text parts a few times theirs).
 MAX_UNPACK_RATIO = 100
+# A DOCX's XML parts unpacked may be at most this many bytes, whatever its size: python-docx
+# holds them parsed in memory (a file at max_bytes would otherwise be let unpack to
+# gigabytes; a long real document's XML is a few MiB).
+MAX_XML_BYTES = 64 * 1024 * 1024
 
 
 class UnreadableDocument(CrawlClusterError):
@@ -101,13 +105,23 @@ def _pdf_text(body: bytes, max_pages: int) -> DocumentText:
                         len(pages) > max_pages)
 
 
+def _check_unpacked_size(body: bytes) -> None:
+    """Refuse a zip bomb, by the sizes its entries declare (Python's zipfile unpacks no
+    entry past its declared size)."""
+    with zipfile.ZipFile(io.BytesIO(body)) as archive:
+        entries = archive.infolist()
+    unpacked = sum(info.file_size for info in entries)
+    if unpacked > MAX_UNPACK_RATIO * max(len(body), 64 * 1024):
+        raise UnreadableDocument(f"docx: unpacks to {unpacked} bytes from {len(body)}")
+    xml = sum(info.file_size for info in entries if info.filename.endswith((".xml", ".rels")))
+    if xml > MAX_XML_BYTES:
+        raise UnreadableDocument(f"docx: its XML unpacks to {xml} bytes, over {MAX_XML_BYTES}")
+
+
 def _docx_text(body: bytes, max_pages: int) -> DocumentText:
     import docx
 
-    with zipfile.ZipFile(io.BytesIO(body)) as archive:
-        unpacked = sum(info.file_size for info in archive.infolist())
-    if unpacked > MAX_UNPACK_RATIO * max(len(body), 64 * 1024):
-        raise UnreadableDocument(f"docx: unpacks to {unpacked} bytes from {len(body)}")
+    _check_unpacked_size(body)
     document: Any = docx.Document(io.BytesIO(body))
     lines = [paragraph.text for paragraph in document.paragraphs]
     for table in document.tables:

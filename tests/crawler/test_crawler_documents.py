@@ -92,6 +92,17 @@ def test_an_encrypted_pdf_and_a_zip_bomb_are_unreadable():
         document_text(bomb.getvalue(), "docx", *LIMITS)
 
 
+def test_a_large_docx_whose_xml_unpacks_past_the_bound_is_unreadable():
+    import os
+
+    large = io.BytesIO()      # 1 MiB of picture keeps it under the ratio, not under the bound
+    with zipfile.ZipFile(large, "w", zipfile.ZIP_DEFLATED) as archive:
+        archive.writestr("word/media/image1.png", os.urandom(1 << 20), zipfile.ZIP_STORED)
+        archive.writestr("word/document.xml", b"<w:document>" + b" " * 70_000_000)
+    with pytest.raises(UnreadableDocument, match="its XML unpacks to 70000012 bytes"):
+        document_text(large.getvalue(), "docx", *LIMITS)
+
+
 # --- the rule's option -------------------------------------------------------------------
 
 def test_a_rule_takes_documents_only_if_it_says_so_with_its_defaults_filled_in():
