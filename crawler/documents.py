@@ -150,8 +150,8 @@ def add_text(item: dict[str, Any], read: DocumentText | UnreadableDocument | Non
             document["text_truncated"] = True
 
 
-def text_of(body: bytes, kind: str | None,
-            limits: tuple[int, int]) -> DocumentText | UnreadableDocument | None:
+def text_of(body: bytes, kind: str | None, limits: tuple[int, int] | tuple[int, int, float]
+            ) -> DocumentText | UnreadableDocument | None:
     """``document_text`` of a file (None for a format whose text is not read), with the
     refusal given back rather than raised: it runs in a thread (a pipeline's)."""
     if kind is None:

@@ -114,7 +114,8 @@ class DocumentPipeline:
         self.crawler = crawler
         self.uri = str(crawler.settings["CRAWLCLUSTER_DOCUMENTS_STORE"])
         self.limits = (crawler.settings.getint("CRAWLCLUSTER_DOCUMENTS_MAX_PAGES"),
-                       crawler.settings.getint("CRAWLCLUSTER_DOCUMENTS_MAX_TEXT"))
+                       crawler.settings.getint("CRAWLCLUSTER_DOCUMENTS_MAX_TEXT"),
+                       crawler.settings.getfloat("CRAWLCLUSTER_DOCUMENTS_READ_SECONDS"))
         self._store: Any = None         # built at the first document: most crawls have none
         self.readers = ThreadPoolExecutor(
             crawler.settings.getint("CRAWLCLUSTER_DOCUMENTS_READERS"),

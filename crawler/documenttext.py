@@ -8,7 +8,9 @@ file that is broken, encrypted or a zip bomb: a hostile file costs itself only.
 """
 
 import io
+import itertools
 import logging
+import time
 import zipfile
 from dataclasses import dataclass
 from typing import Any
@@ -76,13 +78,16 @@ def _is_docx(body: bytes) -> bool:
         return False
 
 
-def document_text(body: bytes, kind: str, max_pages: int, max_chars: int) -> DocumentText:
-    """The text of a ``kind`` (``document_format``) document; raises
-    ``UnreadableDocument`` naming what is wrong with it."""
-    read = _pdf_text if kind == "pdf" else _docx_text
+def document_text(body: bytes, kind: str, max_pages: int, max_chars: int,
+                  max_seconds: float = 30.0) -> DocumentText:
+    """The text of a ``kind`` (``document_format``) document, a PDF's pages read while
+    ``max_seconds`` last; raises ``UnreadableDocument`` naming what is wrong with it."""
     # A parser meets every kind of broken file; whatever it raises, the file is unreadable.
     try:
-        result = read(body, max_pages)
+        if kind == "pdf":
+            result = _pdf_text(body, max_pages, time.monotonic() + max_seconds)
+        else:
+            result = _docx_text(body)
     except UnreadableDocument:
         raise
     except Exception as exc:  # noqa: BLE001
@@ -92,17 +97,21 @@ def document_text(body: bytes, kind: str, max_pages: int, max_chars: int) -> Doc
     return result
 
 
-def _pdf_text(body: bytes, max_pages: int) -> DocumentText:
+def _pdf_text(body: bytes, max_pages: int, deadline: float) -> DocumentText:
     from pypdf import PdfReader
 
     logging.getLogger("pypdf").setLevel(logging.ERROR)   # a warning per odd object
     reader = PdfReader(io.BytesIO(body))
     if reader.is_encrypted and not reader.decrypt(""):
         raise UnreadableDocument("pdf: encrypted")
-    pages = reader.pages
-    texts = [(page.extract_text() or "").strip() for page in list(pages)[:max_pages]]
-    return DocumentText("\n\n".join(text for text in texts if text), len(pages),
-                        len(pages) > max_pages)
+    texts = []
+    for page in itertools.islice(reader.pages, max_pages):
+        if time.monotonic() > deadline:        # a page crafted to be slow costs the rest
+            break
+        texts.append((page.extract_text() or "").strip())
+    count = len(reader.pages)
+    return DocumentText("\n\n".join(text for text in texts if text), count,
+                        len(texts) < count)
 
 
 def _check_unpacked_size(body: bytes) -> None:
@@ -118,7 +127,7 @@ def _check_unpacked_size(body: bytes) -> None:
         raise UnreadableDocument(f"docx: its XML unpacks to {xml} bytes, over {MAX_XML_BYTES}")
 
 
-def _docx_text(body: bytes, max_pages: int) -> DocumentText:
+def _docx_text(body: bytes) -> DocumentText:
     import docx
 
     _check_unpacked_size(body)

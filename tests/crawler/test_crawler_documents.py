@@ -68,6 +68,12 @@ def test_the_text_read_is_bounded_by_pages_and_characters():
     assert short.text == "Regulatio" + "n" and short.truncated
 
 
+def test_a_pdf_is_read_only_while_its_time_lasts():
+    unread = document_text(PDF, "pdf", 500, 1_000_000, max_seconds=0.0)
+    assert (unread.text, unread.pages, unread.truncated) == ("", 2, True)
+    assert document_text(PDF, "pdf", 500, 1_000_000, max_seconds=60.0).truncated is False
+
+
 @pytest.mark.parametrize("body, kind, says", [
     (PDF[:len(PDF) // 2], "pdf", "pdf: "),                      # cut off
     (b"%PDF-1.4\n1 0 obj\n<< /Type /Catalog", "pdf", "pdf: "),   # a header and nothing
