@@ -21,6 +21,7 @@ A file that cannot be had costs that file only: it is counted
 
 import hashlib
 import logging
+import re
 from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
@@ -47,6 +48,7 @@ CALLBACK = "parse_document"
 BODY_FIELD = "_document"       # a document item's file, from the spider to the store
 DEFAULT_EXTENSIONS = ("pdf", "docx")
 STATS = "crawlcluster/documents"
+SAFE_EXTENSION = re.compile(r"[a-z0-9]{1,10}")
 
 
 @dataclass(frozen=True)
@@ -120,13 +122,19 @@ def read_document(response: Response, option: DocumentRule,
             ("text/html", "application/xhtml")) and bytes_format(body) is None:
         raise DocumentFailure("not_a_document", f"answered {media_type}, a page")
     digest = hashlib.sha256(body).hexdigest()
-    extension = kind or url_extension(response.url) or "bin"
+    extension = kind or store_extension(url_extension(response.url))
     document: dict[str, Any] = {"format": kind, "content_type": media_type, "bytes": len(body),
                                 "sha256": digest, "path": f"full/{digest}.{extension}"}
     fields: dict[str, Any] = {"text": "", "document": document}
     if linked_from:
         fields["linked_from"] = linked_from
     return fields
+
+
+def store_extension(extension: str) -> str:
+    """A URL's extension fit for a store's path (a file name, an S3 key): a hostile URL's
+    (``x.%2e%2e%2fetc``, 300 characters) gives ``bin``."""
+    return extension if SAFE_EXTENSION.fullmatch(extension) else "bin"
 
 
 def add_text(item: dict[str, Any], read: DocumentText | UnreadableDocument | None,

@@ -181,6 +181,9 @@ def test_a_file_that_costs_itself_is_counted_with_its_reason():
     sheet = {"url": "http://a.test/s.xlsx", **read_document(
         response("http://a.test/s.xlsx", b"PK\x03\x04..."), OPTION, None)}
     assert sheet["document"]["format"] is None and sheet["document"]["path"].endswith(".xlsx")
+    for hostile in ("x.%2e%2e%2fetc", "x." + "z" * 300, "x.p%0Ad"):
+        odd = read_document(response(f"http://a.test/{hostile}", b"PK\x03\x04..."), OPTION, None)
+        assert odd["document"]["path"] == f"full/{odd['document']['sha256']}.bin", hostile
     add_text(sheet, text_of(b"PK\x03\x04...", None, LIMITS), stats)
     assert sheet["text"] == "" and "error" not in sheet["document"]
     assert stats.get_value("crawlcluster/documents/without_text") == 1
