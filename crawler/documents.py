@@ -106,7 +106,8 @@ def count_failure(stats: StatsCollector | None, url: str, reason: str, detail: s
     """A document that cost itself: counted by reason, logged."""
     if stats is not None:
         stats.inc_value(f"{STATS}/failed/{reason}")
-    logger.warning("document %s not taken (%s): %s", url[:300], reason, detail[:300])
+    # %r: a parser's message may quote the hostile file (new lines, control characters)
+    logger.warning("document %s not taken (%s): %r", url[:300], reason, detail[:300])
 
 
 def read_document(response: Response, option: DocumentRule,

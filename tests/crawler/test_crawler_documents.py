@@ -189,6 +189,15 @@ def test_a_file_that_costs_itself_is_counted_with_its_reason():
     assert stats.get_value("crawlcluster/documents/without_text") == 1
 
 
+def test_a_failures_log_line_is_one_line_whatever_the_file_says(caplog):
+    from crawler.documents import count_failure
+
+    count_failure(None, "http://a.test/x.pdf", "unreadable", "pdf: bad\nERROR forged line\x1b[2J")
+    [record] = caplog.records
+    assert "\n" not in record.getMessage() and "\x1b" not in record.getMessage()
+    assert "forged line" in record.getMessage()
+
+
 def test_a_page_link_answered_with_a_listed_content_type_is_a_document():
     assert is_document_response(response("http://a.test/get?id=3", PDF, "application/pdf"),
                                 OPTION)
