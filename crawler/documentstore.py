@@ -32,7 +32,14 @@ from twisted.internet.defer import Deferred
 from twisted.internet.threads import deferToThread
 
 from crawler.context import JobContext
-from crawler.documents import BODY_FIELD, STATS, add_text, count_failure, text_of
+from crawler.documents import (
+    BODY_FIELD,
+    STATS,
+    add_text,
+    count_failure,
+    is_document_item,
+    text_of,
+)
 from crawler.documenttext import DocumentText, UnreadableDocument
 
 logger = logging.getLogger(__name__)
@@ -137,9 +144,9 @@ class DocumentPipeline:
         return self._store
 
     async def process_item(self, item: Item) -> Item:
-        body = item.pop(BODY_FIELD, None)
-        if body is None:
+        if not is_document_item(item):      # a page's (a rule may name a field _document)
             return item
+        body = item.pop(BODY_FIELD)
         document = item["document"]
         stats = self.crawler.stats
         read = await self.read_text(body, document["format"])

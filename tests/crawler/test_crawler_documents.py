@@ -273,6 +273,20 @@ def test_documents_are_read_in_the_pipelines_own_bounded_threads(monkeypatch):
     assert results == [None, None, None] and len(running) == 3
 
 
+def test_a_pages_item_with_a_field_named_like_the_file_passes_the_pipeline_as_it_is():
+    import asyncio
+
+    from crawler import documentstore
+
+    pipeline = documentstore.DocumentPipeline(get_crawler(settings_dict={
+        "CRAWLCLUSTER_DOCUMENTS_READERS": 1, "CRAWLCLUSTER_DOCUMENTS_STORE": "unused"}))
+    page = {"url": "http://a.test/n/1.html", "_document": "a rule's field", "text": "x"}
+    try:
+        assert asyncio.run(pipeline.process_item(dict(page))) == page
+    finally:
+        pipeline.close_spider()
+
+
 # --- the preview ---------------------------------------------------------------------------
 
 def test_the_preview_shows_a_pages_documents_and_their_links(test_settings):
