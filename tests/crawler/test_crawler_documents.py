@@ -52,6 +52,19 @@ def test_a_document_is_known_by_its_bytes_before_its_type_and_its_name():
     assert document_format(other_zip.getvalue(), "", "http://a.test/x.xlsx") is None
 
 
+def test_a_files_format_is_told_without_unpacking_it(monkeypatch):
+    """The spider tells a file's format as it comes, on its reactor: a hostile zip's
+    directory (hundreds of thousands of entries) is not parsed there."""
+    from crawler import documenttext
+
+    def no_unpacking(*args, **kwargs):
+        raise AssertionError("the zip was opened")
+
+    monkeypatch.setattr(documenttext.zipfile, "ZipFile", no_unpacking)
+    assert document_format(DOCX, "", "http://a.test/x") == "docx"
+    assert document_format(b"PK\x03\x04 xl/workbook.xml", "", "http://a.test/x") is None
+
+
 def test_the_text_of_a_pdf_page_by_page_and_of_a_docx_in_any_script():
     pdf = document_text(PDF, "pdf", *LIMITS)
     assert pdf.text == "Tender 42 for bridges\nDeadline: 3 March\n\nAnnex (page two)"
