@@ -81,6 +81,34 @@ def test_the_text_read_is_bounded_by_pages_and_characters():
     assert short.text == "Regulatio" + "n" and short.truncated
 
 
+def page_tree_pdf(pages_per_node: int, nodes: int) -> bytes:
+    """A PDF whose page tree has ``nodes`` nodes of ``pages_per_node`` tiny pages each."""
+    kids = b"<</Type/Page>>" * pages_per_node
+    objects = [b"<</Type/Catalog/Pages 2 0 R>>", b"<</Type/Pages/Count %d/Kids [%s]>>" % (
+        pages_per_node * nodes, b" ".join(b"%d 0 R" % (3 + i) for i in range(nodes)))]
+    objects += [b"<</Type/Pages/Parent 2 0 R/Count %d/Kids [%s]>>" % (pages_per_node, kids)
+                ] * nodes
+    out, offsets = io.BytesIO(b"%PDF-1.4\n"), []
+    out.seek(0, io.SEEK_END)
+    for number, body in enumerate(objects, 1):
+        offsets.append(out.tell())
+        out.write(b"%d 0 obj\n%s\nendobj\n" % (number, body))
+    xref = out.tell()
+    out.write(b"xref\n0 %d\n0000000000 65535 f \n" % (len(objects) + 1))
+    out.write(b"".join(b"%010d 00000 n \n" % offset for offset in offsets))
+    out.write(b"trailer\n<</Size %d/Root 1 0 R>>\nstartxref\n%d\n%%%%EOF\n"
+              % (len(objects) + 1, xref))
+    return out.getvalue()
+
+
+def test_a_pdf_of_too_many_pages_is_unreadable_not_unpacked_into_memory():
+    """120,000 pages in 1.7 MB would be some 200 MB of page objects: pypdf (>= 7.1) stops
+    its page tree at 100,000 entries."""
+    assert document_text(page_tree_pdf(3, 2), "pdf", 5, 1000).pages == 6
+    with pytest.raises(UnreadableDocument, match="page tree entry limit"):
+        document_text(page_tree_pdf(60_000, 2), "pdf", 5, 1000)
+
+
 def test_a_pdf_is_read_only_while_its_time_lasts():
     unread = document_text(PDF, "pdf", 500, 1_000_000, max_seconds=0.0)
     assert (unread.text, unread.pages, unread.truncated) == ("", 2, True)
