@@ -21,6 +21,7 @@ A file that cannot be had costs that file only: it is counted
 
 import hashlib
 import logging
+import re
 from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
@@ -47,6 +48,7 @@ CALLBACK = "parse_document"
 BODY_FIELD = "_document"       # a document item's file, from the spider to the store
 DEFAULT_EXTENSIONS = ("pdf", "docx")
 STATS = "crawlcluster/documents"
+SAFE_EXTENSION = re.compile(r"[a-z0-9]{1,10}")
 
 
 @dataclass(frozen=True)
@@ -104,7 +106,8 @@ def count_failure(stats: StatsCollector | None, url: str, reason: str, detail: s
     """A document that cost itself: counted by reason, logged."""
     if stats is not None:
         stats.inc_value(f"{STATS}/failed/{reason}")
-    logger.warning("document %s not taken (%s): %s", url[:300], reason, detail[:300])
+    # %r: a parser's message may quote the hostile file (new lines, control characters)
+    logger.warning("document %s not taken (%s): %r", url[:300], reason, detail[:300])
 
 
 def read_document(response: Response, option: DocumentRule,
@@ -120,13 +123,19 @@ def read_document(response: Response, option: DocumentRule,
             ("text/html", "application/xhtml")) and bytes_format(body) is None:
         raise DocumentFailure("not_a_document", f"answered {media_type}, a page")
     digest = hashlib.sha256(body).hexdigest()
-    extension = kind or url_extension(response.url) or "bin"
+    extension = kind or store_extension(url_extension(response.url))
     document: dict[str, Any] = {"format": kind, "content_type": media_type, "bytes": len(body),
                                 "sha256": digest, "path": f"full/{digest}.{extension}"}
     fields: dict[str, Any] = {"text": "", "document": document}
     if linked_from:
         fields["linked_from"] = linked_from
     return fields
+
+
+def store_extension(extension: str) -> str:
+    """A URL's extension fit for a store's path (a file name, an S3 key): a hostile URL's
+    (``x.%2e%2e%2fetc``, 300 characters) gives ``bin``."""
+    return extension if SAFE_EXTENSION.fullmatch(extension) else "bin"
 
 
 def add_text(item: dict[str, Any], read: DocumentText | UnreadableDocument | None,
@@ -150,8 +159,8 @@ def add_text(item: dict[str, Any], read: DocumentText | UnreadableDocument | Non
             document["text_truncated"] = True
 
 
-def text_of(body: bytes, kind: str | None,
-            limits: tuple[int, int]) -> DocumentText | UnreadableDocument | None:
+def text_of(body: bytes, kind: str | None, limits: tuple[int, int] | tuple[int, int, float]
+            ) -> DocumentText | UnreadableDocument | None:
     """``document_text`` of a file (None for a format whose text is not read), with the
     refusal given back rather than raised: it runs in a thread (a pipeline's)."""
     if kind is None:

@@ -1,7 +1,9 @@
 """Documents' files: their text read, and the files stored once per content hash.
 
-The text is read in a thread (crawler/documenttext.py), so a large PDF does not hold up
-the spider's reactor. The files go to one of Scrapy's FilesPipeline stores (a directory,
+The text is read in the pipeline's own threads (crawler/documenttext.py), so a large PDF
+does not hold up the spider's reactor, and slow files (a hostile PDF may take minutes)
+occupy those threads only, never the reactor's pool that resolves host names and writes
+items. The files go to one of Scrapy's FilesPipeline stores (a directory,
 S3 or an S3-compatible store, Google Cloud Storage, FTP) or a GridFS bucket, as
 ``CRAWLCLUSTER_DOCUMENTS_STORE`` names it.
 
@@ -19,6 +21,7 @@ import io
 import logging
 import os
 import threading
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 from urllib.parse import urlsplit
 
@@ -29,7 +32,15 @@ from twisted.internet.defer import Deferred
 from twisted.internet.threads import deferToThread
 
 from crawler.context import JobContext
-from crawler.documents import BODY_FIELD, STATS, add_text, count_failure, text_of
+from crawler.documents import (
+    BODY_FIELD,
+    STATS,
+    add_text,
+    count_failure,
+    is_document_item,
+    text_of,
+)
+from crawler.documenttext import DocumentText, UnreadableDocument
 
 logger = logging.getLogger(__name__)
 
@@ -110,13 +121,20 @@ class DocumentPipeline:
         self.crawler = crawler
         self.uri = str(crawler.settings["CRAWLCLUSTER_DOCUMENTS_STORE"])
         self.limits = (crawler.settings.getint("CRAWLCLUSTER_DOCUMENTS_MAX_PAGES"),
-                       crawler.settings.getint("CRAWLCLUSTER_DOCUMENTS_MAX_TEXT"))
+                       crawler.settings.getint("CRAWLCLUSTER_DOCUMENTS_MAX_TEXT"),
+                       crawler.settings.getfloat("CRAWLCLUSTER_DOCUMENTS_READ_SECONDS"))
         self._store: Any = None         # built at the first document: most crawls have none
+        self.readers = ThreadPoolExecutor(
+            crawler.settings.getint("CRAWLCLUSTER_DOCUMENTS_READERS"),
+            thread_name_prefix="document-text")
         self.writing: dict[str, asyncio.Lock] = {}     # path -> held while it is stored
 
     @classmethod
     def from_crawler(cls, crawler: Crawler) -> "DocumentPipeline":
         return cls(crawler)
+
+    def close_spider(self) -> None:
+        self.readers.shutdown(wait=False, cancel_futures=True)
 
     @property
     def store(self) -> Any:
@@ -126,14 +144,12 @@ class DocumentPipeline:
         return self._store
 
     async def process_item(self, item: Item) -> Item:
-        body = item.pop(BODY_FIELD, None)
-        if body is None:
+        if not is_document_item(item):      # a page's (a rule may name a field _document)
             return item
+        body = item.pop(BODY_FIELD)
         document = item["document"]
         stats = self.crawler.stats
-        # a parser's CPU (seconds for a large PDF) off the reactor, which goes on crawling
-        read = await maybe_deferred_to_future(deferToThread(
-            text_of, body, document["format"], self.limits))
+        read = await self.read_text(body, document["format"])
         add_text(item, read, stats)
         try:
             document["stored"] = await self._store_once(document["path"], body, item["url"])
@@ -144,6 +160,13 @@ class DocumentPipeline:
         if stats is not None:
             stats.inc_value(f"{STATS}/stored/{document['stored']}")
         return item
+
+    async def read_text(self, body: bytes, kind: str | None
+                        ) -> DocumentText | UnreadableDocument | None:
+        """``text_of`` the file in one of the pipeline's reader threads: a parser's CPU
+        (seconds for a large PDF) off the reactor, which goes on crawling."""
+        return await asyncio.wrap_future(
+            self.readers.submit(text_of, body, kind, self.limits))
 
     async def _store_once(self, path: str, body: bytes, url: str) -> str:
         """Store the file at ``path`` unless the store has it: ``"new"`` or ``"already"``.

@@ -29,7 +29,7 @@ from prometheus_client.exposition import CONTENT_TYPE_LATEST
 from prometheus_client.multiprocess import MultiProcessCollector, mark_process_dead
 from twisted.web import resource
 
-from manager.registry import state_dir
+from manager.registry import state_dir, watch_reactor
 from master.figures import ClusterFigures, FigureReader
 from settings.loader import Settings
 
@@ -357,8 +357,8 @@ def main(settings: Any) -> int:
     instance = f"{socket.gethostname()}:{port}"
     beat = task.LoopingCall(_beat_safely, beats, instance)
     beat.start(beats.interval)
-    watchdog = beats.watchdog(settings, ROLE, instance)
-    task.LoopingCall(watchdog.beat).start(1.0)      # a blocked reactor misses them
+    watchdog = beats.watchdog(settings, ROLE, instance, start=False)
+    reactor.callWhenRunning(watch_reactor, watchdog)
     logger.info("exporter: the cluster's metrics on http://%s:%d/metrics", host, port)
     bound = settings.getfloat("CRAWLCLUSTER_SHUTDOWN_TIMEOUT")
     for call in ((watchdog.stop,), (exit_within, bound, "the exporter"),

@@ -30,7 +30,14 @@ from pathlib import Path
 from typing import Any
 
 from manager.metrics import fresh_metrics_dir, metrics_dir
-from manager.registry import NodeRegistry, listen_address, node_info, node_name, state_dir
+from manager.registry import (
+    NodeRegistry,
+    listen_address,
+    node_info,
+    node_name,
+    state_dir,
+    watch_reactor,
+)
 from manager.web import limit_request_size
 from settings.errors import ConfigError
 from settings.loader import Settings, environment_for
@@ -192,8 +199,8 @@ def main(settings: Settings) -> int:
     registry.start()
     beat = task.LoopingCall(_beat_safely, registry)
     beat.start(registry.heartbeats.interval, now=False)
-    watchdog = registry.heartbeats.watchdog(settings, ROLE, registry.info["node"])
-    task.LoopingCall(watchdog.beat).start(1.0)      # a blocked reactor misses them
+    watchdog = registry.heartbeats.watchdog(settings, ROLE, registry.info["node"], start=False)
+    reactor.callWhenRunning(watch_reactor, watchdog)
     services: Any = IServiceCollection(app)
     services.startService()
     start_configured_spiders(app, settings)

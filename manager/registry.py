@@ -13,6 +13,7 @@ from master.registry import Heartbeats
 from settings.errors import ConfigError
 from settings.loader import Settings
 from settings.node import node_ip
+from settings.process import Watchdog
 
 logger = logging.getLogger(__name__)
 ROLE = "manager"
@@ -99,3 +100,15 @@ def state_dir(settings: Settings) -> Path:
     path = settings.getpath("CRAWLCLUSTER_STATE_DIR") / f"manager-{node_name(settings)}"
     path.mkdir(parents=True, exist_ok=True)
     return path
+
+
+def watch_reactor(watchdog: Watchdog) -> None:
+    """Start a Twisted role's watchdog as its reactor starts running, beaten every second
+    (a blocked reactor misses the beats). The role's start-up is not watched: on a
+    loaded machine it took longer than a short bound, and the watchdog ended the role
+    with a request the kernel had already accepted on its port."""
+    from twisted.internet import task
+
+    watchdog.beat()
+    watchdog.start()
+    task.LoopingCall(watchdog.beat).start(1.0)

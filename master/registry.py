@@ -229,12 +229,14 @@ class Heartbeats:
         pipe.zadd(self.keys.heartbeats(), {f"{role}:{instance}": self.clock()})
         pipe.execute()
 
-    def watchdog(self, settings: Settings, role: str, instance: str) -> Watchdog:
-        """The role's watchdog (``CRAWLCLUSTER_WATCHDOG_SECONDS``), started: when it fires,
-        this heartbeat says "stalled"."""
+    def watchdog(self, settings: Settings, role: str, instance: str,
+                 start: bool = True) -> Watchdog:
+        """The role's watchdog (``CRAWLCLUSTER_WATCHDOG_SECONDS``), started unless
+        ``start`` is false: when it fires, this heartbeat says "stalled"."""
         bound = float(settings["CRAWLCLUSTER_WATCHDOG_SECONDS"].get(role, 0))
-        return Watchdog(bound, f"{role} {instance}",
-                        on_stall=lambda: self.stalled(role, instance)).start()
+        watchdog = Watchdog(bound, f"{role} {instance}",
+                            on_stall=lambda: self.stalled(role, instance))
+        return watchdog.start() if start else watchdog
 
     def stalled(self, role: str, instance: str) -> None:
         """A role's watchdog found its loop stuck: it says "stalled" until its heartbeat

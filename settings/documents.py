@@ -17,8 +17,14 @@ CRAWLCLUSTER_DOCUMENTS_STORE = "~/.crawlcluster/documents"
 CRAWLCLUSTER_DOCUMENTS_MAX_BYTES = 20 * 1024 * 1024
 # Characters of a document's text kept in its item (the rest cut, `text_truncated` set).
 CRAWLCLUSTER_DOCUMENTS_MAX_TEXT = 1_000_000
+# Threads of a spider that read documents' text, apart from the reactor's (host names,
+# item writes): at most this many files are read at once, however slow.
+CRAWLCLUSTER_DOCUMENTS_READERS = 2
 # Pages of a PDF whose text is read (the rest left out, `text_truncated` set).
 CRAWLCLUSTER_DOCUMENTS_MAX_PAGES = 500
+# Seconds a PDF's pages are read for; the pages left then are left out (`text_truncated`
+# set): a file crafted to be slow holds a reader thread no longer than about this.
+CRAWLCLUSTER_DOCUMENTS_READ_SECONDS = 30.0
 
 # Scrapy components of documents, merged into ``SCRAPY`` by settings/defaults.py: the
 # size limit of each document's download, and the store, first of the item pipelines

@@ -10,7 +10,8 @@ the site's rules (one PDF linked from everywhere). Also: a copy of one notice un
 another URL (the same bytes), a ``/download/`` link with no extension that
 ``NOTICE_LOCATIONS`` serves as ``application/pdf``, a broken PDF, one larger than
 ``NOTICE_MAX_BYTES``, a PDF under ``/private/``, which robots.txt forbids, and one at
-the cloud metadata address, which the URL guard refuses. The
+the cloud metadata address, which the URL guard refuses; two files that redirect, one
+into ``/private/``, one to the cloud metadata address. The
 manifest (also ``notices.json``) names every page and file with what a crawl must make
 of it.
 """
@@ -45,7 +46,9 @@ NOTICE_PRECISE_RULE = {"first_page_xpath": {"list_from": "//ul/li", "second_page
 NOTICE_LOCATIONS = [
     ("location /files/ { types { application/pdf pdf; application/"
      "vnd.openxmlformats-officedocument.wordprocessingml.document docx; } }"),
-    "location /download/ { default_type application/pdf; }"]
+    "location /download/ { default_type application/pdf; }",
+    "location = /files/moved.pdf { return 302 /private/moved.pdf; }",
+    "location = /files/away.pdf { return 302 http://169.254.169.254/latest/away.pdf; }"]
 
 
 @dataclass
@@ -88,7 +91,9 @@ def generate_notice_site(root: str | Path, spec: NoticeSpec) -> Manifest:
     _write_html(www, "index.html", "Notices", list_links)
     (www / "robots.txt").write_text("User-agent: *\nDisallow: /private/\n")
     manifest = {"start_url": f"{base}/", "pages": pages, "files": files,
-                "disallowed": [f"{base}/private/minutes.pdf"], "guarded": [GUARDED]}
+                "disallowed": [f"{base}/private/minutes.pdf", f"{base}/private/moved.pdf"],
+                "guarded": [GUARDED], "redirected": [f"{base}/files/moved.pdf",
+                                                     f"{base}/files/away.pdf"]}
     (Path(root) / "notices.json").write_text(json.dumps(manifest, indent=1))
     return manifest
 
@@ -124,9 +129,11 @@ def _oddities(www: Path, base: str, files: dict[str, dict[str, Any]]) -> list[st
     files[f"{base}/files/annual-report.pdf"] = _file(
         _write(www, "files/annual-report.pdf", huge), "huge", "")
     _write(www, "private/minutes.pdf", pdf_file([["Minutes"]]))
+    _write(www, "private/moved.pdf", pdf_file([["Minutes, moved"]]))
     return [f"{base}/archive/notice-1-copy.pdf", f"{base}/download/amendment-2",
             f"{base}/files/broken.pdf", f"{base}/files/annual-report.pdf",
-            f"{base}/private/minutes.pdf", GUARDED]
+            f"{base}/private/minutes.pdf", GUARDED, f"{base}/files/moved.pdf",
+            f"{base}/files/away.pdf"]
 
 
 def _file(data: bytes, kind: str, words: str) -> dict[str, Any]:

@@ -52,6 +52,19 @@ def test_a_document_is_known_by_its_bytes_before_its_type_and_its_name():
     assert document_format(other_zip.getvalue(), "", "http://a.test/x.xlsx") is None
 
 
+def test_a_files_format_is_told_without_unpacking_it(monkeypatch):
+    """The spider tells a file's format as it comes, on its reactor: a hostile zip's
+    directory (hundreds of thousands of entries) is not parsed there."""
+    from crawler import documenttext
+
+    def no_unpacking(*args, **kwargs):
+        raise AssertionError("the zip was opened")
+
+    monkeypatch.setattr(documenttext.zipfile, "ZipFile", no_unpacking)
+    assert document_format(DOCX, "", "http://a.test/x") == "docx"
+    assert document_format(b"PK\x03\x04 xl/workbook.xml", "", "http://a.test/x") is None
+
+
 def test_the_text_of_a_pdf_page_by_page_and_of_a_docx_in_any_script():
     pdf = document_text(PDF, "pdf", *LIMITS)
     assert pdf.text == "Tender 42 for bridges\nDeadline: 3 March\n\nAnnex (page two)"
@@ -66,6 +79,40 @@ def test_the_text_read_is_bounded_by_pages_and_characters():
     assert first_page.text == "Tender 42 for bridges\nDeadline: 3 March" and first_page.truncated
     short = document_text(DOCX, "docx", 500, 10)
     assert short.text == "Regulatio" + "n" and short.truncated
+
+
+def page_tree_pdf(pages_per_node: int, nodes: int) -> bytes:
+    """A PDF whose page tree has ``nodes`` nodes of ``pages_per_node`` tiny pages each."""
+    kids = b"<</Type/Page>>" * pages_per_node
+    objects = [b"<</Type/Catalog/Pages 2 0 R>>", b"<</Type/Pages/Count %d/Kids [%s]>>" % (
+        pages_per_node * nodes, b" ".join(b"%d 0 R" % (3 + i) for i in range(nodes)))]
+    objects += [b"<</Type/Pages/Parent 2 0 R/Count %d/Kids [%s]>>" % (pages_per_node, kids)
+                ] * nodes
+    out, offsets = io.BytesIO(b"%PDF-1.4\n"), []
+    out.seek(0, io.SEEK_END)
+    for number, body in enumerate(objects, 1):
+        offsets.append(out.tell())
+        out.write(b"%d 0 obj\n%s\nendobj\n" % (number, body))
+    xref = out.tell()
+    out.write(b"xref\n0 %d\n0000000000 65535 f \n" % (len(objects) + 1))
+    out.write(b"".join(b"%010d 00000 n \n" % offset for offset in offsets))
+    out.write(b"trailer\n<</Size %d/Root 1 0 R>>\nstartxref\n%d\n%%%%EOF\n"
+              % (len(objects) + 1, xref))
+    return out.getvalue()
+
+
+def test_a_pdf_of_too_many_pages_is_unreadable_not_unpacked_into_memory():
+    """120,000 pages in 1.7 MB would be some 200 MB of page objects: pypdf (>= 7.1) stops
+    its page tree at 100,000 entries."""
+    assert document_text(page_tree_pdf(3, 2), "pdf", 5, 1000).pages == 6
+    with pytest.raises(UnreadableDocument, match="page tree entry limit"):
+        document_text(page_tree_pdf(60_000, 2), "pdf", 5, 1000)
+
+
+def test_a_pdf_is_read_only_while_its_time_lasts():
+    unread = document_text(PDF, "pdf", 500, 1_000_000, max_seconds=0.0)
+    assert (unread.text, unread.pages, unread.truncated) == ("", 2, True)
+    assert document_text(PDF, "pdf", 500, 1_000_000, max_seconds=60.0).truncated is False
 
 
 @pytest.mark.parametrize("body, kind, says", [
@@ -90,6 +137,17 @@ def test_an_encrypted_pdf_and_a_zip_bomb_are_unreadable():
         archive.writestr("word/document.xml", b"<w:document>" + b" " * 50_000_000)
     with pytest.raises(UnreadableDocument, match="unpacks to 50000012 bytes"):
         document_text(bomb.getvalue(), "docx", *LIMITS)
+
+
+def test_a_large_docx_whose_xml_unpacks_past_the_bound_is_unreadable():
+    import os
+
+    large = io.BytesIO()      # 1 MiB of picture keeps it under the ratio, not under the bound
+    with zipfile.ZipFile(large, "w", zipfile.ZIP_DEFLATED) as archive:
+        archive.writestr("word/media/image1.png", os.urandom(1 << 20), zipfile.ZIP_STORED)
+        archive.writestr("word/document.xml", b"<w:document>" + b" " * 70_000_000)
+    with pytest.raises(UnreadableDocument, match="its XML unpacks to 70000012 bytes"):
+        document_text(large.getvalue(), "docx", *LIMITS)
 
 
 # --- the rule's option -------------------------------------------------------------------
@@ -164,9 +222,21 @@ def test_a_file_that_costs_itself_is_counted_with_its_reason():
     sheet = {"url": "http://a.test/s.xlsx", **read_document(
         response("http://a.test/s.xlsx", b"PK\x03\x04..."), OPTION, None)}
     assert sheet["document"]["format"] is None and sheet["document"]["path"].endswith(".xlsx")
+    for hostile in ("x.%2e%2e%2fetc", "x." + "z" * 300, "x.p%0Ad"):
+        odd = read_document(response(f"http://a.test/{hostile}", b"PK\x03\x04..."), OPTION, None)
+        assert odd["document"]["path"] == f"full/{odd['document']['sha256']}.bin", hostile
     add_text(sheet, text_of(b"PK\x03\x04...", None, LIMITS), stats)
     assert sheet["text"] == "" and "error" not in sheet["document"]
     assert stats.get_value("crawlcluster/documents/without_text") == 1
+
+
+def test_a_failures_log_line_is_one_line_whatever_the_file_says(caplog):
+    from crawler.documents import count_failure
+
+    count_failure(None, "http://a.test/x.pdf", "unreadable", "pdf: bad\nERROR forged line\x1b[2J")
+    [record] = caplog.records
+    assert "\n" not in record.getMessage() and "\x1b" not in record.getMessage()
+    assert "forged line" in record.getMessage()
 
 
 def test_a_page_link_answered_with_a_listed_content_type_is_a_document():
@@ -209,6 +279,53 @@ def test_an_s3_store_is_scrapys_configured_from_its_settings():
     assert store.s3_client.meta.endpoint_url == "http://127.0.0.1:9/"
     with pytest.raises(ValueError, match="no store for sftp://"):
         files_store(crawler, "sftp://host/docs/", None)
+
+
+def test_documents_are_read_in_the_pipelines_own_bounded_threads(monkeypatch):
+    """A slow (hostile) file holds one of the pipeline's readers, never the reactor's
+    thread pool, and no more files are read at once than it has readers."""
+    import asyncio
+    import threading
+
+    from crawler import documentstore
+
+    release, running = threading.Event(), []
+
+    def slow_text_of(body, kind, limits):
+        running.append(threading.current_thread().name)
+        release.wait(5)
+
+    monkeypatch.setattr(documentstore, "text_of", slow_text_of)
+    pipeline = documentstore.DocumentPipeline(get_crawler(settings_dict={
+        "CRAWLCLUSTER_DOCUMENTS_READERS": 2, "CRAWLCLUSTER_DOCUMENTS_STORE": "unused"}))
+
+    async def read_three():
+        reads = [asyncio.ensure_future(pipeline.read_text(PDF, "pdf")) for _ in range(3)]
+        await asyncio.sleep(0.3)
+        started = list(running)
+        release.set()
+        return started, await asyncio.wait_for(asyncio.gather(*reads), 10)
+
+    try:
+        started, results = asyncio.run(read_three())
+    finally:
+        pipeline.close_spider()
+    assert len(started) == 2 and all(name.startswith("document-text") for name in started)
+    assert results == [None, None, None] and len(running) == 3
+
+
+def test_a_pages_item_with_a_field_named_like_the_file_passes_the_pipeline_as_it_is():
+    import asyncio
+
+    from crawler import documentstore
+
+    pipeline = documentstore.DocumentPipeline(get_crawler(settings_dict={
+        "CRAWLCLUSTER_DOCUMENTS_READERS": 1, "CRAWLCLUSTER_DOCUMENTS_STORE": "unused"}))
+    page = {"url": "http://a.test/n/1.html", "_document": "a rule's field", "text": "x"}
+    try:
+        assert asyncio.run(pipeline.process_item(dict(page))) == page
+    finally:
+        pipeline.close_spider()
 
 
 # --- the preview ---------------------------------------------------------------------------

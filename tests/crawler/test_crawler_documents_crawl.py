@@ -57,10 +57,13 @@ def test_notices_crawl_fetches_stores_and_reads_each_linked_document_once(
     # every page and file once (the rules' PDF is linked from every list page), through
     # robots.txt (the forbidden file never), within the site's rate
     files = manifest["files"]
-    assert_fetched_once(site, since, manifest["pages"] + list(files), "notices crawl")
-    assert link_counts(test_settings, "notices")["refused"] == {"robots": 1}
+    assert_fetched_once(site, since, manifest["pages"] + list(files) + manifest["redirected"],
+                        "notices crawl")     # a redirect's target: robots.txt, the guard
+    # the forbidden file's link and the redirect into /private/
+    assert link_counts(test_settings, "notices")["refused"] == {"robots": 2}
     failed = Frontier.from_settings(redis, test_settings).failed("notices")
-    assert "(metadata_address)" in failed[manifest["guarded"][0]]["reason"]   # the URL guard
+    for guarded in manifest["guarded"] + manifest["redirected"][1:]:       # the URL guard
+        assert "(metadata_address)" in failed[guarded]["reason"], failed
     entries = [e for e in site.access_log()[since:] if e["path"] != "/robots.txt"]
     times = sorted(e["time"] for e in entries)
     for i, start in enumerate(times):
@@ -124,7 +127,7 @@ def test_a_precise_crawl_reads_the_files_its_list_entries_and_detail_pages_link(
                      CRAWLCLUSTER_DOCUMENTS_STORE="gridfs://notices") == [0]
     files = manifest["files"]
     assert_fetched_once(site, since, [url for url in manifest["pages"] if url != base]
-                        + list(files), "precise notices crawl")
+                        + list(files) + manifest["redirected"], "precise notices crawl")
 
     items = {item["url"]: item for item in mongo_db["items_precise"].find(
         {"crawlid": "precise-notices"})}
