@@ -9,7 +9,8 @@ prefix, one comment line (or more) right above each setting, read into docs/sett
 CRAWLCLUSTER_KAFKA_EVENTS_TOPIC = "crawl.events"
 # Seconds between a monitor's looks at the crawls for events (0 = no events).
 CRAWLCLUSTER_EVENTS_INTERVAL = 2.0
-# Newest crawls of the index looked at each time.
+# Crawls looked at each time for events: this many newest, and this many of the older
+# ones in turn (every crawl is looked at, the older ones less often).
 CRAWLCLUSTER_EVENTS_CRAWLS = 200
 # Seconds a drained crawl's counts must stay unchanged before it is taken as ended.
 CRAWLCLUSTER_EVENTS_SETTLE = 5.0

@@ -1,6 +1,8 @@
 """``CrawlEvents``: a monitor's look at the crawls, turning what it sees into events.
 
-Each look takes the newest crawls of the index and, for each not ended yet (its
+Each look takes the newest crawls of the index and the next stretch of the older ones (a
+cursor going round them, so a crawl past the newest is looked at too, however many the
+index holds) and, for each not ended yet (its
 ``finished`` or ``failed`` event not claimed), reads its progress (master/crawls.py) and
 its health per site (master/sitehealth.py), and keeps in ``Keys.event_watch`` what its
 progress was when it last changed and its sites' counts at the last coverage check:
@@ -78,12 +80,12 @@ class CrawlEvents:
         self.options = options
         self.clock = clock
         self.crawls = CrawlStore(client, keys)
+        self.older_cursor = 0      # rank, past the newest, of the older crawls looked at next
 
     def run_once(self) -> int:
         """Look at the crawls not ended; returns how many were looked at."""
         self.forget_retired()
-        index = self.client.zrevrange(self.keys.crawls(), 0, self.options.crawls - 1,
-                                      withscores=True)
+        index = self.crawls_to_look_at()
         ended = self.outbox.claimed([f"{crawlid}:ended" for crawlid, _ in index])
         open_crawls = [(crawlid, submitted) for (crawlid, submitted), done
                        in zip(index, ended, strict=True) if not done]
@@ -95,6 +97,19 @@ class CrawlEvents:
             if config is not None:
                 self.look(config, submitted, json.loads(state) if state else None)
         return len(open_crawls)
+
+    def crawls_to_look_at(self) -> list[tuple[str, float]]:
+        """``(crawl id, submitted)`` of the newest ``crawls`` of the index and of the next
+        ``crawls`` older ones: at most twice ``crawls`` a look, and every crawl looked at
+        within a round of the older ones (their number over ``crawls`` looks)."""
+        size = self.options.crawls
+        start = size + self.older_cursor
+        pipe = self.client.pipeline(transaction=True)
+        pipe.zrevrange(self.keys.crawls(), 0, size - 1, withscores=True)
+        pipe.zrevrange(self.keys.crawls(), start, start + size - 1, withscores=True)
+        newest, older = pipe.execute()
+        self.older_cursor = self.older_cursor + size if len(older) == size else 0
+        return list(dict(newest + older).items())
 
     def forget_retired(self) -> None:
         """Drop the watch entries of crawls no longer in the index (retired unended)."""

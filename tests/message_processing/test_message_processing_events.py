@@ -345,6 +345,28 @@ def test_a_crawl_without_progress_with_work_pending_is_stalled_once(redis, test_
     assert json.loads(sent[1])["data"]["pending"] == 1
 
 
+
+def test_every_crawl_of_the_index_is_looked_at_not_only_the_newest(redis, test_settings):
+    """With more crawls than CRAWLCLUSTER_EVENTS_CRAWLS, each look takes the newest and the
+    next of the older ones in turn: a crawl past the newest still gets its events, and a
+    look stays bounded."""
+    keys = Keys.from_settings(test_settings)
+    outbox = EventOutbox(redis, keys, claim_ttl=60, webhooks=None, notify_of=lambda c: [])
+    watch = CrawlEvents(redis, keys, outbox, lambda crawlid: {}, WatchOptions(crawls=2))
+    crawlids = [f"many-{n}" for n in range(7)]
+    for crawlid in crawlids:
+        submit(test_settings, {"crawlid": crawlid, "userid": "u1", "spider_type": "universal",
+                               "url": "http://127.0.0.1:9/", "rule": UNIVERSAL_RULE})
+    redis.zadd(keys.crawls(), {crawlid: n for n, crawlid in enumerate(crawlids)})
+    looked = [watch.run_once() for _ in range(4)]
+    assert looked == [4, 4, 3, 4]        # the newest two, and two of the five older in turn
+    sent = []
+    outbox.send_due(sent.extend)
+    started = {json.loads(value)["crawlid"] for value in sent
+               if json.loads(value)["type"] == "started"}
+    assert started == set(crawlids)
+    assert set(redis.hkeys(keys.event_watch())) == set(crawlids)
+
 def test_a_crawl_whose_rule_makes_no_items_is_not_failed_for_having_none():
     """A link-check crawl (rules that only follow) or a user spider's (its items go
     through its own pipelines) ends `finished` with no items; a rule with fields that
