@@ -8,7 +8,8 @@ class EventKeys(KeySpace):
         """string: the time an event (``<crawlid>:<kind>[:<reason>:<site>[:<field>]]``) was claimed;
         set once (SET NX, in `event_claim.lua`), so an event is sent once however many
         monitors see it; expires ``CRAWLCLUSTER_CRAWL_RETENTION`` and
-        ``CRAWLCLUSTER_EVENTS_CLAIM_MARGIN`` after.
+        ``CRAWLCLUSTER_EVENTS_CLAIM_MARGIN`` after (an ended crawl's ``:ended`` claim
+        given that time again at each look while the crawl is in the index).
 
         Written by: monitor (`CrawlEvents`)
         Read by: monitor (`CrawlEvents`: an ended crawl is not looked at again)

@@ -87,6 +87,8 @@ class CrawlEvents:
         self.forget_retired()
         index = self.crawls_to_look_at()
         ended = self.outbox.claimed([f"{crawlid}:ended" for crawlid, _ in index])
+        self.outbox.keep([f"{crawlid}:ended" for (crawlid, _), done
+                          in zip(index, ended, strict=True) if done])
         open_crawls = [(crawlid, submitted) for (crawlid, submitted), done
                        in zip(index, ended, strict=True) if not done]
         if not open_crawls:

@@ -394,3 +394,18 @@ def test_an_events_claim_outlives_the_crawls_retention(redis, test_settings):
     assert runner.outbox.claim("kept:ended", event)
     assert redis.ttl(Keys.from_settings(settings).event_claim("kept:ended")) > 30 * 86400
     assert runner.watch.options.claim_ttl > 30 * 86400
+
+
+def test_an_ended_crawls_claim_lives_as_long_as_the_crawl_is_in_the_index(redis, test_settings):
+    """A crawl retiring late (its masters down for long) keeps its ended claim: each look
+    gives it its full time again, so finished is not sent twice."""
+    keys = Keys.from_settings(test_settings)
+    outbox = EventOutbox(redis, keys, claim_ttl=600, webhooks=None, notify_of=lambda c: [])
+    watch = CrawlEvents(redis, keys, outbox, lambda crawlid: {}, WatchOptions())
+    submit(test_settings, {"crawlid": "late", "userid": "u1", "spider_type": "universal",
+                           "url": "http://127.0.0.1:9/", "rule": UNIVERSAL_RULE})
+    event = make_event("finished", {"crawlid": "late", "userid": "u1"}, {"pages": 1})
+    assert outbox.claim("late:ended", event)
+    redis.expire(keys.event_claim("late:ended"), 5)        # about to run out
+    assert watch.run_once() == 0
+    assert redis.ttl(keys.event_claim("late:ended")) > 500
