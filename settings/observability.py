@@ -49,6 +49,9 @@ CRAWLCLUSTER_WEBHOOK_MAX_ATTEMPTS = 60
 # Deliveries waiting for one receiver host at most; an event's delivery past it is dropped
 # (logged, counted: stats' webhooks_dropped, and in the delivery log).
 CRAWLCLUSTER_WEBHOOK_MAX_QUEUED_PER_HOST = 10_000
+# Deliveries waiting in all at most (receivers on many hosts); a delivery past it is
+# dropped (logged, counted: stats' webhooks_dropped, and in the delivery log).
+CRAWLCLUSTER_WEBHOOK_MAX_QUEUED = 100_000
 # Seconds a webhook receiver may take to answer.
 CRAWLCLUSTER_WEBHOOK_TIMEOUT = 10.0
 # Delivery attempts kept in the delivery log (`crawlcluster webhooks`).
