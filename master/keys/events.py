@@ -36,8 +36,9 @@ class EventKeys(KeySpace):
         return f"{self.tag}:events:watch"
 
     def schedule_last_sites(self, schedule_id: str) -> str:
-        """string (JSON) {site: items}: the items per site of the last finished run of a
-        schedule, compared with the next run's (``site_broken``); expires with the claims.
+        """string (JSON) {"items": {site: items}, "had": {site: [field]}}: the items per
+        site of the last finished run of a schedule and the fields each site covered,
+        compared with the next run's (``site_broken``); expires with the claims.
 
         Written by: monitor (`CrawlEvents`, when a run finishes)
         Read by: monitor (the next run's end)

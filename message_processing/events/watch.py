@@ -36,6 +36,7 @@ from message_processing.events.sitechecks import (
     Broken,
     SiteFigures,
     Thresholds,
+    covered_fields,
     final_checks,
     judged,
     recent_coverage,
@@ -170,8 +171,9 @@ class CrawlEvents:
         """The crawl's last events: site_broken found over its whole run, then finished
         or failed with its summary."""
         schedule = schedule_of(config["crawlid"])
-        previous = self.previous_run(schedule)
-        had = {site: kept.get("had", []) for site, kept in state["sites"].items()}
+        previous, previous_had = self.previous_run(schedule)
+        had = {site: sorted({*previous_had.get(site, ()), *state["sites"].get(site, {}).get(
+            "had", ())}) for site in {*state["sites"], *previous_had}}
         self.emit_broken(config, final_checks(sites, self.options.limits, previous, had),
                          state)
         ended_at = state["since"]
@@ -189,13 +191,21 @@ class CrawlEvents:
         self.emit(kind, config, data, claim=f"{config['crawlid']}:ended")
         if schedule and not reason:
             self.client.set(self.keys.schedule_last_sites(schedule), json.dumps(
-                {site: f.items for site, f in sites.items()}), ex=int(self.options.claim_ttl))
+                {"items": {site: f.items for site, f in sites.items()},
+                 "had": covered_fields(sites, self.options.limits)}),
+                ex=int(self.options.claim_ttl))
 
-    def previous_run(self, schedule: str | None) -> dict[str, int] | None:
-        if not schedule:
-            return None
-        raw = self.client.get(self.keys.schedule_last_sites(schedule))
-        return json.loads(raw) if raw else None
+    def previous_run(self, schedule: str | None
+                     ) -> tuple[dict[str, int] | None, dict[str, list[str]]]:
+        """The schedule's previous run: its items per site, and the fields each site had
+        over it (a layout changed between two runs is judged against them)."""
+        raw = self.client.get(self.keys.schedule_last_sites(schedule)) if schedule else None
+        if not raw:
+            return None, {}
+        stored = json.loads(raw)
+        if isinstance(stored.get("items"), dict):
+            return stored["items"], stored.get("had", {})
+        return stored, {}                     # written before the fields were kept
 
     def emit_broken(self, config: CrawlConfig, found: list[Broken], state: State) -> None:
         """``site_broken`` for each finding, at most ``site_broken_max`` a crawl (counted

@@ -409,3 +409,26 @@ def test_an_ended_crawls_claim_lives_as_long_as_the_crawl_is_in_the_index(redis,
     redis.expire(keys.event_claim("late:ended"), 5)        # about to run out
     assert watch.run_once() == 0
     assert redis.ttl(keys.event_claim("late:ended")) > 500
+
+
+def test_a_layout_changed_between_two_runs_of_a_schedule_is_broken_at_the_runs_end(
+        redis, test_settings):
+    """A field a site covered over the schedule's previous run, matching nothing from the
+    start of this one, is site_broken at its end; the run after, judged against this one
+    (where the site had no title), is not."""
+    keys = Keys.from_settings(test_settings)
+    outbox = EventOutbox(redis, keys, claim_ttl=60, webhooks=None, notify_of=lambda c: [])
+    watch = CrawlEvents(redis, keys, outbox, lambda crawlid: {}, WatchOptions())
+    summary = {"pages": 30, "failures": 0, "items": 30, "dropped": 0, "pending": 0,
+               "stopped": False}
+    broken = []
+    for day, title in (("01", 30), ("02", 0), ("03", 0)):
+        config = {"crawlid": f"daily-202601{day}T000000Z", "userid": "u1"}
+        watch.end(config, summary, {"a": site(30, title)}, 0.0,
+                  {"sig": None, "since": 0.0, "sites": {}})
+        sent = []
+        outbox.send_due(sent.extend)
+        broken += [json.loads(value) for value in sent
+                   if json.loads(value)["type"] == "site_broken"]
+    assert [(event["crawlid"], event["site"], event["field"], event["data"]["over"])
+            for event in broken] == [("daily-20260102T000000Z", "a", "title", "whole crawl")]
