@@ -432,3 +432,42 @@ def test_a_layout_changed_between_two_runs_of_a_schedule_is_broken_at_the_runs_e
                    if json.loads(value)["type"] == "site_broken"]
     assert [(event["crawlid"], event["site"], event["field"], event["data"]["over"])
             for event in broken] == [("daily-20260102T000000Z", "a", "title", "whole crawl")]
+
+
+def test_a_receiver_that_never_answers_holds_up_no_other_crawls_events(
+        test_settings, redis, events_topic):
+    """Webhook deliveries to a receiver that takes its whole timeout (any host a crawl's
+    notify names) run beside the events: another crawl's event still reaches the events
+    topic within a round."""
+    import socket
+
+    from crawler.urlguard import UrlGuard
+    from message_processing.delivery import DeliveringProducer
+    from message_processing.events.runner import EventRunner
+
+    settings = test_settings.copy_with(CRAWLCLUSTER_KAFKA_EVENTS_TOPIC=events_topic,
+                                       CRAWLCLUSTER_WEBHOOK_TIMEOUT=2.0)
+    silent = socket.create_server(("127.0.0.1", 0), backlog=50)     # accepts, never answers
+    url = f"http://127.0.0.1:{silent.getsockname()[1]}/hook"
+    runner = EventRunner(settings, redis, DeliveringProducer(settings, "test"),
+                         UrlGuard(["127.0.0.0/8"]))
+    for n in range(3):
+        runner.webhooks.add(url, make_event("stalled", {"crawlid": f"slow-{n}"}, {}))
+    stopping = threading.Event()
+    thread = threading.Thread(target=runner.run, args=(stopping,), daemon=True)
+    thread.start()
+    try:
+        time.sleep(1.0)                        # the deliveries to the silent receiver wait
+        runner.outbox.claim("other:ended", make_event("finished", {"crawlid": "other"}, {}))
+        claimed = time.monotonic()
+        while redis.zcard(Keys.from_settings(settings).event_outbox()) and (
+                time.monotonic() - claimed < 20):
+            time.sleep(0.05)
+        waited = time.monotonic() - claimed
+    finally:
+        stopping.set()
+        thread.join(30)
+        silent.close()
+    assert waited < 2.5, f"the event waited {waited:.1f} s behind the webhook deliveries"
+    events = topic_events(settings, events_topic, lambda found: found, timeout=30)
+    assert [event["id"] for event in events] == ["other:finished"]
