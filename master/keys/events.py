@@ -55,8 +55,8 @@ class EventKeys(KeySpace):
         return f"{self.tag}:webhooks:queue"
 
     def webhook_host_queue(self, host: str) -> str:
-        """zset of webhook delivery JSON -> when due: the deliveries of `webhook_queue` to
-        one receiver host, counted so that at most
+        """zset of a webhook delivery's SHA-256 -> when due: the deliveries of
+        `webhook_queue` to one receiver host, counted so that at most
         ``CRAWLCLUSTER_WEBHOOK_MAX_QUEUED_PER_HOST`` wait for it (gone once empty).
 
         Written by: monitor (`Webhooks`, beside `webhook_queue`)

@@ -76,6 +76,12 @@ def receiver_host(url: str) -> str:
         return ""
 
 
+def delivery_digest(member: str) -> str:
+    """What a receiver host's queue holds of a delivery (its count is all it is read
+    for): a digest, not a second copy of an event that may list hundreds of sites."""
+    return hashlib.sha256(member.encode("utf-8")).hexdigest()
+
+
 def signature(secret: str, body: bytes) -> str:
     """The ``X-Crawlcluster-Signature`` value of ``body``: ``sha256=`` and the hex HMAC."""
     return "sha256=" + hmac.new(secret.encode("utf-8"), body, hashlib.sha256).hexdigest()
@@ -138,7 +144,8 @@ class Webhooks:
         target = pipe if pipe is not None else self.client
         when = self.clock() if due is None else due
         target.zadd(self.keys.webhook_queue(), {member: when})
-        target.zadd(self.keys.webhook_host_queue(receiver_host(url)), {member: when})
+        target.zadd(self.keys.webhook_host_queue(receiver_host(url)),
+                    {delivery_digest(member): when})
 
     def add_new(self, deliveries: list[tuple[str, Event]], pipe: Any) -> int:
         """Queue first deliveries (``(url, event)``) on ``pipe``, but none to a receiver
@@ -177,7 +184,7 @@ class Webhooks:
 
     def _remove(self, pipe: Any, member: str, url: str) -> None:
         pipe.zrem(self.keys.webhook_queue(), member)
-        pipe.zrem(self.keys.webhook_host_queue(receiver_host(url)), member)
+        pipe.zrem(self.keys.webhook_host_queue(receiver_host(url)), delivery_digest(member))
 
     def pending(self) -> int:
         return int(self.client.zcard(self.keys.webhook_queue()))
