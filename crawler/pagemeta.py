@@ -60,8 +60,10 @@ def page_meta(root: Any, url: str, guess_date: bool = True,
     sources: dict[str, str] = {}
 
     def take(key: str, value: Any, source: str) -> None:
+        if key in meta:                       # the first source of a key wins
+            return
         text = _text(value)
-        if text and key not in meta:
+        if text:
             meta[key] = text
             sources[key] = source
 
