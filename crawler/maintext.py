@@ -23,7 +23,7 @@ details; bench/maintext.py scores it on real pages.
 """
 
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from itertools import pairwise
 from typing import Any, TypeAlias
 
@@ -101,6 +101,21 @@ class Line:
         return self.chars - self.noise_chars
 
 
+# Elements that say what a page is rather than show it (crawler/pagemeta.py reads them).
+DESCRIBING_TAGS = ("script", "meta", "title", "link", "time")
+
+
+@dataclass
+class Described:
+    """What a page says of itself, gathered by the main-text walk as it passes, so that
+    its metadata (crawler/pagemeta.py) needs no walk of its own: the page's script,
+    meta, title, link and time elements (``tagged``), and its elements with an
+    ``itemprop``, a role or a hiding attribute (``marked``), each in document order."""
+
+    tagged: list[html.HtmlElement] = field(default_factory=list)
+    marked: list[html.HtmlElement] | None = None     # None: not gathered
+
+
 Page: TypeAlias = "str | html.HtmlElement"   # HTML, or the page already parsed by lxml
 Mark = tuple[int, int]               # an open marked container: (kind, its number)
 
@@ -173,14 +188,18 @@ def _boilerplate_names(names: str) -> bool:
         not BOILERPLATE_PAIRS.isdisjoint(pairwise(words))
 
 
-# Inline tags never worth classifying (no share button is a <b>).
+# Inline tags never worth classifying (no share button is a <b>), and the void tags
+# that describe the page (a mark on an element with no text changes no line).
 _PLAIN_TAGS = {"b", "i", "em", "strong", "u", "s", "q", "sup", "sub", "small", "big", "font",
                "abbr", "cite", "code", "kbd", "samp", "var", "tt", "mark", "ins", "del",
-               "strike", "time", "img", "br", "hr", "wbr", "bdi", "bdo"}
+               "strike", "time", "img", "br", "hr", "wbr", "bdi", "bdo", "meta", "link"}
+_DESCRIBING_SHOWN = {"meta", "link", "time"}    # the describing tags the text walk enters
 
 
-def _lines(root: html.HtmlElement, dropped: frozenset[str] = DROPPED_TAGS) -> list[Line]:
-    """The text lines of ``root`` (read, not changed), boilerplate resolved.
+def _lines(root: html.HtmlElement, dropped: frozenset[str] = DROPPED_TAGS,
+           described: Described | None = None) -> list[Line]:
+    """The text lines of ``root`` (read, not changed), boilerplate resolved; what the
+    page says of itself gathered into ``described`` on the way, when given.
 
     One walk; the walk's state is what is open around the text: ``noise`` (open links
     and inline boilerplate: their text counts as noise in its line), ``path`` (the
@@ -193,7 +212,11 @@ def _lines(root: html.HtmlElement, dropped: frozenset[str] = DROPPED_TAGS) -> li
     noise, pre, containers = 0, False, 0
     path: tuple[Mark, ...] = ()
     saved: list[tuple[int, tuple[Mark, ...], bool]] = []
-    rare = set(_RARE_MARKS(root))
+    marked = _RARE_MARKS(root)
+    rare = set(marked)
+    tagged = None
+    if described is not None:
+        described.marked, tagged = marked, described.tagged
 
     def end_line() -> None:
         raw = "".join(parts)
@@ -209,6 +232,12 @@ def _lines(root: html.HtmlElement, dropped: frozenset[str] = DROPPED_TAGS) -> li
             tag = element.tag              # lowercase from lxml's HTML parser
             saved.append((noise, path, pre))
             if tag in dropped:
+                if tagged is None:
+                    pass
+                elif tag == "script" or tag == "title":
+                    tagged.append(element)
+                elif len(element):           # <head>, a subtree the text skips
+                    tagged.extend(element.iter(*DESCRIBING_TAGS))
                 walker.skip_subtree()        # its "end" still comes, for the tail
                 continue
             block = tag in BLOCK_TAGS
@@ -219,7 +248,10 @@ def _lines(root: html.HtmlElement, dropped: frozenset[str] = DROPPED_TAGS) -> li
                 noise += 1
             elif tag == "pre":
                 pre = True
-            elif tag not in _PLAIN_TAGS:
+            elif tag in _PLAIN_TAGS:
+                if tagged is not None and tag in _DESCRIBING_SHOWN:
+                    tagged.append(element)
+            else:
                 mark = _mark(tag, element, rare)
                 if mark is None:
                     pass
@@ -369,15 +401,17 @@ def _peak_region(weights: list[int], k: int, keep_ratio: float) -> tuple[int, in
     return start, end
 
 
-def extract_main_text(page: Page, k: int = 3, keep_ratio: float = 0.1) -> str:
+def extract_main_text(page: Page, k: int = 3, keep_ratio: float = 0.1,
+                      described: Described | None = None) -> str:
     """The main text of a page (HTML, or its lxml tree: lines joined by newlines), or ""
-    if it has none."""
+    if it has none; what the page says of itself gathered into ``described`` on the
+    way, when given (see ``Described``)."""
     if not 1 <= k <= 5:
         raise ValueError(f"block size k must be 1..5, got {k}")
     root = parse_page(page)
     if root is None:
         return ""
-    text = _main_text(_lines(root), k, keep_ratio)
+    text = _main_text(_lines(root, described=described), k, keep_ratio)
     if not text:
         # All a crawler that runs no JavaScript gets of some pages is in <noscript>.
         text = _main_text(_lines(root, DROPPED_TAGS - {"noscript"}), k, keep_ratio)

@@ -8,10 +8,12 @@ parsed already (no second parse), in that order of trust, each value with its so
     {"title": "...", "published": "2026-11-03T09:30:00+01:00", "author": "...",
      "sources": {"title": "json-ld", "published": "opengraph", ...}}
 
-The script, meta, title, link and time elements are found in one walk over the tree;
-``itemprop`` elements are looked for only when JSON-LD and the meta tags leave title,
-published or author unknown (the walk over every element costs more than the rest), and
-an element's text is read only for a key still missing.
+The script, meta, title, link and time elements, and those with an ``itemprop``, are
+taken from the main-text walk (``Described``, crawler/maintext.py): the item pipeline
+extracts the main text first, and a walk over the tree costs more than the rest. Given
+no ``Described``, they are found in one walk of its own, and ``itemprop`` elements are
+looked for only when JSON-LD and the meta tags leave title, published or author
+unknown. An element's text is read only for a key still missing.
 
 Keys: title, published, modified, author, description, language, canonical, image.
 A page whose markup gives no publication date gets htmldate's guess from its text and
@@ -21,6 +23,8 @@ URL (``sources.published: "htmldate"``), when ``CRAWLCLUSTER_PAGE_META_DATE_GUES
 import json
 from collections.abc import Iterator
 from typing import Any
+
+from crawler.maintext import DESCRIBING_TAGS, Described
 
 Meta = dict[str, Any]
 JSONLD_MAX = 1 << 20      # characters of one JSON-LD block read at most
@@ -46,27 +50,31 @@ META_TAGS = {  # <meta property|name=...> -> key, source
 MICRODATA = {"headline": "title", "datePublished": "published", "dateModified": "modified",
              "author": "author", "description": "description", "image": "image"}
 MICRODATA_KEYS = {"title", "published", "author"}   # the scan skipped when all are known
-TAG_NAMES = ("script", "meta", "title", "link", "time")
 
 
-def page_meta(root: Any, url: str, guess_date: bool = True) -> Meta:
-    """The page's metadata from its lxml tree (``root``)."""
+def page_meta(root: Any, url: str, guess_date: bool = True,
+              described: Described | None = None) -> Meta:
+    """The page's metadata from its lxml tree (``root``), and from what the main-text
+    walk gathered of it (``described``) when it has been walked."""
     meta: Meta = {}
     sources: dict[str, str] = {}
 
     def take(key: str, value: Any, source: str) -> None:
+        if key in meta:                       # the first source of a key wins
+            return
         text = _text(value)
-        if text and key not in meta:
+        if text:
             meta[key] = text
             sources[key] = source
 
-    tags = _tags_by_name(root)
+    tags = _tags_by_name(root if described is None else described.tagged)
     for key, value in _jsonld(tags["script"]):
         take(key, value, "json-ld")
     for key, value, source in _meta_tags(tags["meta"]):
         take(key, value, source)
     if not meta.keys() >= MICRODATA_KEYS:     # itemprop is looked for only when needed
-        for key, element in _microdata(root):
+        marked = None if described is None else described.marked
+        for key, element in _microdata(root, marked):
             if key not in meta:               # an element's text only when it is taken
                 take(key, _microdata_value(element), "microdata")
     _page_itself(root, tags, take)
@@ -79,11 +87,13 @@ def page_meta(root: Any, url: str, guess_date: bool = True) -> Meta:
     return meta
 
 
-def _tags_by_name(root: Any) -> dict[str, list[Any]]:
-    """The page's script, meta, title, link and time elements, in one walk over the tree
-    (lxml filters by tag in C: a fraction of a walk in Python or of one XPath each)."""
-    tags: dict[str, list[Any]] = {name: [] for name in TAG_NAMES}
-    for element in root.iter(*TAG_NAMES):
+def _tags_by_name(found: Any) -> dict[str, list[Any]]:
+    """The page's script, meta, title, link and time elements by tag: those the main-text
+    walk gathered (a list), or from one walk over the tree (``root.iter``: lxml filters
+    by tag in C, a fraction of a walk in Python or of one XPath each)."""
+    elements = found if isinstance(found, list) else found.iter(*DESCRIBING_TAGS)
+    tags: dict[str, list[Any]] = {name: [] for name in DESCRIBING_TAGS}
+    for element in elements:
         tags[element.tag].append(element)
     return tags
 
@@ -148,8 +158,14 @@ def _meta_tags(tags: list[Any]) -> Iterator[tuple[str, str, str]]:
             yield key, tag.get("content"), source
 
 
-def _microdata(root: Any) -> Iterator[tuple[str, Any]]:
-    for element in root.xpath("//*[@itemprop]")[:500]:
+def _microdata(root: Any, marked: list[Any] | None) -> Iterator[tuple[str, Any]]:
+    """The itemprop elements that give a key: of those the main-text walk marked, or
+    looked for in the tree."""
+    if marked is None:
+        elements = root.xpath("//*[@itemprop]")
+    else:
+        elements = [element for element in marked if element.get("itemprop") is not None]
+    for element in elements[:500]:
         key = MICRODATA.get(element.get("itemprop", ""))
         if key:
             yield key, element
@@ -175,13 +191,40 @@ def _page_itself(root: Any, tags: dict[str, list[Any]], take: Any) -> None:
 
 
 def _guess_date(root: Any, url: str) -> str | None:
+    """htmldate's guess: first its quick search of the page's article, then its
+    extensive search of the whole page. The article alone costs a fraction of the page,
+    its date is the page's (not a sidebar's or a related story's), and on the
+    benchmark's pages stripped of their date markup it finds more of their days than
+    the whole page does (bench/fields.py)."""
     import logging
 
+    logging.getLogger("htmldate").setLevel(logging.WARNING)
+    article = _article(root)
+    found = _find_date(article, url, False) if article is not None else None
+    return found or _find_date(root, url, True)
+
+
+def _article(root: Any) -> Any:
+    """The page's first ``<article>`` or ``<main>``; without one, the container two
+    levels around its first ``<h1>`` (a headline's date line sits beside it)."""
+    heading = None
+    for element in root.iter("article", "main", "h1"):
+        if element.tag != "h1":
+            return element
+        heading = element if heading is None else heading
+    for _ in range(2):
+        parent = heading.getparent() if heading is not None else None
+        if parent is None or parent.tag in ("body", "html"):
+            break
+        heading = parent
+    return heading
+
+
+def _find_date(element: Any, url: str, extensive: bool) -> str | None:
     from htmldate import find_date
 
-    logging.getLogger("htmldate").setLevel(logging.WARNING)
     try:       # htmldate cleans a copy of the tree it is given (no copy of ours)
-        found: str | None = find_date(root, url=url, extensive_search=True,
+        found: str | None = find_date(element, url=url, extensive_search=extensive,
                                       original_date=True, outputformat="%Y-%m-%d")
     except Exception:  # noqa: BLE001 - a guess that fails costs the guess only
         return None

@@ -25,7 +25,7 @@ from twisted.python.failure import Failure
 from crawler.context import ClusterComponent
 from crawler.documents import is_document_item
 from crawler.firehose import Firehose
-from crawler.maintext import extract_main_text, parse_page
+from crawler.maintext import Described, extract_main_text, parse_page
 from crawler.metrics import count_recorded
 from crawler.pagemeta import page_meta
 from crawler.versions import (
@@ -108,9 +108,11 @@ class MainTextPipeline:
         if root is None:
             item["main_text"] = ""
             return item
-        if self.meta:
-            item["meta"] = page_meta(root, item.get("url", ""), self.guess_date)
-        item["main_text"] = extract_main_text(root)
+        described = Described() if self.meta else None     # gathered by the text's walk
+        text = extract_main_text(root, described=described)
+        if described is not None:
+            item["meta"] = page_meta(root, item.get("url", ""), self.guess_date, described)
+        item["main_text"] = text
         return item
 
 

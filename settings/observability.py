@@ -9,7 +9,8 @@ prefix, one comment line (or more) right above each setting, read into docs/sett
 CRAWLCLUSTER_KAFKA_EVENTS_TOPIC = "crawl.events"
 # Seconds between a monitor's looks at the crawls for events (0 = no events).
 CRAWLCLUSTER_EVENTS_INTERVAL = 2.0
-# Newest crawls of the index looked at each time.
+# Crawls looked at each time for events: this many newest, and this many of the older
+# ones in turn (every crawl is looked at, the older ones less often).
 CRAWLCLUSTER_EVENTS_CRAWLS = 200
 # Seconds a drained crawl's counts must stay unchanged before it is taken as ended.
 CRAWLCLUSTER_EVENTS_SETTLE = 5.0
@@ -48,6 +49,9 @@ CRAWLCLUSTER_WEBHOOK_MAX_ATTEMPTS = 60
 # Deliveries waiting for one receiver host at most; an event's delivery past it is dropped
 # (logged, counted: stats' webhooks_dropped, and in the delivery log).
 CRAWLCLUSTER_WEBHOOK_MAX_QUEUED_PER_HOST = 10_000
+# Deliveries waiting in all at most (receivers on many hosts); a delivery past it is
+# dropped (logged, counted: stats' webhooks_dropped, and in the delivery log).
+CRAWLCLUSTER_WEBHOOK_MAX_QUEUED = 100_000
 # Seconds a webhook receiver may take to answer.
 CRAWLCLUSTER_WEBHOOK_TIMEOUT = 10.0
 # Delivery attempts kept in the delivery log (`crawlcluster webhooks`).

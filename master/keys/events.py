@@ -8,7 +8,8 @@ class EventKeys(KeySpace):
         """string: the time an event (``<crawlid>:<kind>[:<reason>:<site>[:<field>]]``) was claimed;
         set once (SET NX, in `event_claim.lua`), so an event is sent once however many
         monitors see it; expires ``CRAWLCLUSTER_CRAWL_RETENTION`` and
-        ``CRAWLCLUSTER_EVENTS_CLAIM_MARGIN`` after.
+        ``CRAWLCLUSTER_EVENTS_CLAIM_MARGIN`` after (an ended crawl's ``:ended`` claim
+        given that time again at each look while the crawl is in the index).
 
         Written by: monitor (`CrawlEvents`)
         Read by: monitor (`CrawlEvents`: an ended crawl is not looked at again)
@@ -35,8 +36,9 @@ class EventKeys(KeySpace):
         return f"{self.tag}:events:watch"
 
     def schedule_last_sites(self, schedule_id: str) -> str:
-        """string (JSON) {site: items}: the items per site of the last finished run of a
-        schedule, compared with the next run's (``site_broken``); expires with the claims.
+        """string (JSON) {"items": {site: items}, "had": {site: [field]}}: the items per
+        site of the last finished run of a schedule and the fields each site covered,
+        compared with the next run's (``site_broken``); expires with the claims.
 
         Written by: monitor (`CrawlEvents`, when a run finishes)
         Read by: monitor (the next run's end)
@@ -53,8 +55,8 @@ class EventKeys(KeySpace):
         return f"{self.tag}:webhooks:queue"
 
     def webhook_host_queue(self, host: str) -> str:
-        """zset of webhook delivery JSON -> when due: the deliveries of `webhook_queue` to
-        one receiver host, counted so that at most
+        """zset of a webhook delivery's SHA-256 -> when due: the deliveries of
+        `webhook_queue` to one receiver host, counted so that at most
         ``CRAWLCLUSTER_WEBHOOK_MAX_QUEUED_PER_HOST`` wait for it (gone once empty).
 
         Written by: monitor (`Webhooks`, beside `webhook_queue`)

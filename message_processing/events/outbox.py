@@ -52,6 +52,16 @@ class EventOutbox:
         return [value is not None for value in
                 self.client.mget([self.keys.event_claim(name) for name in names])]
 
+    def keep(self, names: list[str]) -> None:
+        """Give the claims ``names`` their full time again: an ended crawl's claim, kept
+        while the crawl is still in the index however late it retires, so its events are
+        never sent again."""
+        if names:
+            pipe = self.client.pipeline(transaction=False)
+            for name in names:
+                pipe.expire(self.keys.event_claim(name), int(self.claim_ttl))
+            pipe.execute()
+
     def send_due(self, deliver: Callable[[list[bytes]], Any], limit: int = 100) -> int:
         """Send the due events through ``deliver`` (values to the events topic; raises
         if not all are stored), then queue their webhooks; returns how many."""

@@ -1,14 +1,17 @@
 """``EventRunner``: the monitor's thread for crawl events and their webhooks.
 
 Every ``CRAWLCLUSTER_EVENTS_INTERVAL`` seconds it looks at the crawls (``CrawlEvents``);
-every round it sends the outbox's events to ``CRAWLCLUSTER_KAFKA_EVENTS_TOPIC`` and
-makes the due webhook deliveries. A thread of its own, so a slow receiver never holds up
-the monitor's replies; a failure is logged and counted, and the next round tries again.
+every round it sends the outbox's events to ``CRAWLCLUSTER_KAFKA_EVENTS_TOPIC``. The due
+webhook deliveries are made on a thread of their own: a receiver that takes its whole
+timeout to answer (a crawl's ``notify`` may name any host) holds up neither the
+monitor's replies nor the events of every other crawl. A failure is logged and counted,
+and the next round tries again.
 """
 
 import logging
 import threading
 import time
+from collections.abc import Callable
 from typing import Any
 
 from master.counters import WindowCounts
@@ -26,7 +29,6 @@ from settings.loader import Settings
 
 logger = logging.getLogger(__name__)
 ROUND = 0.5         # seconds between rounds of sending
-WEBHOOK_BUDGET = 2.0  # seconds of webhook deliveries a round, at most (the rest wait)
 
 
 class EventRunner:
@@ -49,25 +51,33 @@ class EventRunner:
         self.last_look = 0.0
 
     def run(self, stopping: threading.Event) -> None:
-        """Rounds until ``stopping`` is set."""
+        """Rounds until ``stopping`` is set, the webhook deliveries on a thread beside."""
+        deliveries = threading.Thread(target=self.repeat, args=(
+            stopping, self.webhooks.deliver_due, "webhook deliveries"),
+            name="webhook-deliveries", daemon=True)
+        deliveries.start()
+        self.repeat(stopping, self.run_once, "crawl events round")
+        deliveries.join(self.webhooks.timeout * 2)
+
+    def repeat(self, stopping: threading.Event, work: Callable[[], Any], what: str) -> None:
+        """``work`` until ``stopping`` is set, waiting a round whenever it had nothing to
+        do (it returns how much it did) or failed."""
         while not stopping.is_set():
             try:
-                self.run_once()
+                if work():
+                    continue
             except Exception as exc:  # noqa: BLE001 - events never stop the monitor
-                logger.error("crawl events round failed, trying again: %s", exc)
+                logger.error("%s failed, trying again: %s", what, exc)
                 self._count_failure()
                 stopping.wait(2.0)
             stopping.wait(ROUND)
 
     def run_once(self) -> None:
+        """Look at the crawls when due, and send the outbox's events."""
         if time.monotonic() - self.last_look >= self.interval:
             self.last_look = time.monotonic()
             self.watch.run_once()
         while self.outbox.send_due(lambda values: self.producer.deliver(self.topic, values)):
-            pass
-        # a slow receiver delays the next look at the crawls by one round's budget only
-        budget_until = time.monotonic() + WEBHOOK_BUDGET
-        while time.monotonic() < budget_until and self.webhooks.deliver_due():
             pass
 
     def _count_failure(self) -> None:

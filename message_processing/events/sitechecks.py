@@ -14,6 +14,9 @@ ways a site is found broken:
 - ``no_items``: at the end, a site that gave pages gave no items while other sites did;
 - ``previous_run``: at the end of a schedule's run, a site gave fewer than
   ``previous_share`` of the items it gave in the schedule's previous run.
+
+A field a site covered over the schedule's previous run (``covered_fields``) counts as
+one it had: a layout changed between two runs is ``coverage`` at the run's end.
 """
 
 from dataclasses import dataclass
@@ -106,3 +109,13 @@ def final_checks(sites: dict[str, SiteFigures], limits: Thresholds,
                 "items": items, "previous_items": before,
                 "threshold": limits.previous_share}))
     return found
+
+
+def covered_fields(sites: dict[str, SiteFigures], limits: Thresholds) -> dict[str, list[str]]:
+    """The fields each site matched on ``coverage_min`` of its items or more, over the
+    whole crawl (with ``min_items`` at least): what the schedule's next run is judged by."""
+    covered = {site: sorted(field for field, matched in figures.matched.items()
+                            if judged(figures, field) >= limits.min_items
+                            and matched / judged(figures, field) >= limits.coverage_min)
+               for site, figures in sites.items()}
+    return {site: fields for site, fields in covered.items() if fields}

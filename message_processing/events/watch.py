@@ -1,6 +1,8 @@
 """``CrawlEvents``: a monitor's look at the crawls, turning what it sees into events.
 
-Each look takes the newest crawls of the index and, for each not ended yet (its
+Each look takes the newest crawls of the index and the next stretch of the older ones (a
+cursor going round them, so a crawl past the newest is looked at too, however many the
+index holds) and, for each not ended yet (its
 ``finished`` or ``failed`` event not claimed), reads its progress (master/crawls.py) and
 its health per site (master/sitehealth.py), and keeps in ``Keys.event_watch`` what its
 progress was when it last changed and its sites' counts at the last coverage check:
@@ -34,6 +36,7 @@ from message_processing.events.sitechecks import (
     Broken,
     SiteFigures,
     Thresholds,
+    covered_fields,
     final_checks,
     judged,
     recent_coverage,
@@ -78,13 +81,15 @@ class CrawlEvents:
         self.options = options
         self.clock = clock
         self.crawls = CrawlStore(client, keys)
+        self.older_cursor = 0      # rank, past the newest, of the older crawls looked at next
 
     def run_once(self) -> int:
         """Look at the crawls not ended; returns how many were looked at."""
         self.forget_retired()
-        index = self.client.zrevrange(self.keys.crawls(), 0, self.options.crawls - 1,
-                                      withscores=True)
+        index = self.crawls_to_look_at()
         ended = self.outbox.claimed([f"{crawlid}:ended" for crawlid, _ in index])
+        self.outbox.keep([f"{crawlid}:ended" for (crawlid, _), done
+                          in zip(index, ended, strict=True) if done])
         open_crawls = [(crawlid, submitted) for (crawlid, submitted), done
                        in zip(index, ended, strict=True) if not done]
         if not open_crawls:
@@ -95,6 +100,19 @@ class CrawlEvents:
             if config is not None:
                 self.look(config, submitted, json.loads(state) if state else None)
         return len(open_crawls)
+
+    def crawls_to_look_at(self) -> list[tuple[str, float]]:
+        """``(crawl id, submitted)`` of the newest ``crawls`` of the index and of the next
+        ``crawls`` older ones: at most twice ``crawls`` a look, and every crawl looked at
+        within a round of the older ones (their number over ``crawls`` looks)."""
+        size = self.options.crawls
+        start = size + self.older_cursor
+        pipe = self.client.pipeline(transaction=True)
+        pipe.zrevrange(self.keys.crawls(), 0, size - 1, withscores=True)
+        pipe.zrevrange(self.keys.crawls(), start, start + size - 1, withscores=True)
+        newest, older = pipe.execute()
+        self.older_cursor = self.older_cursor + size if len(older) == size else 0
+        return list(dict(newest + older).items())
 
     def forget_retired(self) -> None:
         """Drop the watch entries of crawls no longer in the index (retired unended)."""
@@ -153,8 +171,9 @@ class CrawlEvents:
         """The crawl's last events: site_broken found over its whole run, then finished
         or failed with its summary."""
         schedule = schedule_of(config["crawlid"])
-        previous = self.previous_run(schedule)
-        had = {site: kept.get("had", []) for site, kept in state["sites"].items()}
+        previous, previous_had = self.previous_run(schedule)
+        had = {site: sorted({*previous_had.get(site, ()), *state["sites"].get(site, {}).get(
+            "had", ())}) for site in {*state["sites"], *previous_had}}
         self.emit_broken(config, final_checks(sites, self.options.limits, previous, had),
                          state)
         ended_at = state["since"]
@@ -172,13 +191,21 @@ class CrawlEvents:
         self.emit(kind, config, data, claim=f"{config['crawlid']}:ended")
         if schedule and not reason:
             self.client.set(self.keys.schedule_last_sites(schedule), json.dumps(
-                {site: f.items for site, f in sites.items()}), ex=int(self.options.claim_ttl))
+                {"items": {site: f.items for site, f in sites.items()},
+                 "had": covered_fields(sites, self.options.limits)}),
+                ex=int(self.options.claim_ttl))
 
-    def previous_run(self, schedule: str | None) -> dict[str, int] | None:
-        if not schedule:
-            return None
-        raw = self.client.get(self.keys.schedule_last_sites(schedule))
-        return json.loads(raw) if raw else None
+    def previous_run(self, schedule: str | None
+                     ) -> tuple[dict[str, int] | None, dict[str, list[str]]]:
+        """The schedule's previous run: its items per site, and the fields each site had
+        over it (a layout changed between two runs is judged against them)."""
+        raw = self.client.get(self.keys.schedule_last_sites(schedule)) if schedule else None
+        if not raw:
+            return None, {}
+        stored = json.loads(raw)
+        if isinstance(stored.get("items"), dict):
+            return stored["items"], stored.get("had", {})
+        return stored, {}                     # written before the fields were kept
 
     def emit_broken(self, config: CrawlConfig, found: list[Broken], state: State) -> None:
         """``site_broken`` for each finding, at most ``site_broken_max`` a crawl (counted

@@ -76,6 +76,12 @@ def receiver_host(url: str) -> str:
         return ""
 
 
+def delivery_digest(member: str) -> str:
+    """What a receiver host's queue holds of a delivery (its count is all it is read
+    for): a digest, not a second copy of an event that may list hundreds of sites."""
+    return hashlib.sha256(member.encode("utf-8")).hexdigest()
+
+
 def signature(secret: str, body: bytes) -> str:
     """The ``X-Crawlcluster-Signature`` value of ``body``: ``sha256=`` and the hex HMAC."""
     return "sha256=" + hmac.new(secret.encode("utf-8"), body, hashlib.sha256).hexdigest()
@@ -96,7 +102,7 @@ class Webhooks:
     def __init__(self, client: RedisClient, keys: Keys, guard: FetchGuard, secret: str,
                  policy: RetryPolicy, timeout: float = 10.0, log_size: int = 1000,
                  clock: Clock = time.time, scripts: LuaScripts | None = None,
-                 max_per_host: int = 10_000) -> None:
+                 max_per_host: int = 10_000, max_queued: int = 100_000) -> None:
         self.client = client
         self.keys = keys
         self.guard = guard
@@ -107,6 +113,7 @@ class Webhooks:
         self.clock = clock
         self.scripts = scripts or LuaScripts(client)
         self.max_per_host = max_per_host
+        self.max_queued = max_queued
         self.given_up, self.redirected, self.dropped = (
             WindowCounts(client, keys.window_counts(f"monitor:webhooks:{name}"),
                          scripts=self.scripts) for name in ("given_up", "redirected", "dropped"))
@@ -126,6 +133,7 @@ class Webhooks:
                    timeout=settings.getfloat("CRAWLCLUSTER_WEBHOOK_TIMEOUT"),
                    log_size=settings.getint("CRAWLCLUSTER_WEBHOOK_LOG_SIZE"),
                    max_per_host=settings.getint("CRAWLCLUSTER_WEBHOOK_MAX_QUEUED_PER_HOST"),
+                   max_queued=settings.getint("CRAWLCLUSTER_WEBHOOK_MAX_QUEUED"),
                    **kwargs)
 
     def add(self, url: str, event: Event, attempts: int = 0, due: float | None = None,
@@ -136,37 +144,47 @@ class Webhooks:
         target = pipe if pipe is not None else self.client
         when = self.clock() if due is None else due
         target.zadd(self.keys.webhook_queue(), {member: when})
-        target.zadd(self.keys.webhook_host_queue(receiver_host(url)), {member: when})
+        target.zadd(self.keys.webhook_host_queue(receiver_host(url)),
+                    {delivery_digest(member): when})
 
     def add_new(self, deliveries: list[tuple[str, Event]], pipe: Any) -> int:
         """Queue first deliveries (``(url, event)``) on ``pipe``, but none to a receiver
         host with ``max_per_host`` waiting already (a receiver down for long, or crawls
-        naming one host many times): those are dropped, logged and counted. Returns how
-        many were queued."""
+        naming one host many times), nor past ``max_queued`` waiting in all (crawls
+        naming many hosts): those are dropped, logged and counted. Returns how many were
+        queued."""
         hosts = sorted({receiver_host(url) for url, _ in deliveries})
         sizes = self.client.pipeline(transaction=False)
+        sizes.zcard(self.keys.webhook_queue())
         for host in hosts:
             sizes.zcard(self.keys.webhook_host_queue(host))
-        waiting = dict(zip(hosts, (int(n) for n in sizes.execute()), strict=True))
+        total, *per_host = (int(n) for n in sizes.execute())
+        waiting = dict(zip(hosts, per_host, strict=True))
         queued = 0
         for url, event in deliveries:
             host = receiver_host(url)
-            if waiting[host] < self.max_per_host:
+            if waiting[host] >= self.max_per_host:
+                self._drop(pipe, url, event, f"{waiting[host]} deliveries to its host wait "
+                           f"already (at most {self.max_per_host})")
+            elif total >= self.max_queued:
+                self._drop(pipe, url, event, f"{total} deliveries wait already (at most "
+                           f"{self.max_queued} in all)")
+            else:
                 self.add(url, event, pipe=pipe)
                 waiting[host] += 1
+                total += 1
                 queued += 1
-                continue
-            error = (f"{waiting[host]} deliveries to its host wait already (at most "
-                     f"{self.max_per_host})")
-            self.dropped.increment(1, pipe=pipe)
-            self._log(pipe, {"url": url, "event": event}, 0, "dropped", None, error)
-            logger.warning("webhook %s of event %s dropped: %s", url_origin(url),
-                           event["id"], error)
         return queued
+
+    def _drop(self, pipe: Any, url: str, event: Event, error: str) -> None:
+        self.dropped.increment(1, pipe=pipe)
+        self._log(pipe, {"url": url, "event": event}, 0, "dropped", None, error)
+        logger.warning("webhook %s of event %s dropped: %s", url_origin(url), event["id"],
+                       error)
 
     def _remove(self, pipe: Any, member: str, url: str) -> None:
         pipe.zrem(self.keys.webhook_queue(), member)
-        pipe.zrem(self.keys.webhook_host_queue(receiver_host(url)), member)
+        pipe.zrem(self.keys.webhook_host_queue(receiver_host(url)), delivery_digest(member))
 
     def pending(self) -> int:
         return int(self.client.zcard(self.keys.webhook_queue()))

@@ -103,3 +103,39 @@ def test_the_date_guess_leaves_the_page_tree_as_it_was():
     before = lxml.html.tostring(root)
     assert page_meta(root, "https://gov.example/notice/17.html")["published"] == "2026-09-15"
     assert lxml.html.tostring(root) == before
+
+
+def test_what_the_main_text_walk_gathers_gives_the_same_meta():
+    """The item pipeline reads the main text first; its walk gathers the script, meta,
+    title, link and time elements and the itemprop ones, in <head> and <body>, so that
+    metadata needs no walk of its own, with the same result."""
+    from crawler.maintext import Described, extract_main_text
+
+    body_tags = ('<meta itemprop="x" content="y"><link rel="canonical" href="https://b.example/'
+                 'a"><noscript><meta property="og:image" content="https://b.example/i.png">'
+                 '</noscript>')
+    for page in (ARTICLE, MICRODATA, NO_MARKUP, MICRODATA.replace("<article", body_tags
+                                                                  + "<article")):
+        root = lxml.html.fromstring(page)
+        described = Described()
+        extract_main_text(root, described=described)
+        assert described.tagged and described.marked is not None
+        assert page_meta(root, "https://b.example/a", described=described) == page_meta(
+            root, "https://b.example/a")
+
+
+def test_the_date_guess_reads_the_article_before_the_page():
+    """A page without date markup whose sidebar lists older stories: the date next to
+    its headline is taken, not the first one on the page."""
+    page = """<html><head><title>Notice</title></head><body>
+    <div class="sidebar"><h3>Earlier</h3><ul><li><a href="/n/1">Old notice</a>
+    <span class="date">2025-01-05</span></li></ul></div>
+    <div class="content"><div class="head"><h1>Road works on Main Street</h1>
+    <p class="date">2026-09-15</p></div><p>The works last two weeks.</p></div>
+    </body></html>"""
+    meta = meta_of(page, "https://town.example/notices/road-works")
+    assert (meta["published"], meta["sources"]["published"]) == ("2026-09-15", "htmldate")
+    article = page.replace('<div class="content">', '<article>').replace(
+        "</p></div>\n    </body>", "</p></article>\n    </body>")
+    assert meta_of(article, "https://town.example/notices/road-works")["published"] == \
+        "2026-09-15"

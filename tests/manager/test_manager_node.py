@@ -161,6 +161,33 @@ def test_basic_auth_is_enforced(managers):
     assert refused.value.code == 401
 
 
+
+def test_a_crawls_site_health_is_behind_the_same_auth_as_its_items(managers, redis):
+    """sites.json follows the rule of every per-crawl endpoint (export, crawl.json): the
+    manager's credentials, nothing less, and with them the crawl's health per site."""
+    from master.keys import Keys
+    from master.lua import LuaScripts
+    from master.sitehealth import SiteCounts, queue_site_counts
+
+    manager = managers(CRAWLCLUSTER_MANAGER_USERNAME="ops", CRAWLCLUSTER_MANAGER_PASSWORD="s3cret")
+    counts = SiteCounts()
+    counts.page("owned-crawl", "a.example", 200)
+    counts.item("owned-crawl", "a.example", ["title"], {"title": "T"}, [])
+    pipe = redis.pipeline(transaction=False)
+    queue_site_counts(pipe, LuaScripts(redis), Keys.from_settings(manager.settings),
+                      counts.take(), 500)
+    pipe.execute()
+    for auth in (None, ("ops", "wrong")):
+        manager.auth = auth
+        with pytest.raises(urllib.error.HTTPError) as refused:
+            manager.call("sites.json", crawlid="owned-crawl")
+        assert refused.value.code == 401
+    manager.auth = ("ops", "s3cret")
+    reply = manager.call("sites.json", crawlid="owned-crawl")
+    assert reply["status"] == "ok", reply
+    assert [(site["site"], site["pages"], site["items"]) for site in reply["sites"]] == [
+        ("a.example", 1, 1)]
+
 def test_unsafe_names_are_refused(managers):
     manager = managers()
     for field, value in (("jobid", "../../etc/x"), ("spider", "a/b"), ("project", "..")):

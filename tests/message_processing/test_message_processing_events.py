@@ -345,6 +345,28 @@ def test_a_crawl_without_progress_with_work_pending_is_stalled_once(redis, test_
     assert json.loads(sent[1])["data"]["pending"] == 1
 
 
+
+def test_every_crawl_of_the_index_is_looked_at_not_only_the_newest(redis, test_settings):
+    """With more crawls than CRAWLCLUSTER_EVENTS_CRAWLS, each look takes the newest and the
+    next of the older ones in turn: a crawl past the newest still gets its events, and a
+    look stays bounded."""
+    keys = Keys.from_settings(test_settings)
+    outbox = EventOutbox(redis, keys, claim_ttl=60, webhooks=None, notify_of=lambda c: [])
+    watch = CrawlEvents(redis, keys, outbox, lambda crawlid: {}, WatchOptions(crawls=2))
+    crawlids = [f"many-{n}" for n in range(7)]
+    for crawlid in crawlids:
+        submit(test_settings, {"crawlid": crawlid, "userid": "u1", "spider_type": "universal",
+                               "url": "http://127.0.0.1:9/", "rule": UNIVERSAL_RULE})
+    redis.zadd(keys.crawls(), {crawlid: n for n, crawlid in enumerate(crawlids)})
+    looked = [watch.run_once() for _ in range(4)]
+    assert looked == [4, 4, 3, 4]        # the newest two, and two of the five older in turn
+    sent = []
+    outbox.send_due(sent.extend)
+    started = {json.loads(value)["crawlid"] for value in sent
+               if json.loads(value)["type"] == "started"}
+    assert started == set(crawlids)
+    assert set(redis.hkeys(keys.event_watch())) == set(crawlids)
+
 def test_a_crawl_whose_rule_makes_no_items_is_not_failed_for_having_none():
     """A link-check crawl (rules that only follow) or a user spider's (its items go
     through its own pipelines) ends `finished` with no items; a rule with fields that
@@ -372,3 +394,80 @@ def test_an_events_claim_outlives_the_crawls_retention(redis, test_settings):
     assert runner.outbox.claim("kept:ended", event)
     assert redis.ttl(Keys.from_settings(settings).event_claim("kept:ended")) > 30 * 86400
     assert runner.watch.options.claim_ttl > 30 * 86400
+
+
+def test_an_ended_crawls_claim_lives_as_long_as_the_crawl_is_in_the_index(redis, test_settings):
+    """A crawl retiring late (its masters down for long) keeps its ended claim: each look
+    gives it its full time again, so finished is not sent twice."""
+    keys = Keys.from_settings(test_settings)
+    outbox = EventOutbox(redis, keys, claim_ttl=600, webhooks=None, notify_of=lambda c: [])
+    watch = CrawlEvents(redis, keys, outbox, lambda crawlid: {}, WatchOptions())
+    submit(test_settings, {"crawlid": "late", "userid": "u1", "spider_type": "universal",
+                           "url": "http://127.0.0.1:9/", "rule": UNIVERSAL_RULE})
+    event = make_event("finished", {"crawlid": "late", "userid": "u1"}, {"pages": 1})
+    assert outbox.claim("late:ended", event)
+    redis.expire(keys.event_claim("late:ended"), 5)        # about to run out
+    assert watch.run_once() == 0
+    assert redis.ttl(keys.event_claim("late:ended")) > 500
+
+
+def test_a_layout_changed_between_two_runs_of_a_schedule_is_broken_at_the_runs_end(
+        redis, test_settings):
+    """A field a site covered over the schedule's previous run, matching nothing from the
+    start of this one, is site_broken at its end; the run after, judged against this one
+    (where the site had no title), is not."""
+    keys = Keys.from_settings(test_settings)
+    outbox = EventOutbox(redis, keys, claim_ttl=60, webhooks=None, notify_of=lambda c: [])
+    watch = CrawlEvents(redis, keys, outbox, lambda crawlid: {}, WatchOptions())
+    summary = {"pages": 30, "failures": 0, "items": 30, "dropped": 0, "pending": 0,
+               "stopped": False}
+    broken = []
+    for day, title in (("01", 30), ("02", 0), ("03", 0)):
+        config = {"crawlid": f"daily-202601{day}T000000Z", "userid": "u1"}
+        watch.end(config, summary, {"a": site(30, title)}, 0.0,
+                  {"sig": None, "since": 0.0, "sites": {}})
+        sent = []
+        outbox.send_due(sent.extend)
+        broken += [json.loads(value) for value in sent
+                   if json.loads(value)["type"] == "site_broken"]
+    assert [(event["crawlid"], event["site"], event["field"], event["data"]["over"])
+            for event in broken] == [("daily-20260102T000000Z", "a", "title", "whole crawl")]
+
+
+def test_a_receiver_that_never_answers_holds_up_no_other_crawls_events(
+        test_settings, redis, events_topic):
+    """Webhook deliveries to a receiver that takes its whole timeout (any host a crawl's
+    notify names) run beside the events: another crawl's event still reaches the events
+    topic within a round."""
+    import socket
+
+    from crawler.urlguard import UrlGuard
+    from message_processing.delivery import DeliveringProducer
+    from message_processing.events.runner import EventRunner
+
+    settings = test_settings.copy_with(CRAWLCLUSTER_KAFKA_EVENTS_TOPIC=events_topic,
+                                       CRAWLCLUSTER_WEBHOOK_TIMEOUT=2.0)
+    silent = socket.create_server(("127.0.0.1", 0), backlog=50)     # accepts, never answers
+    url = f"http://127.0.0.1:{silent.getsockname()[1]}/hook"
+    runner = EventRunner(settings, redis, DeliveringProducer(settings, "test"),
+                         UrlGuard(["127.0.0.0/8"]))
+    for n in range(3):
+        runner.webhooks.add(url, make_event("stalled", {"crawlid": f"slow-{n}"}, {}))
+    stopping = threading.Event()
+    thread = threading.Thread(target=runner.run, args=(stopping,), daemon=True)
+    thread.start()
+    try:
+        time.sleep(1.0)                        # the deliveries to the silent receiver wait
+        runner.outbox.claim("other:ended", make_event("finished", {"crawlid": "other"}, {}))
+        claimed = time.monotonic()
+        while redis.zcard(Keys.from_settings(settings).event_outbox()) and (
+                time.monotonic() - claimed < 20):
+            time.sleep(0.05)
+        waited = time.monotonic() - claimed
+    finally:
+        stopping.set()
+        thread.join(30)
+        silent.close()
+    assert waited < 2.5, f"the event waited {waited:.1f} s behind the webhook deliveries"
+    events = topic_events(settings, events_topic, lambda found: found, timeout=30)
+    assert [event["id"] for event in events] == ["other:finished"]

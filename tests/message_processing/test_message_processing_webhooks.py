@@ -192,3 +192,21 @@ def test_deliveries_waiting_for_one_host_are_capped(redis, test_settings):
         receiver.stop()
     assert hooks.pending() == 0 and len(receiver.bodies()) == 2
     assert redis.zcard(keys.webhook_host_queue("127.0.0.1")) == 0     # room again
+
+
+def test_deliveries_waiting_in_all_are_capped(redis, test_settings):
+    """Crawls naming many receiver hosts (each under its own cap) hold at most max_queued
+    deliveries in all; past it a delivery is dropped, logged, counted."""
+    clock = Clock()
+    keys = Keys.from_settings(test_settings)
+    hooks = webhooks(redis, test_settings, clock, max_queued=3)
+    outbox = EventOutbox(redis, keys, claim_ttl=60, webhooks=hooks, clock=clock,
+                         notify_of=lambda crawlid: [f"http://{crawlid}.invalid/hook"])
+    for n in range(5):
+        outbox.claim(f"crawl-{n}:ended", event(n))
+    assert outbox.send_due(lambda values: None) == 5
+    assert hooks.pending() == 3
+    dropped = [entry for entry in hooks.log() if entry["outcome"] == "dropped"]
+    assert len(dropped) == 2 and all("at most 3 in all" in entry["error"] for entry in dropped)
+    counted = WindowCounts.from_settings(redis, test_settings, "monitor:webhooks:dropped")
+    assert counted.values()["lifetime"] == 2
