@@ -218,7 +218,8 @@ def run_steps(stack: Stack, remote: Stack | None, steps: set[str], sites: Sites,
         found.update(phase_down_up(stack, settings, sites, crawls, deployed))
     if "nodes" in steps or remote:
         found.update(phase_nodes(stack, settings, sites, stamp, remote, "nodes" in steps))
-    running = {"redis", "zookeeper", "kafka", "mongodb", "node1", "node2", "prometheus"}
+    running = {"redis", "zookeeper", "kafka", "mongodb", "node1", "node2", "prometheus",
+               "alertmanager"}
     moved = ports_moved(stack, running | ({"node3"} if "nodes" in steps else set()))
     crawled = [found.pop("crawl_ok", None), found.get("redis_restart_ok"),
                found.get("rendered")]

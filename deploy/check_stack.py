@@ -35,7 +35,7 @@ PUBLISHED = {"REDIS_PORT": ("redis", 6379), "ZOOKEEPER_PORT": ("zookeeper", 2181
              "KAFKA_PORT": ("kafka", 9092), "MONGODB_PORT": ("mongodb", 27017),
              "NODE1_PORT": ("node1", 6800), "NODE2_PORT": ("node2", 6801),
              "NODE3_PORT": ("node3", 6802), "PROMETHEUS_PORT": ("prometheus", 9090),
-             "GRAFANA_PORT": ("grafana", 3000)}
+             "ALERTMANAGER_PORT": ("alertmanager", 9093), "GRAFANA_PORT": ("grafana", 3000)}
 SUBNETS = [f"10.89.{n}.0/24" for n in range(200, 250)]    # one not taken is the stack's
 
 

@@ -71,7 +71,7 @@ fi
 [ "$1" = wheels ] && { say "wheels in $WHEELS ($stamp)"; exit 0; }
 
 # 4. The stand-ins, and crawlcluster.
-for server in redis zookeeper kafka mongodb prometheus; do
+for server in redis zookeeper kafka mongodb prometheus alertmanager; do
   build "localhost/crawlcluster-$server:local" "deploy/images/$server.Containerfile" \
     --build-arg BASE="$BASE" --build-arg PYTHON="$PYTHON"
 done
