@@ -175,7 +175,13 @@ def test_metrics_of_a_real_crawl_match_mongodb_and_nginx(cluster, site, mongo_db
                     for s in node_samples)
         stored = sum(total(s, "crawlcluster_items_total", spider="universal")
                      for s in node_samples)
-        if pages == record.get("pages") and stored == items and "finished_at" in record:
+        statuses = Counter()
+        for samples in node_samples:
+            statuses.update(by_label(samples, "crawlcluster_responses_total", "status"))
+        logged = Counter(str(entry["status"]) for entry in served.access_log()[since:])
+        # the page counters grow with the record; statuses are published once a second
+        if (pages == record.get("pages") and stored == items and "finished_at" in record
+                and statuses == logged):
             break
         time.sleep(1.0)
     assert pages == record["pages"] == info["done"], (pages, record, info)
@@ -184,10 +190,6 @@ def test_metrics_of_a_real_crawl_match_mongodb_and_nginx(cluster, site, mongo_db
         "both nodes crawled"
 
     # Status codes: what the spiders counted is what nginx logged.
-    statuses = Counter()
-    for samples in node_samples:
-        statuses.update(by_label(samples, "crawlcluster_responses_total", "status"))
-    logged = Counter(str(entry["status"]) for entry in served.access_log()[since:])
     assert statuses == logged
     latency = sum(total(s, "crawlcluster_download_latency_seconds_count") for s in node_samples)
     assert latency == sum(logged.values())
