@@ -279,7 +279,7 @@ def one_round(settings, sites, manifest, hostile_start, work, limit):
     done, beside_rate, once = normal_run(normal, since, pages)
     hostile_fetches = len(hostile.access_log()) - hostile_since
     print(f"  normal site alone: {alone_rate:.1f} pages/s, beside the hostile one: "
-          f"{beside_rate:.1f} pages/s ({beside_rate / alone_rate:.2f}; the hostile site "
+          f"{beside_rate:.1f} pages/s ({beside_rate / (alone_rate or 1):.2f}; the hostile site "
           f"answered {hostile_fetches} requests)", flush=True)
     return {"code": code, "log": log, "pages": len(pages), "done": done, "once": once,
             "alone": alone_rate, "beside": beside_rate}
