@@ -14,6 +14,7 @@ from manager.local.demo import UNIVERSAL_RULE
 from manager.local.ports import free_port
 from manager.local.sitegen import DEFAULT_HOSTS, SiteSpec, generate_site
 from manager.local.staticsite import StaticSite
+from master.registry import JobRegistry
 from message_processing.client import RequestClient
 from settings.errors import ConfigError
 
@@ -44,8 +45,24 @@ def cluster(test_settings, kafka_topics, zookeeper, redis, mongo_db, tmp_path):
                          spider_settings={2: {"DOWNLOAD_DELAY": SLOW_DELAY,
                                               "RANDOMIZE_DOWNLOAD_DELAY": False}})
     local.up()
-    yield local
-    local.down(servers=False)
+    try:
+        wait_registered(JobRegistry.from_settings(redis, local.settings),
+                        {"node1-universal-1", "node2-universal-1"})
+        yield local
+    finally:
+        local.down(servers=False)
+
+
+def wait_registered(registry, jobs, timeout=120):
+    """Until both spiders are registered: the shares compared below are those of two
+    working nodes, not of windows before the slow node's spider had started (on a
+    loaded machine it started windows after the other)."""
+    import time
+
+    deadline = time.monotonic() + timeout
+    while not jobs <= set(registry.live_jobs()):
+        assert time.monotonic() < deadline, f"not registered: {jobs - set(registry.live_jobs())}"
+        time.sleep(0.5)
 
 
 def wait_drained(client, crawlid, timeout=240):

@@ -7,6 +7,7 @@ import json
 import signal
 import subprocess
 import sys
+import threading
 import time
 import urllib.error
 import urllib.parse
@@ -25,6 +26,7 @@ class Manager:
     def __init__(self, settings, tmp_path, **extra):
         self.host = extra.pop("host", "127.0.0.1")
         self.port = extra.pop("port", None) or free_port((self.host,))
+        self.env = extra.pop("env", {})          # more environment for the process
         values = {"CRAWLCLUSTER_MANAGER_ADDRESS": f"{self.host}:{self.port}",
                   "CRAWLCLUSTER_STATE_DIR": str(tmp_path / "state"),
                   "CRAWLCLUSTER_NODE_NAME": extra.pop("node", f"node-{self.port}"),
@@ -36,7 +38,7 @@ class Manager:
         self.process = None
 
     def start(self):
-        env = cluster_env(self.settings, fast=False)
+        env = {**cluster_env(self.settings, fast=False), **self.env}
         with open(self.log, "a") as log:
             self.process = subprocess.Popen([sys.executable, "-m", "manager.cli", "manager"],
                                             env=env, stdout=log, stderr=subprocess.STDOUT,
@@ -128,6 +130,49 @@ def test_schedule_run_cancel_a_real_spider_with_its_log_and_registry(managers, r
         f"spider log:\n{text[-2000:]}\nmanager log:\n{manager.log.read_text()[-3000:]}")
     assert "job-1" not in manager.call("cluster.json")["nodes"][node]["jobs"]
     assert "job-1" not in registry.live_jobs()
+
+
+SLOW_LIST = """import sys, time
+if sys.argv[1:2] == ["list"]:       # scrapyd's runner listing the project's spiders
+    time.sleep(4)
+"""
+
+
+def test_the_manager_answers_while_a_schedule_waits_for_a_slow_spider_list(managers, tmp_path):
+    """scrapyd lists the project's spiders (a child process) before it schedules; listed
+    on the reactor, 4 s of listing would be 4 s of the manager answering nothing (and of
+    missed watchdog beats). The listing is in a thread: status answers come meanwhile."""
+    (tmp_path / "slowlist").mkdir()
+    (tmp_path / "slowlist" / "sitecustomize.py").write_text(SLOW_LIST)
+    manager = managers(env={"PYTHONPATH": str(tmp_path / "slowlist")})
+    scheduled = []
+    scheduling = threading.Thread(target=lambda: scheduled.append(schedule(manager, "job-1")))
+    started = time.monotonic()
+    scheduling.start()
+    waits = []
+    while scheduling.is_alive() and time.monotonic() - started < 30:
+        asked = time.monotonic()
+        assert manager.call("daemonstatus.json")["status"] == "ok"
+        waits.append(time.monotonic() - asked)
+        time.sleep(0.2)
+    scheduling.join(30)
+    assert scheduled and time.monotonic() - started >= 4, "the spider list was not slow"
+    assert len(waits) >= 10 and max(waits) < 2.0, waits
+    assert manager.call("listspiders.json", project=PROJECT)["spiders"] == [
+        "precise", "proxylist", "universal"]          # cached: answered at once
+
+
+def test_a_spider_list_that_cannot_be_made_is_an_error_reply(managers, tmp_path):
+    (tmp_path / "failinglist").mkdir()
+    (tmp_path / "failinglist" / "sitecustomize.py").write_text(
+        'import sys\nif sys.argv[1:2] == ["list"]:\n    sys.exit("no spiders today")\n')
+    manager = managers(env={"PYTHONPATH": str(tmp_path / "failinglist")})
+    reply = manager.call("schedule.json", "POST", project=PROJECT, spider="universal")
+    assert reply["status"] == "error" and "no spiders today" in reply["message"], reply
+    reply = manager.call("listspiders.json", project=PROJECT)
+    assert reply["status"] == "error" and "no spiders today" in reply["message"], reply
+    assert manager.call("daemonstatus.json")["status"] == "ok"
+    assert manager.call("listjobs.json")["pending"] == []
 
 
 def test_pending_jobs_survive_a_manager_restart(managers):
