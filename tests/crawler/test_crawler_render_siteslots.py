@@ -54,3 +54,32 @@ def test_a_free_slot_is_taken_at_once_and_a_cancelled_waiter_passes_its_turn() -
         return granted
 
     assert asyncio.run(run()) == ["a0", "c0"]
+
+
+def test_no_site_holds_every_slot_so_another_site_gets_one_at_once() -> None:
+    """Renders that each hold a slot long (a page that never goes quiet) cannot fill
+    every slot while no other site waits: the next site's render starts at once."""
+    async def run() -> tuple[list[str], list[str], int]:
+        slots = SiteSlots(4)
+        release = asyncio.Event()
+        granted: list[str] = []
+
+        async def render(name: str) -> None:
+            async with slots.held(name[0]):
+                granted.append(name)
+                await release.wait()
+
+        hostile = [asyncio.ensure_future(render(f"a{n}")) for n in range(4)]
+        await asyncio.sleep(0)
+        before = list(granted)
+        other = asyncio.ensure_future(render("b0"))
+        await asyncio.sleep(0)
+        during, free = list(granted), slots.free
+        release.set()
+        await asyncio.gather(*hostile, other)
+        assert slots.free == 4 and not slots.waiting and not slots.holding
+        return before, during, free
+
+    before, during, free = asyncio.run(run())
+    assert before == ["a0", "a1", "a2"]           # all but one of 4; a3 waits
+    assert during == ["a0", "a1", "a2", "b0"] and free == 0
