@@ -215,7 +215,7 @@ CRAWLCLUSTER_IDLE_TIMEOUT = 0.0
 CRAWLCLUSTER_ALLOWED_PRIVATE_NETWORKS: list[str] = []
 # Debian's Chromium (none downloaded): empty for chromium-headless-shell if there, else chromium.
 CRAWLCLUSTER_BROWSER = ""
-# Pages a spider process renders in its browser at once.
+# Pages a spider process renders in its browser at once (one site at most all but one).
 CRAWLCLUSTER_RENDER_PAGES = 4
 # URL templates (page kinds) of one site `render: auto` samples; its others go its way so far.
 CRAWLCLUSTER_RENDER_SITE_GROUPS = 20
