@@ -132,7 +132,7 @@ SERVICES = {
     "addversion.json": "scrapyd.webservice.AddVersion",
     "listprojects.json": "scrapyd.webservice.ListProjects",
     "listversions.json": "scrapyd.webservice.ListVersions",
-    "listspiders.json": "manager.web.ListSpiders",
+    "listspiders.json": "manager.spiderlist.ListSpiders",
     "delproject.json": "scrapyd.webservice.DeleteProject",
     "delversion.json": "scrapyd.webservice.DeleteVersion",
     "listjobs.json": "manager.web.ListJobs",

@@ -5,8 +5,8 @@
 scrapyd clients know. ``Schedule`` is scrapyd's, but refuses job ids,
 project and spider names that are not plain names, with a message saying
 which (scrapyd would only refuse a path that leaves its logs directory, and
-with a less telling error); it and ``ListSpiders`` have the spider list made in a
-thread (``SpiderListInThread``). ``Sites`` answers ``sites.json`` (a crawl's health per site).
+with a less telling error), and has the spider list made in a thread
+(manager/spiderlist.py). ``Sites`` answers ``sites.json`` (a crawl's health per site).
 ``ClusterView`` answers ``cluster.json``: every
 node in the registry and the jobs running on each. ``Overview`` serves the web UI
 (``manager/ui/``), as do ``validate.json``, ``submit.json`` and ``preview.json``
@@ -27,15 +27,15 @@ from urllib.parse import urlsplit
 from prometheus_client import CollectorRegistry
 from scrapyd import website
 from scrapyd.webservice import ListJobs as ScrapydListJobs
-from scrapyd.webservice import ListSpiders as ScrapydListSpiders
 from scrapyd.webservice import Schedule as ScrapydSchedule
-from scrapyd.webservice import WsResource, param, spider_list
+from scrapyd.webservice import WsResource, param
 from twisted.internet import threads
 from twisted.web import error, http, resource, server, static
 
 from manager.everynode import registered_nodes
 from manager.json_endpoints import Submit
 from manager.metrics import MetricsPage, metrics_dir, node_registry
+from manager.spiderlist import SpiderListInThread
 from master.figures import FigureReader
 from master.frontier import Frontier
 from master.keys import Keys
@@ -171,65 +171,9 @@ def limit_request_size(app: Any, max_body: int) -> None:
                 arg.requestFactory = LimitedRequest
 
 
-class SpiderListInThread:
-    """Before scrapyd's resource answers, the project's spider list is made in a thread.
-
-    scrapyd lists a project's spiders (``scrapy list`` in a child process, cached per
-    project and version) while it answers ``schedule.json`` or ``listspiders.json``,
-    and waits for it on the reactor: seconds on a loaded machine, during which the
-    manager answers nothing and misses its watchdog's beats (a short bound ended the
-    manager with the request unanswered). Here the list is made first, in a thread;
-    scrapyd's own code then finds it cached. A list that cannot be made is answered as
-    scrapyd answers it, without making it again on the reactor."""
-
-    root: Any
-
-    def render(self, txrequest: Any) -> Any:
-        wanted = self._uncached_list(txrequest)
-        if wanted is None:
-            return super().render(txrequest)  # type: ignore[misc]
-        project, version = wanted
-        made = threads.deferToThread(spider_list.get, project, version, runner=self.root.runner)
-        made.addErrback(lambda failure: setattr(txrequest, "spider_list_error", failure.value))
-        made.addCallback(lambda _: self._answer(txrequest))
-        return server.NOT_DONE_YET
-
-    def _uncached_list(self, txrequest: Any) -> tuple[str, str | None] | None:
-        """``(project, version)`` when scrapyd would make the spider list now; None when
-        it is cached or the request is refused before the list is needed."""
-        if txrequest.method not in (b"GET", b"POST"):
-            return None
-        projects = txrequest.args.get(b"project", [])
-        versions = txrequest.args.get(b"_version", [None])
-        try:
-            project = projects[0].decode() if len(projects) == 1 else None
-            version = versions[0].decode() if versions[0] else None
-        except UnicodeDecodeError:
-            return None
-        if project is None or project not in self.root.poller.queues or (
-                version and self.root.eggstorage.get(project, version) == (None, None)):
-            return None
-        return None if version in spider_list.cache.get(project, {}) else (project, version)
-
-    def _answer(self, txrequest: Any) -> None:
-        if txrequest.finished or txrequest._disconnected:
-            return
-        txrequest.write(super().render(txrequest))  # type: ignore[misc]
-        txrequest.finish()
-
-    def _refuse_unlisted(self, txrequest: Any) -> None:
-        failed = getattr(txrequest, "spider_list_error", None)
-        if failed is not None:
-            raise failed
-
-
-class ListSpiders(SpiderListInThread, ScrapydListSpiders):
-    def render_GET(self, txrequest: Any) -> Any:
-        self._refuse_unlisted(txrequest)
-        return super().render_GET(txrequest)
-
-
 class Schedule(SpiderListInThread, ScrapydSchedule):
+    listing_methods = (b"POST",)
+
     def render_POST(self, txrequest: Any) -> Any:
         self._refuse_unlisted(txrequest)
         for name in CHECKED:

@@ -1,0 +1,110 @@
+"""scrapyd's spider list, made in a thread rather than on the manager's reactor.
+
+scrapyd answers ``schedule.json`` and ``listspiders.json`` with the project's spider
+list, made by ``scrapy list`` in a child process and cached per project and version;
+``SpiderListInThread`` makes it before scrapyd's resource answers (manager/web.py's
+``Schedule``, and ``ListSpiders`` here).
+"""
+
+import json
+import logging
+from typing import Any
+
+from scrapyd.webservice import ListSpiders as ScrapydListSpiders
+from scrapyd.webservice import spider_list
+from twisted.internet import defer, threads
+from twisted.web import http, server
+
+logger = logging.getLogger(__name__)
+
+
+class SpiderListInThread:
+    """Before scrapyd's resource answers, the project's spider list is made in a thread.
+
+    scrapyd lists a project's spiders (``scrapy list`` in a child process, cached per
+    project and version) while it answers ``schedule.json`` or ``listspiders.json``,
+    and waits for it on the reactor: seconds on a loaded machine, during which the
+    manager answers nothing and misses its watchdog's beats (a short bound ended the
+    manager with the request unanswered). Here the list is made first, in a thread, one
+    at a time as scrapyd made them (requests waiting meanwhile find it made); scrapyd's
+    own code then finds it cached. A list made while a version was added or deleted is
+    made again (it may be the old default's). A list that cannot be made is answered as
+    scrapyd answers it, without making it again on the reactor."""
+
+    root: Any
+    listing_methods: tuple[bytes, ...] = ()     # the methods whose answer needs the list
+
+    def render(self, txrequest: Any) -> Any:
+        if self._uncached_list(txrequest) is None:
+            return super().render(txrequest)  # type: ignore[misc]
+        txrequest.notifyFinish().addErrback(lambda _: setattr(txrequest, "gone", True))
+        made = _LISTING.run(self._make_list, txrequest)
+        made.addErrback(lambda failure: setattr(txrequest, "spider_list_error", failure.value))
+        made.addCallback(lambda _: self._answer(txrequest))
+        made.addErrback(self._answer_failed, txrequest)
+        return server.NOT_DONE_YET
+
+    def _uncached_list(self, txrequest: Any) -> tuple[str, str | None] | None:
+        """``(project, version)`` as scrapyd reads them, when it would make the spider
+        list now; None when it is cached or the request is refused before the list is
+        needed."""
+        if txrequest.method not in self.listing_methods:
+            return None
+        projects = txrequest.args.get(b"project") or [None]
+        versions = txrequest.args.get(b"_version") or [None]
+        try:
+            project = projects[0].decode() if projects[0] is not None else None
+            version = versions[0].decode() if versions[0] is not None else None
+        except UnicodeDecodeError:
+            return None
+        if project is None or project not in self.root.poller.queues or (
+                version and version not in self.root.eggstorage.list(project)):
+            return None
+        return None if version in spider_list.cache.get(project, {}) else (project, version)
+
+    def _make_list(self, txrequest: Any) -> Any:
+        wanted = None if getattr(txrequest, "gone", False) else self._uncached_list(txrequest)
+        if wanted is None:                   # made while this waited, or nobody to answer
+            return None
+        project, version = wanted
+        versions = self.root.eggstorage.list(project)
+
+        def kept_unless_deployed(_: Any) -> Any:
+            if self.root.eggstorage.list(project) != versions:
+                spider_list.delete(project, version)
+                return self._make_list(txrequest)
+            return None
+
+        made = threads.deferToThread(spider_list.set, project, version, runner=self.root.runner)
+        return made.addCallback(kept_unless_deployed)
+
+    def _answer(self, txrequest: Any) -> None:
+        if getattr(txrequest, "gone", False) or txrequest.finished:
+            return
+        txrequest.write(super().render(txrequest))  # type: ignore[misc]
+        txrequest.finish()
+
+    def _answer_failed(self, failure: Any, txrequest: Any) -> None:
+        logger.error("answering %s failed: %s", txrequest.path.decode("utf-8", "replace"),
+                     failure.getTraceback())
+        if not getattr(txrequest, "gone", False) and not txrequest.finished:
+            txrequest.setResponseCode(http.INTERNAL_SERVER_ERROR)
+            txrequest.write(json.dumps({"status": "error", "message": str(failure.value)})
+                            .encode())
+            txrequest.finish()
+
+    def _refuse_unlisted(self, txrequest: Any) -> None:
+        failed = getattr(txrequest, "spider_list_error", None)
+        if failed is not None:
+            raise failed
+
+
+_LISTING = defer.DeferredLock()     # one spider list made at a time, as scrapyd did
+
+
+class ListSpiders(SpiderListInThread, ScrapydListSpiders):
+    listing_methods = (b"GET", b"HEAD")        # Twisted answers HEAD with render_GET
+
+    def render_GET(self, txrequest: Any) -> Any:
+        self._refuse_unlisted(txrequest)
+        return super().render_GET(txrequest)
