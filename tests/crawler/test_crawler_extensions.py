@@ -84,7 +84,7 @@ def test_large_blocks_freed_go_back_without_a_trim():
         kept.append(bytearray(2000))
     before = rss_mb()
     del blocks
-    assert before - rss_mb() > 80         # 0 with glibc's default
+    assert before - rss_mb() > 60         # 0 with glibc's default; ~80 of the 90 MB come back
     assert kept
 
 
