@@ -158,11 +158,11 @@ def test_a_cross_site_browser_post_is_refused(managers):
 
 
 class SlowSite(http.server.ThreadingHTTPServer):
-    """Pages that take ``delay`` seconds to arrive (robots.txt at once: none); counts the
-    pages being served right now."""
+    """Pages held until ``release`` is set (robots.txt at once: none); counts the pages
+    being served right now."""
 
-    def __init__(self, delay):
-        self.delay, self.serving, self.lock = delay, 0, threading.Lock()
+    def __init__(self):
+        self.release, self.serving, self.lock = threading.Event(), 0, threading.Lock()
         super().__init__(("127.0.0.1", 0), SlowPage)
         threading.Thread(target=self.serve_forever, daemon=True).start()
 
@@ -179,7 +179,7 @@ class SlowPage(http.server.BaseHTTPRequestHandler):
         with self.server.lock:
             self.server.serving += 1
         try:
-            time.sleep(self.server.delay)
+            self.server.release.wait(timeout=120)
             body = PAGE.encode()
             self.send_response(200)
             self.send_header("Content-Type", "text/html")
@@ -196,8 +196,9 @@ class SlowPage(http.server.BaseHTTPRequestHandler):
 
 @pytest.fixture
 def slow_site():
-    site = SlowSite(delay=6.0)
+    site = SlowSite()
     yield site
+    site.release.set()
     site.shutdown()
     site.server_close()
 
@@ -216,7 +217,7 @@ def test_previews_run_in_a_bounded_pool_of_their_own(managers, slow_site, zookee
 
     with ThreadPoolExecutor(12) as pool:
         previews = [pool.submit(post, manager, "preview.json", asked(n)) for n in range(12)]
-        deadline = time.monotonic() + 5
+        deadline = time.monotonic() + 15
         while slow_site.serving < 12 and time.monotonic() < deadline:
             time.sleep(0.05)
         assert slow_site.serving == 12               # each in a thread of the pool
@@ -228,6 +229,7 @@ def test_previews_run_in_a_bounded_pool_of_their_own(managers, slow_site, zookee
         with urllib.request.urlopen(export, timeout=30) as response:
             assert response.status == 200 and response.read() == b""
         assert time.monotonic() - started < 3.0       # not behind the previews
+        slow_site.release.set()
         answers = [future.result() for future in previews]
     assert all(code == 200 and reply["status"] == "ok" for code, reply, _ in answers), answers
     code, reply, _ = post(manager, "preview.json", asked(100))     # the pool is free again
