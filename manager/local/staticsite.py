@@ -130,18 +130,27 @@ class StaticSite:
         """Requests served so far: dicts with time (when nginx read the request's
         first bytes: the log's time less the request's), host, client (the source
         address), method, path, status, agent."""
+        return self.access_log_from(0)[0]
+
+    def access_log_from(self, offset: int) -> tuple[list[dict[str, Any]], int]:
+        """The requests logged from byte ``offset`` of the log on (whole lines only),
+        and the offset to read on from: a watcher reads each line once."""
         path = self.run_dir / "access.log"
         if not path.exists():
-            return []
+            return [], offset
+        with path.open("rb") as log:
+            log.seek(offset)
+            chunk = log.read()
+        whole = chunk[:chunk.rfind(b"\n") + 1]
         entries = []
-        for line in path.read_text(errors="replace").splitlines():
+        for line in whole.decode(errors="replace").splitlines():
             head, _, agent = line.partition(' "')
             logged, took, host, client, method, uri, status = head.split(" ", 6)
             entries.append({"time": float(logged) - float(took), "host": host,
                             "client": client,
                             "method": method,
                             "path": uri, "status": int(status), "agent": agent.rstrip('"')})
-        return entries
+        return entries, offset + len(whole)
 
     def __enter__(self) -> Self:
         return self.start()
