@@ -129,7 +129,7 @@ SERVICES = {
     "schedule.json": "manager.web.Schedule",
     "cancel.json": "scrapyd.webservice.Cancel",
     "status.json": "scrapyd.webservice.Status",
-    "addversion.json": "scrapyd.webservice.AddVersion",
+    "addversion.json": "manager.spiderlist.AddVersion",
     "listprojects.json": "scrapyd.webservice.ListProjects",
     "listversions.json": "scrapyd.webservice.ListVersions",
     "listspiders.json": "manager.spiderlist.ListSpiders",

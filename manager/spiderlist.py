@@ -1,19 +1,23 @@
 """scrapyd's spider list, made in a thread rather than on the manager's reactor.
 
-scrapyd answers ``schedule.json`` and ``listspiders.json`` with the project's spider
-list, made by ``scrapy list`` in a child process and cached per project and version;
-``SpiderListInThread`` makes it before scrapyd's resource answers (manager/web.py's
-``Schedule``, and ``ListSpiders`` here).
+scrapyd answers ``schedule.json``, ``listspiders.json`` and ``addversion.json`` with the
+project's spider list, made by ``scrapy list`` in a child process and cached per
+project and version; ``SpiderListInThread`` makes it before scrapyd's resource answers
+(manager/web.py's ``Schedule``, and ``ListSpiders`` here), ``AddVersion`` after it has
+stored the egg.
 """
 
 import json
 import logging
+import zipfile
+from io import BytesIO
 from typing import Any
 
+from scrapyd.webservice import AddVersion as ScrapydAddVersion
 from scrapyd.webservice import ListSpiders as ScrapydListSpiders
-from scrapyd.webservice import spider_list
+from scrapyd.webservice import param, spider_list
 from twisted.internet import defer, threads
-from twisted.web import http, server
+from twisted.web import error, http, server
 
 logger = logging.getLogger(__name__)
 
@@ -41,7 +45,7 @@ class SpiderListInThread:
         made = _LISTING.run(self._make_list, txrequest)
         made.addErrback(lambda failure: setattr(txrequest, "spider_list_error", failure.value))
         made.addCallback(lambda _: self._answer(txrequest))
-        made.addErrback(self._answer_failed, txrequest)
+        made.addErrback(_answer_failed, txrequest)
         return server.NOT_DONE_YET
 
     def _uncached_list(self, txrequest: Any) -> tuple[str, str | None] | None:
@@ -84,15 +88,6 @@ class SpiderListInThread:
         txrequest.write(super().render(txrequest))  # type: ignore[misc]
         txrequest.finish()
 
-    def _answer_failed(self, failure: Any, txrequest: Any) -> None:
-        logger.error("answering %s failed: %s", txrequest.path.decode("utf-8", "replace"),
-                     failure.getTraceback())
-        if not getattr(txrequest, "gone", False) and not txrequest.finished:
-            txrequest.setResponseCode(http.INTERNAL_SERVER_ERROR)
-            txrequest.write(json.dumps({"status": "error", "message": str(failure.value)})
-                            .encode())
-            txrequest.finish()
-
     def _refuse_unlisted(self, txrequest: Any) -> None:
         failed = getattr(txrequest, "spider_list_error", None)
         if failed is not None:
@@ -102,9 +97,70 @@ class SpiderListInThread:
 _LISTING = defer.DeferredLock()     # one spider list made at a time, as scrapyd did
 
 
+def _answer_failed(failure: Any, txrequest: Any) -> None:
+    """An answer that could not be rendered: logged, and an error reply naming why."""
+    logger.error("answering %s failed: %s", txrequest.path.decode("utf-8", "replace"),
+                 failure.getTraceback())
+    if not getattr(txrequest, "gone", False) and not txrequest.finished:
+        txrequest.setResponseCode(http.INTERNAL_SERVER_ERROR)
+        txrequest.write(json.dumps({"status": "error", "message": str(failure.value)})
+                        .encode())
+        txrequest.finish()
+
+
 class ListSpiders(SpiderListInThread, ScrapydListSpiders):
     listing_methods = (b"GET", b"HEAD")        # Twisted answers HEAD with render_GET
 
     def render_GET(self, txrequest: Any) -> Any:
         self._refuse_unlisted(txrequest)
         return super().render_GET(txrequest)
+
+
+class AddVersion(ScrapydAddVersion):
+    """scrapyd's ``addversion.json``, the new version's spider list made in a thread
+    (``SpiderListInThread`` says why): the egg is stored as scrapyd stores it, then the
+    list is made, then scrapyd's answer (its spiders' count, or the list's error) given
+    by scrapyd's own rendering."""
+
+    def render(self, txrequest: Any) -> Any:
+        if txrequest.method != b"POST":
+            return super().render(txrequest)
+        asked = {name: list(values) for name, values in txrequest.args.items()}
+        stored = super().render(txrequest)      # the egg stored, or scrapyd's refusal
+        added = getattr(txrequest, "added", None)
+        if added is None:
+            return stored
+        txrequest.notifyFinish().addErrback(lambda _: setattr(txrequest, "gone", True))
+        made = _LISTING.run(threads.deferToThread, spider_list.set, *added,
+                            runner=self.root.runner)
+        made.addCallbacks(lambda spiders: setattr(txrequest, "listed", len(spiders)),
+                          lambda failure: setattr(txrequest, "spider_list_error",
+                                                  failure.value))
+        made.addCallback(lambda _: self._answer(txrequest, asked))
+        made.addErrback(_answer_failed, txrequest)
+        return server.NOT_DONE_YET
+
+    def _answer(self, txrequest: Any, asked: dict[bytes, list[bytes]]) -> None:
+        if getattr(txrequest, "gone", False) or txrequest.finished:
+            return
+        txrequest.args = asked                  # scrapyd's parameters, read again
+        txrequest.write(super().render(txrequest))
+        txrequest.finish()
+
+    @param("project")
+    @param("version")
+    @param("egg", type=bytes)
+    def render_POST(self, txrequest: Any, project: str, version: str, egg: bytes) -> Any:
+        failed = getattr(txrequest, "spider_list_error", None)
+        if failed is not None:
+            raise failed
+        listed = getattr(txrequest, "listed", None)
+        if listed is not None:
+            return {"project": project, "version": version, "spiders": listed}
+        if not zipfile.is_zipfile(BytesIO(egg)):
+            raise error.Error(code=http.OK, message=b"egg is not a ZIP file (if using curl, "
+                                                    b"use egg=@path not egg=path)")
+        self.root.eggstorage.put(BytesIO(egg), project, version)
+        self.root.update_projects()
+        txrequest.added = (project, version)
+        return {}                               # not sent: the answer waits for the list

@@ -8,6 +8,7 @@ import json
 import shutil
 import subprocess
 import sys
+import threading
 import time
 
 import pytest
@@ -24,7 +25,7 @@ from tests.crawler.test_crawler_user_spider import (
     plain_scrapy_items,
     start_master,
 )
-from tests.manager.test_manager_node import Manager
+from tests.manager.test_manager_node import SLOW_LIST, Manager
 
 __all__ = ["news_site", "plain_scrapy_items"]      # the fixtures, shared
 
@@ -134,3 +135,30 @@ def test_a_user_spider_deployed_with_scrapyd_deploy_runs_on_two_nodes_and_throug
         for process in (master, preprocess):
             process.terminate()
             process.wait(10)
+
+
+def test_a_deploy_lists_its_spiders_off_the_reactor(test_settings, tmp_path):
+    """``addversion.json`` stores the egg, then lists the new version's spiders (a child
+    process, 4 s here): in a thread, so the manager answers meanwhile, and the reply
+    counts the spiders as scrapyd's does."""
+    (tmp_path / "slowlist").mkdir()
+    (tmp_path / "slowlist" / "sitecustomize.py").write_text(SLOW_LIST)
+    (tmp_path / "node1").mkdir()
+    manager = Manager(test_settings, tmp_path / "node1", node="node1",
+                      env={"PYTHONPATH": str(tmp_path / "slowlist")}).start()
+    try:
+        said = []
+        deploying = threading.Thread(target=lambda: said.append(deploy(tmp_path, [manager])))
+        deploying.start()
+        waits = []
+        while deploying.is_alive():
+            asked = time.monotonic()
+            assert manager.call("daemonstatus.json")["status"] == "ok"
+            waits.append(time.monotonic() - asked)
+            time.sleep(0.2)
+        deploying.join()
+        spiders = manager.call("listspiders.json", project="newsproject")["spiders"]
+        assert said and f'"spiders": {len(spiders)}' in said[0], said
+        assert len(waits) >= 20 and max(waits) < 2.0, waits      # 4 s of listing in them
+    finally:
+        manager.stop()

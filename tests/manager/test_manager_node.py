@@ -3,6 +3,7 @@ the node and job registry, basic auth, pending jobs across a restart."""
 
 import base64
 import http.client
+import io
 import json
 import signal
 import subprocess
@@ -12,6 +13,7 @@ import time
 import urllib.error
 import urllib.parse
 import urllib.request
+import zipfile
 
 import pytest
 
@@ -176,6 +178,12 @@ def test_a_spider_list_that_cannot_be_made_is_an_error_reply(managers, tmp_path)
     reply = manager.call("schedule.json", "POST", project=PROJECT, spider="universal")
     assert reply["status"] == "error" and "no spiders today" in reply["message"], reply
     reply = manager.call("listspiders.json", project=PROJECT)
+    assert reply["status"] == "error" and "no spiders today" in reply["message"], reply
+    egg = io.BytesIO()
+    with zipfile.ZipFile(egg, "w") as archive:           # a deploy: listed after it is stored
+        archive.writestr("EGG-INFO/PKG-INFO", "Name: deployed\n")
+    reply = manager.call("addversion.json", "POST", project="deployed", version="1",
+                         egg=egg.getvalue())
     assert reply["status"] == "error" and "no spiders today" in reply["message"], reply
     assert manager.call("daemonstatus.json")["status"] == "ok"
     assert manager.call("listjobs.json")["pending"] == []
