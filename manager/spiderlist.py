@@ -101,11 +101,14 @@ def _answer_failed(failure: Any, txrequest: Any) -> None:
     """An answer that could not be rendered: logged, and an error reply naming why."""
     logger.error("answering %s failed: %s", txrequest.path.decode("utf-8", "replace"),
                  failure.getTraceback())
-    if not getattr(txrequest, "gone", False) and not txrequest.finished:
-        txrequest.setResponseCode(http.INTERNAL_SERVER_ERROR)
-        txrequest.write(json.dumps({"status": "error", "message": str(failure.value)})
-                        .encode())
-        txrequest.finish()
+    if getattr(txrequest, "gone", False) or txrequest.finished or txrequest.startedWriting:
+        return
+    body = json.dumps({"status": "error", "message": str(failure.value)}).encode()
+    txrequest.setResponseCode(http.INTERNAL_SERVER_ERROR)
+    txrequest.setHeader("Content-Type", "application/json")
+    txrequest.setHeader("Content-Length", str(len(body)))   # not an earlier render's
+    txrequest.write(body)
+    txrequest.finish()
 
 
 class ListSpiders(SpiderListInThread, ScrapydListSpiders):
@@ -142,6 +145,9 @@ class AddVersion(ScrapydAddVersion):
 
     def _answer(self, txrequest: Any, asked: dict[bytes, list[bytes]]) -> None:
         if getattr(txrequest, "gone", False) or txrequest.finished:
+            failed = getattr(txrequest, "spider_list_error", None)
+            if failed is not None:
+                logger.error("listing the spiders of a deploy failed: %s", failed)
             return
         txrequest.args = asked                  # scrapyd's parameters, read again
         txrequest.write(super().render(txrequest))
@@ -162,5 +168,7 @@ class AddVersion(ScrapydAddVersion):
                                                     b"use egg=@path not egg=path)")
         self.root.eggstorage.put(BytesIO(egg), project, version)
         self.root.update_projects()
+        if project in spider_list.cache:          # the old default's list is not the new one's
+            spider_list.delete(project, version)
         txrequest.added = (project, version)
         return {}                               # not sent: the answer waits for the list
