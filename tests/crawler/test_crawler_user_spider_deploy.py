@@ -50,6 +50,25 @@ def deploy(tmp_path, managers):
     return done.stdout + done.stderr
 
 
+def deploy_version(tmp_path, manager, version, spiders=()):
+    """``scrapyd-deploy --version``: the project, with a spider module for each name in
+    ``spiders`` added, to one manager."""
+    project = tmp_path / f"project-{version}"
+    shutil.copytree(PROJECT, project)
+    for name in spiders:
+        (project / "newsproject" / "spiders" / f"{name}.py").write_text(
+            f"import scrapy\n\n\nclass Added(scrapy.Spider):\n    name = {name!r}\n")
+    node = manager.settings["CRAWLCLUSTER_NODE_NAME"]
+    with open(project / "scrapy.cfg", "a") as config:
+        config.write(f"\n[deploy:{node}]\nurl = http://127.0.0.1:{manager.port}/\n"
+                     "project = newsproject\n")
+    done = subprocess.run([shutil.which("scrapyd-deploy") or "scrapyd-deploy", node, "-p",
+                           "newsproject", "--version", version], cwd=project,
+                          capture_output=True, text=True, timeout=120, check=False)
+    assert done.returncode == 0, done.stdout + done.stderr
+    return done.stdout + done.stderr
+
+
 def wait_items(client, settings, key, count, crawlid, timeout=120):
     """The items in ``key`` once there are ``count`` and the crawl has drained: nothing
     pending, none in flight, so every fetch it made is in nginx's log (the spiders keep
@@ -160,5 +179,33 @@ def test_a_deploy_lists_its_spiders_off_the_reactor(test_settings, tmp_path):
         spiders = manager.call("listspiders.json", project="newsproject")["spiders"]
         assert said and f'"spiders": {len(spiders)}' in said[0], said
         assert len(waits) >= 20 and max(waits) < 2.0, waits      # 4 s of listing in them
+    finally:
+        manager.stop()
+
+
+def test_a_deploy_is_the_default_list_as_soon_as_its_egg_is_stored(test_settings, tmp_path):
+    """While a deploy's spiders are listed (4 s), the project's default is the new
+    version already: a list asked without ``_version`` is the new one's, not the old
+    default's cached list (scrapyd drops it once the new list is made)."""
+    (tmp_path / "slowlist").mkdir()
+    (tmp_path / "slowlist" / "sitecustomize.py").write_text(SLOW_LIST)
+    (tmp_path / "node1").mkdir()
+    manager = Manager(test_settings, tmp_path / "node1", node="node1",
+                      env={"PYTHONPATH": str(tmp_path / "slowlist")}).start()
+    try:
+        deploy_version(tmp_path, manager, "1")
+        before = manager.call("listspiders.json", project="newsproject")["spiders"]
+        assert "added" not in before                 # the default's list, cached
+        deploying = threading.Thread(
+            target=deploy_version, args=(tmp_path, manager, "2", ["added"]))
+        deploying.start()
+        deadline = time.monotonic() + 60
+        while "2" not in manager.call("listversions.json", project="newsproject")["versions"]:
+            assert deploying.is_alive() and time.monotonic() < deadline
+            time.sleep(0.1)
+        assert deploying.is_alive()                  # its spiders still being listed
+        during = manager.call("listspiders.json", project="newsproject")["spiders"]
+        deploying.join()
+        assert sorted(during) == sorted([*before, "added"]), during
     finally:
         manager.stop()
