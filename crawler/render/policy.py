@@ -74,7 +74,9 @@ def choose_way(counts: tuple[int, int] | None, known_patterns: int, comparing: i
     left = render_sample_left(compared, needed)
     if left:
         return "compare" if comparing < left else "wait"
-    agreed = max(needed, compared - needed)
+    # the re-checks under way count as made: rendering takes seconds, and a template's
+    # pages fetched meanwhile would each be drawn at the rate of a verdict less confirmed
+    agreed = max(needed, compared - needed) + comparing
     if random.randrange(RECHECK * agreed * agreed) < SAMPLE * SAMPLE:
         return "compare"
     return "render" if 2 * needed > compared else "plain"

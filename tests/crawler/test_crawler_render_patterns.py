@@ -45,6 +45,17 @@ def test_render_a_pattern_is_checked_again_less_often_the_more_its_comparisons_a
                                                         abs=0.003)
 
 
+def test_render_a_re_check_under_way_counts_as_made():
+    """Rendering takes seconds, and the template's pages fetched meanwhile are drawn with
+    the re-checks being made counted: as rarely as once they are recorded."""
+    def checks(counts, comparing, pages=20000):
+        random.seed(1)
+        return sum(choose_way(counts, 1, comparing) == "compare" for _ in range(pages)) / pages
+
+    assert checks((SAMPLE, 0), SAMPLE) == pytest.approx(checks((2 * SAMPLE, 0), 0))
+    assert checks((SAMPLE, 0), SAMPLE) < checks((SAMPLE, 0), 0) / 3
+
+
 def test_render_a_pattern_whose_sample_disagrees_is_compared_further(monkeypatch):
     monkeypatch.setattr("crawler.render.policy.random.randrange", lambda n: n - 1)   # no re-check
     assert choose_way((SAMPLE, 1), 1) == "compare"               # one needed it, one not
