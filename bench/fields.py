@@ -1,6 +1,6 @@
 """Metadata benchmark: a page's publication date without a rule, on real news pages.
 
-  python bench/fields.py [--pages DIR]
+  python bench/fields.py [--pages DIR] [--crawl-rounds N] [--copies N]
 
 On the article-extraction benchmark's 181 pages (../shared/benchmarks/article-extraction):
 
@@ -18,7 +18,11 @@ On the article-extraction benchmark's 181 pages (../shared/benchmarks/article-ex
   against off: the response parsed (``response.selector``, as Scrapy parses it), its
   links (crawler/links.py), then the item pipeline (MainTextPipeline: the main text;
   with ``meta`` on, the metadata too); ``cpu_pipeline_meta_on_vs_off`` the same for the
-  item pipeline's work on the parsed page alone.
+  item pipeline's work on the parsed page alone (htmldate's caches of parsed dates
+  emptied before each pass);
+- ``spider_cpu_meta_on_vs_off``: one spider process of ours crawling the pages served by
+  nginx (``--copies`` times each), its whole life's CPU a page, meta on against off
+  (bench/meta_crawl.py; ``--crawl-rounds 0`` leaves it out).
 
 The last line is one JSON object.
 """
@@ -37,12 +41,14 @@ sys.path.insert(0, str(ROOT))
 
 from scrapy.http import HtmlResponse  # noqa: E402
 
-from bench.common import finish, machine  # noqa: E402
+from bench.common import bench_settings, drop_zookeeper_root, finish, machine  # noqa: E402
+from bench.meta_crawl import spider_cpu_meta_on_vs_off  # noqa: E402
 from crawler.links import page_urls  # noqa: E402
 from crawler.pagemeta import page_meta  # noqa: E402
 from crawler.pipelines import MainTextPipeline  # noqa: E402
 
 PAGES = ROOT.parent / "shared" / "benchmarks" / "article-extraction"
+ROUNDS = 15          # passes each way; a pass of 181 pages is ~1 s
 DAY = re.compile(r"(\d{4})-(\d{2})-(\d{2})")
 DATE_META = ("article:published_time", "datepublished", "date", "pubdate", "publishdate",
              "dc.date", "dc.date.issued", "dcterms.created", "sailthru.date",
@@ -129,7 +135,20 @@ def pipeline_work(pipeline, root, url):
     pipeline.process_item({"_body": root, "url": url})
 
 
-def on_vs_off(work, pages, rounds=6):
+def forget_parsed_dates():
+    """Empty htmldate's caches of the date strings it has parsed, so that each pass meets
+    the pages' dates anew as a spider meets new pages (its parser and word list stay)."""
+    import htmldate.extractors
+    import htmldate.validators
+
+    for module in (htmldate.extractors, htmldate.validators):
+        for function in vars(module).values():
+            info = getattr(function, "cache_info", None)
+            if info is not None and info().maxsize is not None:
+                function.cache_clear()
+
+
+def on_vs_off(work, pages, rounds=ROUNDS):
     """CPU seconds a page with meta off and on: every page's work done with one, then
     with the other (which comes first alternates round by round), each the least of
     ``rounds``. Each page once a pass, as a spider sees it: work done twice in a row on
@@ -137,6 +156,7 @@ def on_vs_off(work, pages, rounds=6):
     pipelines = {False: MainTextPipeline(meta=False), True: MainTextPipeline(meta=True)}
 
     def one_pass(meta):
+        forget_parsed_dates()
         started = time.process_time()
         for page, url in pages:
             work(pipelines[meta], page, url)
@@ -155,6 +175,10 @@ def main():
 
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--pages", type=Path, default=PAGES)
+    parser.add_argument("--crawl-rounds", type=int, default=3,
+                        help="rounds of the spider's crawl with meta off and on (0: none)")
+    parser.add_argument("--copies", type=int, default=16,
+                        help="times each page is served to that crawl")
     args = parser.parse_args()
     truth_file = json.loads((args.pages / "ground-truth.json").read_text())
     with_truth = same_day = 0
@@ -180,6 +204,7 @@ def main():
     best = max(("htmldate", "dateparser_search"), key=lambda name: fallback[name])
     off, on = on_vs_off(spider_work, pages)
     pipeline_off, pipeline_on = on_vs_off(pipeline_work, trees)
+    crawled = crawl_on_vs_off(pages, args.copies, args.crawl_rounds)
     finish({"pages": len(trees), "pages_with_markup_date": with_truth,
             "published_same_day_with_markup": same_day / max(with_truth, 1),
             "fallback_same_day": fallback, "best_library": best,
@@ -188,7 +213,24 @@ def main():
             "cpu_meta_on_vs_off": on / off,
             "cpu_ms_per_parsed_page_meta_off": pipeline_off * 1000,
             "cpu_ms_per_parsed_page_meta_on": pipeline_on * 1000,
-            "cpu_pipeline_meta_on_vs_off": pipeline_on / pipeline_off, "machine": machine()})
+            "cpu_pipeline_meta_on_vs_off": pipeline_on / pipeline_off, **crawled,
+            "machine": machine()})
+
+
+def crawl_on_vs_off(pages, copies, rounds):
+    """The spider's CPU a page crawling the pages, meta on and off (bench/meta_crawl.py)."""
+    if rounds < 1:
+        return {}
+    settings = bench_settings(("redis", "zookeeper", "mongodb", "kafka"))
+    settings = settings.copy_with(CRAWLCLUSTER_MONGODB_DATABASE="bench_"
+                                  + settings["CRAWLCLUSTER_KEY_PREFIX"].split(":")[1])
+    print(f"a spider crawling them ({copies} copies a page), meta off and on:", flush=True)
+    try:
+        off, on, crawled = spider_cpu_meta_on_vs_off(settings, pages, copies, rounds)
+    finally:
+        drop_zookeeper_root(settings)
+    return {"spider_crawled_pages": crawled, "spider_cpu_ms_per_page_meta_off": off,
+            "spider_cpu_ms_per_page_meta_on": on, "spider_cpu_meta_on_vs_off": on / off}
 
 
 if __name__ == "__main__":

@@ -21,7 +21,9 @@ URL (``sources.published: "htmldate"``), when ``CRAWLCLUSTER_PAGE_META_DATE_GUES
 """
 
 import json
+import logging
 from collections.abc import Iterator
+from functools import cache
 from typing import Any
 
 from crawler.maintext import DESCRIBING_TAGS, Described
@@ -190,15 +192,24 @@ def _page_itself(root: Any, tags: dict[str, list[Any]], take: Any) -> None:
             break
 
 
+@cache
+def prepare_date_guess() -> None:
+    """Load htmldate and quiet its debug lines, once: before a spider's first page (what
+    is loaded when its engine starts is never scanned by the garbage collector again,
+    crawler/extensions.py), and not per guess (setting a logger's level clears every
+    logger's cache)."""
+    import htmldate  # noqa: F401
+
+    logging.getLogger("htmldate").setLevel(logging.WARNING)
+
+
 def _guess_date(root: Any, url: str) -> str | None:
     """htmldate's guess: first its quick search of the page's article, then its
     extensive search of the whole page. The article alone costs a fraction of the page,
     its date is the page's (not a sidebar's or a related story's), and on the
     benchmark's pages stripped of their date markup it finds more of their days than
     the whole page does (bench/fields.py)."""
-    import logging
-
-    logging.getLogger("htmldate").setLevel(logging.WARNING)
+    prepare_date_guess()
     article = _article(root)
     found = _find_date(article, url, False) if article is not None else None
     return found or _find_date(root, url, True)

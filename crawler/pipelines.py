@@ -27,7 +27,7 @@ from crawler.documents import is_document_item
 from crawler.firehose import Firehose
 from crawler.maintext import Described, extract_main_text, parse_page
 from crawler.metrics import count_recorded
-from crawler.pagemeta import page_meta
+from crawler.pagemeta import page_meta, prepare_date_guess
 from crawler.versions import (
     GonePage,
     Stored,
@@ -93,6 +93,8 @@ class MainTextPipeline:
 
     def __init__(self, meta: bool = True, guess_date: bool = True) -> None:
         self.meta, self.guess_date = meta, guess_date
+        if meta and guess_date:
+            prepare_date_guess()
 
     @classmethod
     def from_crawler(cls, crawler: Crawler) -> "MainTextPipeline":

@@ -23,7 +23,7 @@ SMALLEST = {
     "crawl": ["--pages-per-host", "8", "--rounds", "1"],
     "dispatch": ["--quick"],
     "export": ["--items", "500"],
-    "fields": ["--pages", "{work}/article-extraction"],
+    "fields": ["--pages", "{work}/article-extraction", "--crawl-rounds", "1", "--copies", "1"],
     "hostile": ["--pages-per-host", "8", "--rounds", "1", "--limit", "0"],
     "idle": ["--seconds", "1"],
     "links": ["--pages", "{work}/article-extraction", "--rounds", "1"],
