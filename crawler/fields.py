@@ -27,6 +27,9 @@ from datetime import UTC, datetime
 from functools import lru_cache
 from typing import TYPE_CHECKING, Any
 
+from master.rules import Rule, required_fields
+from master.sitehealth import has_value
+
 if TYPE_CHECKING:
     from scrapy.http import TextResponse
 
@@ -149,3 +152,16 @@ def read_fields(selector: "Readable", specs: dict[str, FieldSpec], response: "Te
             continue
         values[name] = "" if value is None else value
     return values, errors
+
+
+def missing_fields(spider_type: str, rule: Rule, item: dict[str, Any]) -> list[str]:
+    """The required fields ``item`` has no value for (0 is a value): the rule's
+    ``required``, else every field of the rule that made it. A universal crawl's rules
+    each name their own fields, and an item carries those of its rule (one that matched
+    nothing as "", one no processor could make in ``field_errors``): another rule's
+    fields are not asked of it."""
+    required = required_fields(spider_type, rule)
+    if spider_type != "precise" and "required" not in rule:
+        errors = item.get("field_errors") or {}
+        required = [name for name in required if name in item or name in errors]
+    return [name for name in required if not has_value(item.get(name))]

@@ -24,6 +24,7 @@ from twisted.python.failure import Failure
 
 from crawler.context import ClusterComponent
 from crawler.documents import is_document_item
+from crawler.fields import missing_fields
 from crawler.firehose import Firehose
 from crawler.maintext import Described, extract_main_text, parse_page
 from crawler.metrics import count_recorded
@@ -39,7 +40,7 @@ from crawler.versions import (
     page_key,
     store_again,
 )
-from master.rules import field_names, required_fields
+from master.rules import field_names
 from master.siteconfig import domain_of
 
 logger = logging.getLogger(__name__)
@@ -71,8 +72,7 @@ class CleaningPipeline(ClusterComponent):
             return item
         config = self.context.crawls.load(item["crawlid"]) or {}
         rule = config.get("rule")
-        required = required_fields(config["spider_type"], rule) if rule else []
-        missing = [name for name in required if not item.get(name)]
+        missing = missing_fields(config["spider_type"], rule, item) if rule else []
         fields = field_names(config["spider_type"], rule) if rule else []
         self.context.tracker.sites.item(item["crawlid"], domain_of(item.get("url", "")),
                                         fields, item, missing)

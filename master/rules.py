@@ -167,7 +167,8 @@ def field_names(spider_type: str, rule: Rule) -> list[str]:
 
 
 def required_fields(spider_type: str, rule: Rule) -> list[str]:
-    """Fields an item must have: the rule's ``required``, else every field it names."""
+    """The fields a rule requires: its ``required``, else every field it names (of
+    those, an item is asked for its own rule's: crawler/fields.py ``missing_fields``)."""
     if "required" in rule:
         return list(rule["required"])
     names = field_names(spider_type, rule)

@@ -9,6 +9,7 @@ from typing import Any
 from scrapy import Request
 from scrapy.http import HtmlResponse, Response, TextResponse
 
+from crawler.fields import missing_fields
 from crawler.pipelines import EncodingPipeline, MainTextPipeline
 from crawler.preview.fetch import FetchError, PageFetcher
 from crawler.preview.links import link_fates
@@ -18,7 +19,8 @@ from crawler.rules import compile_universal
 from crawler.spiders import Follow
 from crawler.spiders.precise import PreciseSpider
 from crawler.spiders.universal import UniversalSpider
-from master.rules import field_names, required_fields
+from master.rules import field_names
+from master.sitehealth import has_value
 from master.tasks import make_task
 from message_processing.requests import (
     RequestError,
@@ -171,12 +173,11 @@ def described(item: dict[str, Any], config: dict[str, Any]) -> dict[str, Any]:
     item.pop("fetched_at", None)
     names = field_names(config["spider_type"], config["rule"])
     reasons = item.get("field_errors") or {}      # a processor's, by field (crawler/fields.py)
-    fields = {name: ({"value": item[name]} if item.get(name) else
+    fields = {name: ({"value": item[name]} if has_value(item.get(name)) else
                      {"value": item.get(name, ""),
                       "missing": reasons.get(name, "matched nothing")})
               for name in names if name in item or name in reasons}
-    missing = [name for name in required_fields(config["spider_type"], config["rule"])
-               if not item.get(name)]
+    missing = missing_fields(config["spider_type"], config["rule"], item)
     return {"item": item, "fields": fields, "kept": not missing,
             **({"dropped_for": missing} if missing else {})}
 

@@ -104,6 +104,34 @@ def test_precise_crawl_stores_every_item_field_by_field(test_settings, mongo_db,
     assert ok["900"] >= 30           # status codes counted per spider type (table 4-8)
 
 
+def test_universal_rules_with_fields_of_their_own_each_store_their_items(
+        test_settings, mongo_db, static_site, tmp_path):
+    """List pages and detail pages each with fields of their own: an item is asked for
+    its rule's fields, not every rule's (else every item would be dropped incomplete)."""
+    manifest, site = static_site
+    host = manifest["spec"]["hosts"][1]
+    start = f"http://{host}:{manifest['spec']['port']}/list/1.html"
+    scope = [f"{host}:{manifest['spec']['port']}"]       # Scrapy matches the port too
+    rule = {"rules": [dict(UNIVERSAL_RULE["rules"][0], fields={"listing": "//title/text()"},
+                           allow_domains=scope),
+                      dict(UNIVERSAL_RULE["rules"][1], allow_domains=scope)]}
+    since = len(site.access_log())
+    submit(test_settings, {"crawlid": "two-rules", "spider_type": "universal", "url": start,
+                           "rule": rule})
+    assert run_crawl(test_settings, "universal", tmp_path) == [0]
+    pages = {p["url"]: p for p in manifest["pages"]
+             if p["host"] == host and p["kind"] in ("index", "list", "detail")}
+    assert_fetched_once(site, since, list(pages), "two rules")
+    stored = {item["url"]: item for item in mongo_db["items_universal"].find(
+        {"crawlid": "two-rules"})}
+    assert set(stored) == set(pages) - {start}     # a seed is no rule's page, as in Scrapy
+    for url, item in stored.items():
+        if pages[url]["kind"] == "detail":
+            assert item["title"] == pages[url]["title"] and "listing" not in item
+        else:
+            assert item["listing"] and "title" not in item
+
+
 @pytest.mark.parametrize("frontier_settings", ["redis", "redis-cluster"], indirect=True)
 def test_universal_crawl_every_page_exactly_once(frontier_settings, mongo_db, big_site,
                                                  tmp_path):

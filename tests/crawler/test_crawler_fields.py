@@ -7,7 +7,7 @@ from datetime import UTC, datetime
 import pytest
 from scrapy.http import HtmlResponse
 
-from crawler.fields import read_fields
+from crawler.fields import missing_fields, read_fields
 from master.rules import RuleError, validate_rule
 
 FETCHED_AT = datetime(2026, 11, 28, 12, 0, tzinfo=UTC).timestamp()
@@ -107,3 +107,25 @@ def test_rules_with_processors_are_validated():
     bad_re = {"rules": [{"allow": ["/a/"], "fields": {"d": {"xpath": "//t", "re": "(unclosed"}}}]}
     with pytest.raises(RuleError, match=r"rule.rules\[0\].fields.d.re: invalid regex"):
         validate_rule("universal", bad_re)
+
+
+def test_an_item_is_asked_for_the_fields_of_the_rule_that_made_it():
+    """A universal crawl whose rules name different fields: each item carries its rule's
+    ("" when one matched nothing), and only those are required of it, unless the rule
+    says ``required``; 0 is a value, an empty list is not."""
+    rule = {"rules": [{"allow": ["/list/"], "fields": {"heading": "//h2/text()"}},
+                      {"allow": ["/news/"], "fields": {"title": "//h1/text()",
+                                                       "price": {"xpath": "//b", "as": "price"},
+                                                       "tags": {"xpath": "//li",
+                                                                "take": "list"}}}]}
+    list_item = {"url": "http://a.example/list/1", "heading": "News"}
+    news_item = {"url": "http://a.example/news/1", "title": "Budget", "price": 0,
+                 "tags": ["a"]}
+    assert missing_fields("universal", rule, list_item) == []
+    assert missing_fields("universal", rule, news_item) == []
+    assert missing_fields("universal", rule, {**news_item, "title": "", "tags": []}) == [
+        "tags", "title"]
+    failed = {"url": "http://a.example/news/2", "title": "Budget", "tags": ["a"],
+              "field_errors": {"price": "as price: no price in 'soon'"}}
+    assert missing_fields("universal", rule, failed) == ["price"]
+    assert missing_fields("universal", {**rule, "required": ["title"]}, list_item) == ["title"]
