@@ -196,8 +196,9 @@ def test_a_deploy_is_the_default_list_as_soon_as_its_egg_is_stored(test_settings
         deploy_version(tmp_path, manager, "1")
         before = manager.call("listspiders.json", project="newsproject")["spiders"]
         assert "added" not in before                 # the default's list, cached
-        deploying = threading.Thread(
-            target=deploy_version, args=(tmp_path, manager, "2", ["added"]))
+        said = []
+        deploying = threading.Thread(target=lambda: said.append(
+            deploy_version(tmp_path, manager, "2", ["added"])))
         deploying.start()
         deadline = time.monotonic() + 60
         while "2" not in manager.call("listversions.json", project="newsproject")["versions"]:
@@ -206,6 +207,7 @@ def test_a_deploy_is_the_default_list_as_soon_as_its_egg_is_stored(test_settings
         assert deploying.is_alive()                  # its spiders still being listed
         during = manager.call("listspiders.json", project="newsproject")["spiders"]
         deploying.join()
+        assert said and '"spiders": ' in said[0], said           # the deploy was answered
         assert sorted(during) == sorted([*before, "added"]), during
     finally:
         manager.stop()
