@@ -21,8 +21,9 @@ On the article-extraction benchmark's 181 pages (../shared/benchmarks/article-ex
   item pipeline's work on the parsed page alone (htmldate's caches of parsed dates
   emptied before each pass);
 - ``spider_cpu_meta_on_vs_off``: one spider process of ours crawling the pages served by
-  nginx (``--copies`` times each), its whole life's CPU a page, meta on against off
-  (bench/meta_crawl.py; ``--crawl-rounds 0`` leaves it out).
+  nginx (``--copies`` times each), its whole life's CPU a page, meta on against off, the
+  median of the rounds' ratios (bench/meta_crawl.py; ``--crawl-rounds 0`` leaves it
+  out); ``spider_meta_cpu_ms_per_page`` what meta adds a page.
 
 The last line is one JSON object.
 """
@@ -35,6 +36,7 @@ import re
 import sys
 import time
 from pathlib import Path
+from statistics import median
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
@@ -225,13 +227,16 @@ def crawl_on_vs_off(pages, copies, rounds):
                                   + settings["CRAWLCLUSTER_KEY_PREFIX"].split(":")[1])
     print(f"a spider crawling them ({copies} copies a page), meta off and on:", flush=True)
     try:
-        off, on, crawled, each_round = spider_cpu_meta_on_vs_off(settings, pages, copies,
-                                                                 rounds)
+        crawled, each_round = spider_cpu_meta_on_vs_off(settings, pages, copies, rounds)
     finally:
         drop_zookeeper_root(settings)
-    return {"spider_crawled_pages": crawled, "spider_cpu_ms_per_page_meta_off": off,
-            "spider_cpu_ms_per_page_meta_on": on, "spider_meta_cpu_ms_per_page": on - off,
-            "spider_cpu_meta_on_vs_off": on / off, "spider_cpu_ms_rounds_off_on": each_round}
+    # by round: the machine's speed drifts over minutes, a round's two runs are adjacent
+    return {"spider_crawled_pages": crawled,
+            "spider_cpu_ms_per_page_meta_off": median(off for off, _ in each_round),
+            "spider_cpu_ms_per_page_meta_on": median(on for _, on in each_round),
+            "spider_meta_cpu_ms_per_page": median(on - off for off, on in each_round),
+            "spider_cpu_meta_on_vs_off": median(on / off for off, on in each_round),
+            "spider_cpu_ms_rounds_off_on": each_round}
 
 
 if __name__ == "__main__":
