@@ -156,58 +156,57 @@ def test_a_user_spider_deployed_with_scrapyd_deploy_runs_on_two_nodes_and_throug
             process.wait(10)
 
 
-def test_a_deploy_lists_its_spiders_off_the_reactor(test_settings, tmp_path):
+@pytest.fixture
+def slow_listing_manager(test_settings, tmp_path):
+    """A node's manager whose ``scrapy list`` takes 4 s."""
+    (tmp_path / "slowlist").mkdir()
+    (tmp_path / "slowlist" / "sitecustomize.py").write_text(SLOW_LIST)
+    (tmp_path / "node1").mkdir()
+    manager = Manager(test_settings, tmp_path / "node1", node="node1",
+                      env={"PYTHONPATH": str(tmp_path / "slowlist")}).start()
+    yield manager
+    manager.stop()
+
+
+def test_a_deploy_lists_its_spiders_off_the_reactor(slow_listing_manager, tmp_path):
     """``addversion.json`` stores the egg, then lists the new version's spiders (a child
     process, 4 s here): in a thread, so the manager answers meanwhile, and the reply
     counts the spiders as scrapyd's does."""
-    (tmp_path / "slowlist").mkdir()
-    (tmp_path / "slowlist" / "sitecustomize.py").write_text(SLOW_LIST)
-    (tmp_path / "node1").mkdir()
-    manager = Manager(test_settings, tmp_path / "node1", node="node1",
-                      env={"PYTHONPATH": str(tmp_path / "slowlist")}).start()
-    try:
-        said = []
-        deploying = threading.Thread(target=lambda: said.append(deploy(tmp_path, [manager])))
-        deploying.start()
-        waits = []
-        while deploying.is_alive():
-            asked = time.monotonic()
-            assert manager.call("daemonstatus.json")["status"] == "ok"
-            waits.append(time.monotonic() - asked)
-            time.sleep(0.2)
-        deploying.join()
-        spiders = manager.call("listspiders.json", project="newsproject")["spiders"]
-        assert said and f'"spiders": {len(spiders)}' in said[0], said
-        assert len(waits) >= 20 and max(waits) < 2.0, waits      # 4 s of listing in them
-    finally:
-        manager.stop()
+    manager = slow_listing_manager
+    said = []
+    deploying = threading.Thread(target=lambda: said.append(deploy(tmp_path, [manager])))
+    deploying.start()
+    waits = []
+    while deploying.is_alive():
+        asked = time.monotonic()
+        assert manager.call("daemonstatus.json")["status"] == "ok"
+        waits.append(time.monotonic() - asked)
+        time.sleep(0.2)
+    deploying.join()
+    spiders = manager.call("listspiders.json", project="newsproject")["spiders"]
+    assert said and f'"spiders": {len(spiders)}' in said[0], said
+    assert len(waits) >= 20 and max(waits) < 2.0, waits      # 4 s of listing in them
 
 
-def test_a_deploy_is_the_default_list_as_soon_as_its_egg_is_stored(test_settings, tmp_path):
+def test_a_deploy_is_the_default_list_as_soon_as_its_egg_is_stored(slow_listing_manager,
+                                                                   tmp_path):
     """While a deploy's spiders are listed (4 s), the project's default is the new
     version already: a list asked without ``_version`` is the new one's, not the old
     default's cached list (scrapyd drops it once the new list is made)."""
-    (tmp_path / "slowlist").mkdir()
-    (tmp_path / "slowlist" / "sitecustomize.py").write_text(SLOW_LIST)
-    (tmp_path / "node1").mkdir()
-    manager = Manager(test_settings, tmp_path / "node1", node="node1",
-                      env={"PYTHONPATH": str(tmp_path / "slowlist")}).start()
-    try:
-        deploy_version(tmp_path, manager, "1")
-        before = manager.call("listspiders.json", project="newsproject")["spiders"]
-        assert "added" not in before                 # the default's list, cached
-        said = []
-        deploying = threading.Thread(target=lambda: said.append(
-            deploy_version(tmp_path, manager, "2", ["added"])))
-        deploying.start()
-        deadline = time.monotonic() + 60
-        while "2" not in manager.call("listversions.json", project="newsproject")["versions"]:
-            assert deploying.is_alive() and time.monotonic() < deadline
-            time.sleep(0.1)
-        assert deploying.is_alive()                  # its spiders still being listed
-        during = manager.call("listspiders.json", project="newsproject")["spiders"]
-        deploying.join()
-        assert said and '"spiders": ' in said[0], said           # the deploy was answered
-        assert sorted(during) == sorted([*before, "added"]), during
-    finally:
-        manager.stop()
+    manager = slow_listing_manager
+    deploy_version(tmp_path, manager, "1")
+    before = manager.call("listspiders.json", project="newsproject")["spiders"]
+    assert "added" not in before                 # the default's list, cached
+    said = []
+    deploying = threading.Thread(target=lambda: said.append(
+        deploy_version(tmp_path, manager, "2", ["added"])))
+    deploying.start()
+    deadline = time.monotonic() + 60
+    while "2" not in manager.call("listversions.json", project="newsproject")["versions"]:
+        assert deploying.is_alive() and time.monotonic() < deadline
+        time.sleep(0.1)
+    assert deploying.is_alive()                  # its spiders still being listed
+    during = manager.call("listspiders.json", project="newsproject")["spiders"]
+    deploying.join()
+    assert said and '"spiders": ' in said[0], said           # the deploy was answered
+    assert sorted(during) == sorted([*before, "added"]), during
