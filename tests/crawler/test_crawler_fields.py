@@ -119,8 +119,8 @@ def test_an_item_is_asked_for_the_fields_of_the_rule_that_made_it():
                                                        "tags": {"xpath": "//li",
                                                                 "take": "list"}}}]}
     list_item = {"url": "http://a.example/list/1", "heading": "News"}
-    news_item = {"url": "http://a.example/news/1", "title": "Budget", "price": 0,
-                 "tags": ["a"]}
+    news_item = {"url": "http://a.example/news/1", "title": "Budget",
+                 "price": {"amount": 0, "currency": "EUR"}, "tags": ["a"]}
     assert missing_fields("universal", rule, list_item) == []
     assert missing_fields("universal", rule, news_item) == []
     assert missing_fields("universal", rule, {**news_item, "title": "", "tags": []}) == [
@@ -129,3 +129,9 @@ def test_an_item_is_asked_for_the_fields_of_the_rule_that_made_it():
               "field_errors": {"price": "as price: no price in 'soon'"}}
     assert missing_fields("universal", rule, failed) == ["price"]
     assert missing_fields("universal", {**rule, "required": ["title"]}, list_item) == ["title"]
+    # a precise rule's item is asked for the fields of both its pages, as before
+    precise = {"first_page_xpath": {"list_from": "//li", "second_page_url": "a/@href",
+                                    "title": "a/text()"},
+               "second_page_xpath": {"pages": {"xpath": "//p", "as": "number"}}}
+    assert missing_fields("precise", precise, {"title": "Budget"}) == ["pages"]
+    assert missing_fields("precise", precise, {"title": "Budget", "pages": 0}) == []
