@@ -38,9 +38,10 @@ SMALLEST = {
     "soak": ["--pages", "60", "--hosts", "3", "--nodes", "1", "--every", "30"],
     "versions": ["--items", "500"],
 }
-# bench/ modules that are not benchmarks: the peers' spiders and shared code
+# bench/ modules that are not benchmarks: the peers' spiders and shared code, and
+# bench/fields.py's crawl (run by its smoke run)
 NOT_BENCHMARKS = {"__init__", "common", "crawl_peers", "crawl_user", "crawl_vanilla",
-                  "render_crawlee"}
+                  "render_crawlee", "meta_crawl"}
 
 pytestmark = pytest.mark.bench
 
