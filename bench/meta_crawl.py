@@ -68,9 +68,10 @@ def spider_cpu_meta_on_vs_off(settings, pages, copies, rounds):
     work = Path(tempfile.mkdtemp(prefix="metacrawl-"))
     port = free_port([HOST])
     start, expected = news_site(work, pages, port, copies)
-    cpu = {False: [], True: []}
+    each_round = []
     with bench_redis(settings), StaticSite(work / "www", [HOST], port, work / "run") as site:
         for number in range(rounds):
+            cpu = {}
             for meta in ((False, True) if number % 2 == 0 else (True, False)):
                 since = len(site.access_log())
                 crawlid, logs = f"meta-{number}-{meta}".lower(), work / f"log-{number}-{meta}"
@@ -80,13 +81,14 @@ def spider_cpu_meta_on_vs_off(settings, pages, copies, rounds):
                                 CRAWLCLUSTER_PAGE_META=str(meta).lower())
                 fetched, _, _ = served_pages(site, since, expected, f"meta {meta}")
                 check_items(settings, crawlid, len(pages) * copies, meta)
-                cpu[meta].append(used["cpu"] * 1000 / fetched)
+                cpu[meta] = used["cpu"] * 1000 / fetched
                 print(f"  round {number + 1}, meta {'on ' if meta else 'off'}: {fetched} "
-                      f"pages, spider {cpu[meta][-1]:.2f} CPU ms a page "
+                      f"pages, spider {cpu[meta]:.2f} CPU ms a page "
                       f"({time.monotonic() - started:.0f} s)", flush=True)
                 drop_bench_database(settings)
+            each_round.append([cpu[False], cpu[True]])
     shutil.rmtree(work / "www")          # the logs stay
-    return len(expected), [list(pair) for pair in zip(cpu[False], cpu[True], strict=True)]
+    return len(expected), each_round
 
 
 def check_items(settings, crawlid, pages, meta):
